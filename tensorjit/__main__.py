@@ -1,0 +1,59 @@
+"""``python -m tensorjit info``: plugins, backends (and why one is unavailable), hooks, config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tensorjit.core.config import config
+from tensorjit.core.hooks import HookSpecs, get_plugin_system
+
+
+def info(out=sys.stdout) -> None:
+    system = get_plugin_system()
+    reg = system.registries
+    print("tensorjit plugins:", file=out)
+    for name in system.plugin_names():
+        origin = system.entry_points.get(name, "built into tensorjit.core")
+        print(f"  {name:<16} {origin}", file=out)
+    for name in system.blocked:
+        print(f"  {name:<16} blocked by config.plugins_blocklist", file=out)
+    print("backends:", file=out)
+    for backend in sorted(reg.backends.backends.values(), key=lambda b: -b.priority):
+        reason = reg.backends.unavailable_reason(backend.name)
+        status = "available" if reason is None else f"unavailable: {reason}"
+        print(
+            f"  {backend.name:<10} device={backend.device:<7} priority={backend.priority:<4} "
+            f"{status}  ({backend.description})",
+            file=out,
+        )
+    print("op families:", file=out)
+    for family, classes in reg.ops.families.items():
+        print(f"  {family}: {len(classes)} op classes", file=out)
+    n_kernels: dict[str, int] = {}
+    for backend, _ in reg.kernels.table:
+        n_kernels[backend] = n_kernels.get(backend, 0) + 1
+    print("kernels:", ", ".join(f"{b}={n}" for b, n in n_kernels.items()) or "none", file=out)
+    print("rewrites:", file=out)
+    for entry in sorted(reg.rewrites.entries.values(), key=lambda e: (e.phase, e.name)):
+        print(f"  {entry.phase:<13} {entry.name:<28} tags={sorted(entry.tags)}", file=out)
+    print("hooks:", file=out)
+    for name in sorted(n for n in dir(HookSpecs) if n.startswith("tensorjit_")):
+        impls = [i.plugin_name for i in getattr(system.pm.hook, name).get_hookimpls()]
+        print(f"  {name:<32} implemented by: {', '.join(impls) or '-'}", file=out)
+    print("config:", file=out)
+    for name, value, doc in config.items():
+        print(f"  {name:<18} = {value!r:<24} {doc}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tensorjit")
+    parser.add_argument("command", choices=["info"], help="what to show")
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        info()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""What the core itself registers: the Python backend (Op.perform) and the generic
+rewrites (merge, constant folding) that every op family benefits from."""
+
+from __future__ import annotations
+
+from tensorjit.core.hooks import hookimpl
+from tensorjit.core.registries import Backend, BackendRegistry
+from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.core.rewrites.merge import MergeRewriter, constant_folding
+
+PYTHON_BACKEND = "python"
+
+
+def _always_available() -> str | None:
+    return None
+
+
+@hookimpl
+def tensorjit_register_backends(registry: BackendRegistry) -> None:
+    registry.add(
+        Backend(
+            PYTHON_BACKEND,
+            device="cpu",
+            priority=0,
+            check_available=_always_available,
+            description="reference kernels (Op.perform, NumPy); runs everywhere",
+            plugin="core",
+        )
+    )
+
+
+@hookimpl
+def tensorjit_register_rewrites(db: RewriteDB) -> None:
+    db.register(
+        "merge",
+        MergeRewriter(),
+        "canonicalize",
+        "fast_run",
+        "fast_compile",
+        "merge",
+        position=-1,
+        plugin="core",
+    )
+    db.register(
+        "constant_folding",
+        constant_folding,
+        "canonicalize",
+        "fast_run",
+        "fast_compile",
+        plugin="core",
+    )
+    db.register(
+        "final_merge",
+        MergeRewriter(),
+        "cleanup",
+        "fast_run",
+        "fast_compile",
+        "merge",
+        plugin="core",
+    )

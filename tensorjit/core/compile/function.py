@@ -1,0 +1,373 @@
+"""``function()``: compile symbolic inputs/outputs/updates into a Python callable."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensorjit.core.compile.linker import backends_for, choose_kernel
+from tensorjit.core.compile.mode import Mode, get_mode
+from tensorjit.core.compile.vm import VM
+from tensorjit.core.config import config
+from tensorjit.core.graph.basic import Constant, Variable
+from tensorjit.core.graph.fgraph import Feature, FunctionGraph, MissingInputError
+from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.memory.io import In, Out
+from tensorjit.core.memory.shared import SharedVariable
+from tensorjit.core.rewrites.runner import RewriteStats, run_phases
+
+
+class UnusedInputError(ValueError):
+    """An explicit input does not influence any output or update."""
+
+
+class PluginVeto(Feature):
+    """Lets plugins veto substitutions through ``tensorjit_validate_replacement``."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def on_validate(self, fgraph, replacements, reason) -> None:
+        self.hook(fgraph=fgraph, replacements=list(replacements), reason=reason)
+
+
+def _pairs(mapping: Mapping | Sequence | None, what: str) -> list[tuple[Any, Any]]:
+    if mapping is None:
+        return []
+    if isinstance(mapping, Mapping):
+        return list(mapping.items())
+    pairs = list(mapping)
+    for item in pairs:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise TypeError(f"{what} must be a dict or a list of (variable, value) pairs")
+    return pairs
+
+
+def _view_root(var: Variable) -> Variable:
+    """Follow declared view/destroy maps back to the variable whose memory ``var`` uses."""
+    while var.owner is not None:
+        op = var.owner.op
+        aliased = op.view_map.get(var.index) or op.destroy_map.get(var.index)
+        if not aliased:
+            break
+        var = var.owner.inputs[aliased[0]]
+    return var
+
+
+def _describe_value(value: Any) -> str:
+    dtype = getattr(value, "dtype", None)
+    shape = getattr(value, "shape", None)
+    if dtype is not None and shape is not None:
+        return f"{type(value).__name__} of dtype {dtype} and shape {shape}"
+    return f"{type(value).__name__} {value!r}"
+
+
+class Function:
+    """A compiled function. Call it with NumPy values; it returns NumPy values.
+
+    ``maker`` facts are kept for introspection: ``fgraph`` (the rewritten graph),
+    ``kernels`` (node -> kernel chosen), ``rewrite_stats``.
+    """
+
+    def __init__(
+        self,
+        inputs: list[In],
+        outputs: list[Out],
+        unpack_single: bool,
+        updates: list[tuple[SharedVariable, Variable]],
+        shared_inputs: list[SharedVariable],
+        fgraph: FunctionGraph,
+        mode: Mode,
+        name: str | None,
+        stats: RewriteStats,
+    ):
+        self.inputs = inputs
+        self.outputs = outputs
+        self.unpack_single = unpack_single
+        self.fgraph = fgraph
+        self.mode = mode
+        self.name = name
+        self.rewrite_stats = stats
+        self.shared_inputs = shared_inputs
+        n_in, n_out = len(inputs), len(outputs)
+        input_vars = fgraph.inputs[:n_in]
+        self._updated_shared = [shared for shared, _ in updates]
+
+        storage: dict[Variable, list] = {}
+        for var, shared in zip(fgraph.inputs[n_in:], shared_inputs):
+            storage[var] = shared.storage  # the VM reads the shared variable's own cell
+        for var in fgraph.variables:
+            if var not in storage:
+                storage[var] = [var.data] if isinstance(var, Constant) else [None]
+        self._input_cells = [storage[v] for v in input_vars]
+        self._output_cells = [storage[v] for v in fgraph.outputs]
+
+        backends = backends_for(mode.backends, config.device)
+        order = fgraph.toposort()
+        kernels = [choose_kernel(node, backends) for node in order]
+        self.kernels = dict(zip(order, kernels))
+        self.vm = VM(order, kernels, storage, keep=set(fgraph.outputs), allow_gc=config.allow_gc)
+        # Cells the VM computed into: cleared after each call so no value is kept alive.
+        self._computed_output_cells = [storage[v] for v in fgraph.outputs if v.owner is not None]
+        self._copy_plan = self._plan_output_copies(input_vars, n_out)
+        self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
+        self._n_required = 0
+        for i, inp in enumerate(inputs):
+            if inp.value is None:
+                self._n_required = i + 1
+
+    def _plan_output_copies(self, input_vars: list[Variable], n_out: int) -> list[bool]:
+        """Which outputs (user outputs, then updates) must be copied to stay un-aliased.
+
+        An output needs a copy if its memory (through declared views) belongs to an input,
+        a shared variable or a constant, or to an earlier output. ``Out(borrow=True)`` of
+        an ``In(borrow=True)`` may alias it; an update may be a view of its own variable.
+        """
+        borrowed = {v for v, i in zip(input_vars, self.inputs) if i.borrow}
+        own_input = {
+            n_out + k: self.fgraph.inputs[len(input_vars) + self.shared_inputs.index(shared)]
+            for k, shared in enumerate(self._updated_shared)
+        }
+        plan = []
+        seen_roots: set[Variable] = set()
+        for k, out in enumerate(self.fgraph.outputs):
+            root = _view_root(out)
+            if root in seen_roots:
+                copy = True
+            elif root.owner is not None or root is own_input.get(k):
+                copy = False
+            else:
+                copy = not (k < n_out and self.outputs[k].borrow and root in borrowed)
+            seen_roots.add(root)
+            plan.append(copy)
+        return plan
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._load_inputs(args, kwargs)
+        try:
+            self.vm()
+            values = [cell[0] for cell in self._output_cells]
+        finally:
+            for cell in self._input_cells:
+                cell[0] = None
+            for cell in self._computed_output_cells:
+                cell[0] = None
+        for k, copy in enumerate(self._copy_plan):
+            if copy:
+                values[k] = self.fgraph.outputs[k].type.copy_value(values[k])
+        n_out = len(self.outputs)
+        # Updates are applied after every output is computed, as if simultaneously.
+        for shared, value in zip(self._updated_shared, values[n_out:]):
+            shared.storage[0] = value
+        outputs = values[:n_out]
+        if self.unpack_single:
+            return outputs[0]
+        return outputs
+
+    def _load_inputs(self, args: tuple, kwargs: dict) -> None:
+        n = len(self.inputs)
+        label = f"compiled function {self.name!r}" if self.name else "compiled function"
+        if len(args) > n:
+            raise TypeError(f"{label} takes {n} arguments, got {len(args)}")
+        values: list[Any] = list(args) + [_MISSING] * (n - len(args))
+        for key, value in kwargs.items():
+            pos = self._positions.get(key)
+            if pos is None:
+                raise TypeError(
+                    f"{label} got an unexpected keyword argument {key!r}; "
+                    f"named inputs: {sorted(self._positions)}"
+                )
+            if values[pos] is not _MISSING:
+                raise TypeError(f"{label} got multiple values for input {key!r}")
+            values[pos] = value
+        for i, (inp, value) in enumerate(zip(self.inputs, values)):
+            if value is _MISSING:
+                if inp.value is None:
+                    missing = [
+                        self.inputs[j].variable.describe()
+                        for j in range(n)
+                        if values[j] is _MISSING and self.inputs[j].value is None
+                    ]
+                    raise TypeError(
+                        f"{label} is missing {len(missing)} required argument(s): "
+                        f"{', '.join(missing)} (expected {self._n_required} positional "
+                        f"arguments, got {len(args)})"
+                    )
+                value = inp.value
+            try:
+                filtered = inp.variable.type.filter(
+                    value, strict=inp.strict, allow_downcast=inp.allow_downcast
+                )
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(
+                    f"bad argument {i} to {label}: input {inp.variable.describe()} expects "
+                    f"{inp.variable.type}, got {_describe_value(value)}: {exc}"
+                ) from None
+            self._input_cells[i][0] = filtered
+
+
+_MISSING = object()
+
+
+def _as_in(item: Any) -> In:
+    if isinstance(item, In):
+        return item
+    if isinstance(item, Variable):
+        return In(item)
+    raise TypeError(f"function inputs must be Variables or In(...), got {item!r}")
+
+
+def _as_out(item: Any) -> Out:
+    if isinstance(item, Out):
+        return item
+    if isinstance(item, Variable):
+        return Out(item)
+    raise TypeError(
+        f"function outputs must be Variables or Out(...), got {type(item).__name__} {item!r}"
+    )
+
+
+def function(
+    inputs: Sequence[Variable | In],
+    outputs: Any = None,
+    updates: Mapping | Sequence | None = None,
+    givens: Mapping | Sequence | None = None,
+    mode: str | Mode | None = None,
+    name: str | None = None,
+    on_unused_input: str | None = None,
+    allow_input_downcast: bool | None = None,
+) -> Function:
+    """Compile a callable computing ``outputs`` from ``inputs``.
+
+    Shared variables used by the graph are implicit inputs. ``updates`` (dict or list of
+    (shared, expression) pairs) are stored after all outputs are computed. ``givens``
+    substitutes variables in the graph before compiling.
+    """
+    on_unused_input = on_unused_input or config.on_unused_input
+    if on_unused_input not in ("raise", "warn", "ignore"):
+        raise ValueError(
+            f"on_unused_input must be 'raise', 'warn' or 'ignore', got {on_unused_input!r}"
+        )
+    if not isinstance(inputs, (list, tuple)):
+        raise TypeError(f"function inputs must be a list of Variables, got {type(inputs).__name__}")
+    ins = [_as_in(i) for i in inputs]
+    for inp in ins:
+        if allow_input_downcast is not None and inp.allow_downcast is None:
+            inp.allow_downcast = allow_input_downcast
+        if isinstance(inp.variable, SharedVariable):
+            raise TypeError(
+                f"shared variable {inp.variable.describe()} can not be an explicit input: "
+                "its value is used implicitly (use givens to substitute it)"
+            )
+        if isinstance(inp.variable, Constant):
+            raise TypeError(f"constant {inp.variable.describe()} can not be a function input")
+    seen_inputs: set[Variable] = set()
+    for inp in ins:
+        if inp.variable in seen_inputs:
+            raise ValueError(f"input {inp.variable.describe()} is given twice")
+        seen_inputs.add(inp.variable)
+
+    unpack_single = False
+    if outputs is None:
+        outs: list[Out] = []
+    elif isinstance(outputs, (list, tuple)):
+        outs = [_as_out(o) for o in outputs]
+    else:
+        outs = [_as_out(outputs)]
+        unpack_single = True
+
+    update_pairs = _normalize_updates(updates)
+    given_pairs = _normalize_givens(givens)
+
+    # Inputs with an owner cut the graph there: substitute a fresh root variable.
+    replace: dict[Variable, Variable] = dict(given_pairs)
+    roots = []
+    for inp in ins:
+        var = inp.variable
+        if var.owner is not None:
+            root = var.type.make_variable(var.name)
+            root.created_at = var.created_at
+            replace[var] = root
+            var = root
+        roots.append(var)
+
+    targets = [o.variable for o in outs] + [u for _, u in update_pairs]
+    new_targets, _ = clone_replace(targets, replace) if replace else (targets, {})
+
+    _check_inputs(ins, roots, new_targets, on_unused_input)
+    used_shared = [v for v in graph_inputs(new_targets) if isinstance(v, SharedVariable)]
+    shared_inputs: list[SharedVariable] = []
+    for var in used_shared + [s for s, _ in update_pairs]:
+        if var not in shared_inputs:
+            shared_inputs.append(var)
+
+    system = get_plugin_system()
+    features = [PluginVeto(system.pm.hook.tensorjit_validate_replacement)]
+    fgraph = FunctionGraph(roots + shared_inputs, new_targets, features=features)
+    mode_obj = get_mode(mode)
+    stats = RewriteStats()
+    run_phases(fgraph, system.registries.rewrites.query(mode_obj.query), stats)
+    return Function(
+        ins, outs, unpack_single, update_pairs, shared_inputs, fgraph, mode_obj, name, stats
+    )
+
+
+def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:
+    pairs = []
+    seen: set[Variable] = set()
+    for shared, value in _pairs(updates, "updates"):
+        if not isinstance(shared, SharedVariable):
+            raise TypeError(
+                f"updates: only shared variables can be updated, got "
+                f"{shared.describe() if isinstance(shared, Variable) else repr(shared)}"
+            )
+        if shared in seen:
+            raise ValueError(f"updates: {shared.describe()} is updated twice")
+        seen.add(shared)
+        try:
+            value = shared.type.filter_variable(value)
+        except TypeError as exc:
+            raise TypeError(
+                f"updates: the update of shared variable {shared.describe()}: {exc}"
+            ) from None
+        pairs.append((shared, value))
+    return pairs
+
+
+def _normalize_givens(givens) -> list[tuple[Variable, Variable]]:
+    pairs = []
+    for old, new in _pairs(givens, "givens"):
+        if not isinstance(old, Variable):
+            raise TypeError(f"givens: keys must be Variables, got {old!r}")
+        try:
+            new = old.type.filter_variable(new)
+        except TypeError as exc:
+            raise TypeError(f"givens: replacement for {old.describe()}: {exc}") from None
+        pairs.append((old, new))
+    return pairs
+
+
+def _check_inputs(
+    ins: list[In], roots: list[Variable], targets: list[Variable], on_unused_input: str
+) -> None:
+    reachable = set(ancestors(targets, roots))
+    for inp, root in zip(ins, roots):
+        if root not in reachable:
+            msg = (
+                f"input {inp.variable.describe()} is not used to compute any output or update "
+                "(pass on_unused_input='warn' or 'ignore' to allow this)"
+            )
+            if on_unused_input == "raise":
+                raise UnusedInputError(msg)
+            if on_unused_input == "warn":
+                warnings.warn(msg, stacklevel=3)
+    root_set = set(roots)
+    for var in graph_inputs(targets, roots):
+        if var in root_set or isinstance(var, (Constant, SharedVariable)):
+            continue
+        raise MissingInputError(
+            f"the outputs depend on {var.describe()}, which is not among the function's "
+            f"inputs ({', '.join(v.describe() for v in roots) or 'none'})"
+        )

@@ -1,0 +1,49 @@
+"""Kernel selection: one kernel per node, from the highest-priority backend offering one."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.registries import Backend, Kernel
+
+PERFORM = Kernel("perform", "python", lambda node: partial(node.op.perform, node), "core")
+
+_select_cache: dict[tuple, Kernel | None] = {}
+
+
+def backends_for(names: tuple[str, ...] | None, device: str) -> list[Backend]:
+    """The backends a mode may use, best first; an explicitly named one must be available."""
+    registry = get_plugin_system().registries.backends
+    if names is None:
+        return registry.for_device(device)
+    chosen = []
+    for name in names:
+        if name not in registry.backends:
+            raise ValueError(f"unknown backend {name!r}; registered: {sorted(registry.backends)}")
+        reason = registry.unavailable_reason(name)
+        if reason is not None:
+            raise RuntimeError(f"backend {name!r} is unavailable: {reason}")
+        chosen.append(registry.backends[name])
+    return chosen
+
+
+def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
+    system = get_plugin_system()
+    table = system.registries.kernels
+    for backend in backends:
+        kernel = table.lookup(backend.name, node.op)
+        if kernel is not None:
+            return kernel
+        key = (node.op, tuple(i.type for i in node.inputs), backend.name)
+        if key not in _select_cache:
+            factory = system.pm.hook.tensorjit_select_kernel(node=node, backend=backend.name)
+            _select_cache[key] = (
+                None
+                if factory is None
+                else Kernel(f"{backend.name}:selected", backend.name, factory)
+            )
+        if _select_cache[key] is not None:
+            return _select_cache[key]
+    return PERFORM

@@ -1,0 +1,45 @@
+"""Modes: a named rewrite query plus a choice of backends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorjit.core.config import config
+from tensorjit.core.rewrites.db import RewriteQuery
+
+
+@dataclass(frozen=True)
+class Mode:
+    """``query`` selects rewrites; ``backends`` (None: every available backend of
+    ``config.device``, by priority) names the backends whose kernels may be used."""
+
+    name: str
+    query: RewriteQuery
+    backends: tuple[str, ...] | None = None
+
+    def including(self, *tags: str) -> Mode:
+        return Mode(self.name, self.query.including(*tags), self.backends)
+
+    def excluding(self, *tags: str) -> Mode:
+        return Mode(self.name, self.query.excluding(*tags), self.backends)
+
+    def with_backends(self, *names: str) -> Mode:
+        return Mode(self.name, self.query, tuple(names))
+
+
+FAST_RUN = Mode("FAST_RUN", RewriteQuery(include=frozenset({"fast_run"})))
+FAST_COMPILE = Mode(
+    "FAST_COMPILE", RewriteQuery(include=frozenset({"fast_compile"})), backends=("python",)
+)
+PREDEFINED = {"FAST_RUN": FAST_RUN, "FAST_COMPILE": FAST_COMPILE}
+
+
+def get_mode(mode: str | Mode | None) -> Mode:
+    if mode is None:
+        mode = config.mode
+    if isinstance(mode, Mode):
+        return mode
+    try:
+        return PREDEFINED[mode]
+    except KeyError:
+        raise ValueError(f"unknown mode {mode!r}; known modes: {sorted(PREDEFINED)}") from None

@@ -1,0 +1,126 @@
+"""Typed configuration, set from ``TENSORJIT_FLAGS`` ("name=value,name=value") and in code.
+
+``config.floatX = "float32"`` sets a flag; ``with config.change_flags(floatX="float32"):``
+sets it for a block. Unknown names and invalid values are errors, never ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    name: str
+    default: Any
+    doc: str
+    parse: Callable[[Any], Any]
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in allowed:
+            raise ValueError(f"expected one of {allowed}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected a boolean, got {value!r}")
+
+
+def _name_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.replace(";", ",").split(",") if v.strip())
+    return tuple(value)
+
+
+def _default_compiledir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tensorjit")
+
+
+_OPTIONS = [
+    ConfigOption(
+        "floatX",
+        "float64",
+        "default float dtype of tensor constructors",
+        _choice("float64", "float32", "float16"),
+    ),
+    ConfigOption("device", "cpu", "device for computation and float32 shared storage", str),
+    ConfigOption(
+        "mode", "FAST_RUN", "default compilation mode", _choice("FAST_RUN", "FAST_COMPILE")
+    ),
+    ConfigOption("compiledir", _default_compiledir(), "cache directory for compiled code", str),
+    ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
+    ConfigOption("plugins_blocklist", (), "entry-point names of plugins not to load", _name_list),
+    ConfigOption(
+        "on_unused_input",
+        "raise",
+        "default for function(on_unused_input=...)",
+        _choice("raise", "warn", "ignore"),
+    ),
+]
+
+
+class Config:
+    """Holds the current value of every option; attribute access reads and writes them."""
+
+    def __init__(self, options: list[ConfigOption], flags: str = ""):
+        object.__setattr__(self, "_options", {o.name: o for o in options})
+        object.__setattr__(self, "_values", {o.name: o.parse(o.default) for o in options})
+        for item in flags.split(","):
+            if not item.strip():
+                continue
+            if "=" not in item:
+                raise ValueError(f"TENSORJIT_FLAGS entry {item!r} is not of the form name=value")
+            name, value = item.split("=", 1)
+            self._set(name.strip(), value.strip(), origin="TENSORJIT_FLAGS")
+
+    def _set(self, name: str, value: Any, origin: str = "code") -> None:
+        option = self._options.get(name)
+        if option is None:
+            raise AttributeError(
+                f"unknown config option {name!r} (from {origin}); known: {sorted(self._options)}"
+            )
+        try:
+            self._values[name] = option.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"config option {name!r} (from {origin}): {exc}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"unknown config option {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._set(name, value)
+
+    @contextlib.contextmanager
+    def change_flags(self, **flags: Any) -> Iterator[None]:
+        old = {name: getattr(self, name) for name in flags}
+        try:
+            for name, value in flags.items():
+                self._set(name, value)
+            yield
+        finally:
+            self._values.update(old)
+
+    def items(self) -> list[tuple[str, Any, str]]:
+        return [(name, self._values[name], o.doc) for name, o in self._options.items()]
+
+
+config = Config(_OPTIONS, os.environ.get("TENSORJIT_FLAGS", ""))

@@ -1,0 +1,167 @@
+"""Reverse-mode symbolic differentiation over ``Op.L_op``/``Op.grad``.
+
+The core needs no knowledge of tensors: seeds, zeros, sums and final conversion of
+gradients come from each variable's Type (its family implements ``grad_*`` methods).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensorjit.core.graph.basic import Variable
+from tensorjit.core.graph.traversal import toposort
+
+
+class NotDifferentiableError(TypeError):
+    """The gradient path goes through an op that has no gradient."""
+
+
+class DisconnectedInputError(ValueError):
+    """A variable asked for in ``wrt`` does not influence the cost."""
+
+
+class NullGradError(TypeError):
+    """A gradient on the path is mathematically undefined."""
+
+
+class UndefinedGrad:
+    """Marker an op returns (via ``grad_undefined``) for an input whose gradient is undefined.
+
+    It is an error only if it reaches a variable the user asked about.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def grad_undefined(op: Any, index: int, var: Variable, reason: str = "") -> UndefinedGrad:
+    return UndefinedGrad(f"{op}: gradient w.r.t. input {index} ({var}) is undefined. {reason}")
+
+
+def _where(var: Variable) -> str:
+    return f" (created at {var.created_at})" if var.created_at else ""
+
+
+def grad(
+    cost: Variable | None,
+    wrt: Variable | Sequence[Variable],
+    consider_constant: Sequence[Variable] | None = None,
+    known_grads: Mapping[Variable, Any] | None = None,
+    disconnected_inputs: str = "raise",
+    return_disconnected: str = "zero",
+    null_gradients: str = "raise",
+) -> Variable | list[Variable | None]:
+    """Symbolic gradient of scalar ``cost`` with respect to ``wrt``.
+
+    ``consider_constant``: variables gradients do not flow through. ``known_grads``:
+    ``{variable: gradient}`` seeds (then ``cost`` may be None). ``disconnected_inputs``:
+    what to do when a ``wrt`` does not influence the cost ('raise', 'warn', 'ignore'),
+    and ``return_disconnected`` ('zero' or 'None') what to return for it.
+    """
+    if disconnected_inputs not in ("raise", "warn", "ignore"):
+        raise ValueError(
+            f"disconnected_inputs must be raise/warn/ignore, got {disconnected_inputs!r}"
+        )
+    if return_disconnected not in ("zero", "None"):
+        raise ValueError(
+            f"return_disconnected must be 'zero' or 'None', got {return_disconnected!r}"
+        )
+    single = isinstance(wrt, Variable)
+    wrt_list = [wrt] if single else list(wrt)
+    for w in wrt_list:
+        if not isinstance(w, Variable):
+            raise TypeError(f"grad: wrt must contain symbolic Variables, got {w!r}")
+
+    seeds: dict[Variable, Any] = {}
+    if cost is not None:
+        if not isinstance(cost, Variable):
+            raise TypeError(f"grad: cost must be a symbolic Variable, got {cost!r}")
+        ndim = getattr(cost.type, "ndim", 0)
+        if ndim != 0:
+            raise TypeError(
+                f"grad: the cost must be a scalar, but {cost.describe()} has {ndim} "
+                "dimensions; reduce it first (e.g. cost.sum()) or pass known_grads"
+            )
+        seeds[cost] = cost.type.grad_one_like(cost)
+    for var, g in (known_grads or {}).items():
+        seeds[var] = var.type.grad_as_type_of(var, var.type.filter_variable(g))
+    if not seeds:
+        raise ValueError("grad: give a cost or known_grads")
+
+    constants = set(consider_constant or ())
+    nodes = toposort(list(seeds), constants | set(wrt_list))
+    # Variables through which the cost depends on some wrt: only they get gradients.
+    depends: set[Variable] = set(wrt_list)
+    for node in nodes:
+        if any(i in depends for i in node.inputs):
+            depends.update(o for o in node.outputs if o not in constants)
+
+    contribs: dict[Variable, list[Any]] = {v: [g] for v, g in seeds.items()}
+    for node in reversed(nodes):
+        if not any(i in depends for i in node.inputs):
+            continue
+        out_grads = [_total(o, contribs.get(o)) for o in node.outputs]
+        if all(g is None for g in out_grads):
+            continue
+        undefined = next((g for g in out_grads if isinstance(g, UndefinedGrad)), None)
+        if undefined is not None:
+            for inp in node.inputs:
+                if inp in depends:
+                    contribs.setdefault(inp, []).append(undefined)
+            continue
+        out_grads = [
+            o.type.grad_zeros_like(o) if g is None else g for o, g in zip(node.outputs, out_grads)
+        ]
+        for inp, g in zip(node.inputs, _input_grads(node, out_grads)):
+            if inp not in depends or g is None:
+                continue
+            if not isinstance(g, UndefinedGrad):
+                g = inp.type.grad_as_type_of(inp, g)
+            contribs.setdefault(inp, []).append(g)
+
+    results: list[Variable | None] = []
+    for w in wrt_list:
+        g = _total(w, contribs.get(w))
+        if isinstance(g, UndefinedGrad):
+            if null_gradients == "raise":
+                raise NullGradError(f"grad w.r.t. {w.describe()}: {g.reason}")
+            g = None
+        if g is None:
+            msg = (
+                f"grad: the cost does not depend on {w.describe()} (it is disconnected); "
+                "pass disconnected_inputs='ignore' or 'warn' to allow this"
+            )
+            if disconnected_inputs == "raise":
+                raise DisconnectedInputError(msg)
+            if disconnected_inputs == "warn":
+                warnings.warn(msg, stacklevel=2)
+            g = w.type.grad_zeros_like(w) if return_disconnected == "zero" else None
+        results.append(g)
+    return results[0] if single else results
+
+
+def _total(var: Variable, terms: list[Any] | None) -> Any:
+    if not terms:
+        return None
+    for t in terms:
+        if isinstance(t, UndefinedGrad):
+            return t
+    return terms[0] if len(terms) == 1 else var.type.grad_sum(terms)
+
+
+def _input_grads(node, out_grads: list[Variable]) -> list[Any]:
+    op = node.op
+    try:
+        grads = op.L_op(node.inputs, node.outputs, out_grads)
+    except NotDifferentiableError as exc:
+        raise NotDifferentiableError(
+            f"grad: {op} (node created at {node.outputs[0].created_at or 'unknown'}) is not "
+            f"differentiable: {exc}"
+        ) from None
+    if len(grads) != len(node.inputs):
+        raise ValueError(f"{op}.grad returned {len(grads)} gradients for {len(node.inputs)} inputs")
+    return list(grads)

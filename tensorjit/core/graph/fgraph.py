@@ -1,0 +1,255 @@
+"""FunctionGraph: a graph under rewriting, with clients, features and transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.traversal import clone_graph, toposort
+
+# A client is (node, input_index); graph outputs have the client ("output", output_index).
+OUTPUT = "output"
+
+
+class InconsistencyError(Exception):
+    """A feature vetoed a change to a FunctionGraph; the change was rolled back."""
+
+
+class MissingInputError(ValueError):
+    """The graph needs an ownerless variable that is not among the declared inputs."""
+
+
+class Feature:
+    """A listener that can follow and veto changes to a FunctionGraph.
+
+    All callbacks are optional. ``on_validate`` raises InconsistencyError to veto the
+    changes made since the last checkpoint; ``orderings`` returns extra scheduling
+    constraints ``{node: {nodes that must run before it}}``.
+    """
+
+    def on_attach(self, fgraph: FunctionGraph) -> None: ...
+    def on_detach(self, fgraph: FunctionGraph) -> None: ...
+    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None: ...
+    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None: ...
+
+    def on_change_input(
+        self, fgraph: FunctionGraph, node: Any, i: int, old: Variable, new: Variable, reason
+    ) -> None: ...
+
+    def on_validate(
+        self, fgraph: FunctionGraph, replacements: Sequence[tuple[Variable, Variable]], reason
+    ) -> None: ...
+
+    def orderings(self, fgraph: FunctionGraph) -> dict[Apply, set[Apply]]:
+        return {}
+
+
+class FunctionGraph:
+    """Owns a (by default cloned) graph from ``inputs`` to ``outputs``.
+
+    Keeps ``clients``, the set of ``apply_nodes`` and ``variables``, and notifies features
+    of every change. ``replace_all_validate`` applies several replacements as one
+    transaction: if any feature vetoes, every change is undone.
+    """
+
+    def __init__(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        features: Iterable[Feature] = (),
+        clone: bool = True,
+    ):
+        if clone:
+            inputs, outputs, self.memo = clone_graph(list(inputs), list(outputs))
+        else:
+            self.memo = {}
+        self.inputs: list[Variable] = list(inputs)
+        self.outputs: list[Variable] = list(outputs)
+        self.apply_nodes: set[Apply] = set()
+        self.variables: set[Variable] = set()
+        self.clients: dict[Variable, list[tuple[Any, int]]] = {}
+        self.features: list[Feature] = []
+        self._journal: list[tuple[Any, int, Variable, Variable]] | None = None
+        for inp in self.inputs:
+            if inp.owner is not None:
+                raise ValueError(f"FunctionGraph input {inp.describe()} has an owner")
+            self._add_variable(inp)
+        for i, out in enumerate(self.outputs):
+            self._import_var(out, reason="init")
+            self.clients[out].append((OUTPUT, i))
+        for feature in features:
+            self.attach_feature(feature)
+
+    # ---------------------------------------------------------------- structure
+    def _add_variable(self, var: Variable) -> None:
+        if var not in self.variables:
+            self.variables.add(var)
+            self.clients.setdefault(var, [])
+
+    def _import_var(self, var: Variable, reason: str | None) -> None:
+        if var in self.variables:
+            return
+        if var.owner is None:
+            if not isinstance(var, Constant):
+                raise MissingInputError(
+                    f"the graph needs {var.describe()}, which is not one of the inputs"
+                )
+            self._add_variable(var)
+            return
+        self._import_node(var.owner, reason)
+
+    def _import_node(self, node: Apply, reason: str | None) -> None:
+        for new_node in toposort(node.outputs, self.variables):
+            if new_node in self.apply_nodes:
+                continue
+            for inp in new_node.inputs:
+                if inp not in self.variables:
+                    self._import_var(inp, reason)
+            self.apply_nodes.add(new_node)
+            for out in new_node.outputs:
+                self._add_variable(out)
+            for i, inp in enumerate(new_node.inputs):
+                self.clients[inp].append((new_node, i))
+            for feature in self.features:
+                feature.on_import(self, new_node, reason)
+
+    def _prune_if_unused(self, var: Variable, reason: str | None) -> None:
+        """Remove ``var``'s owner (recursively) once none of its outputs has clients."""
+        stack = [var]
+        while stack:
+            v = stack.pop()
+            node = v.owner
+            if node is None or node not in self.apply_nodes:
+                if v.owner is None and not self.clients.get(v) and isinstance(v, Constant):
+                    self.variables.discard(v)
+                    self.clients.pop(v, None)
+                continue
+            if any(self.clients[o] for o in node.outputs):
+                continue
+            self.apply_nodes.remove(node)
+            for out in node.outputs:
+                self.variables.discard(out)
+                del self.clients[out]
+            for feature in self.features:
+                feature.on_prune(self, node, reason)
+            for i, inp in enumerate(node.inputs):
+                self.clients[inp].remove((node, i))
+                stack.append(inp)
+
+    def change_node_input(self, node: Any, i: int, new: Variable, reason: str | None = None):
+        """Make input ``i`` of ``node`` (or graph output ``i`` if node is OUTPUT) be ``new``."""
+        old = self.outputs[i] if node == OUTPUT else node.inputs[i]
+        if old is new:
+            return
+        if old.type != new.type:
+            converted = old.type.convert_variable(new)
+            if converted is None:
+                raise TypeError(
+                    f"cannot replace {old.describe()} by {new.describe()}: type {new.type} "
+                    f"is not compatible with {old.type} (reason: {reason})"
+                )
+            new = converted
+        self._import_var(new, reason)
+        if node == OUTPUT:
+            self.outputs[i] = new
+        else:
+            node.inputs[i] = new
+        self.clients[old].remove((node, i))
+        self.clients[new].append((node, i))
+        if self._journal is not None:
+            self._journal.append((node, i, old, new))
+        for feature in self.features:
+            feature.on_change_input(self, node, i, old, new, reason)
+        self._prune_if_unused(old, reason)
+
+    def replace(self, var: Variable, new: Variable, reason: str | None = None) -> None:
+        """Redirect every client of ``var`` to ``new``."""
+        if var not in self.variables:
+            raise ValueError(f"cannot replace {var.describe()}: it is not in this graph")
+        for node, i in list(self.clients[var]):
+            self.change_node_input(node, i, new, reason)
+
+    # ---------------------------------------------------------------- transactions
+    def replace_all_validate(
+        self, replacements: Sequence[tuple[Variable, Variable]], reason: str | None = None
+    ) -> None:
+        """Apply all replacements, then let every feature validate; roll back on any error."""
+        outer = self._journal
+        self._journal = []
+        try:
+            for old, new in replacements:
+                if old in self.variables:
+                    self.replace(old, new, reason)
+            for feature in self.features:
+                feature.on_validate(self, replacements, reason)
+        except Exception:
+            self._rollback(self._journal)
+            self._journal = outer
+            raise
+        if outer is not None:
+            outer.extend(self._journal)
+        self._journal = outer
+
+    def _rollback(self, journal: list) -> None:
+        self._journal = None
+        for node, i, old, _new in reversed(journal):
+            self.change_node_input(node, i, old, reason="rollback")
+
+    # ---------------------------------------------------------------- features
+    def attach_feature(self, feature: Feature) -> None:
+        if feature in self.features:
+            return
+        self.features.append(feature)
+        feature.on_attach(self)
+        for node in self.toposort():
+            feature.on_import(self, node, "attach")
+
+    def remove_feature(self, feature: Feature) -> None:
+        self.features.remove(feature)
+        feature.on_detach(self)
+
+    def get_feature(self, cls: type) -> Any:
+        for feature in self.features:
+            if isinstance(feature, cls):
+                return feature
+        return None
+
+    # ---------------------------------------------------------------- queries
+    def orderings(self) -> dict[Apply, set[Apply]]:
+        merged: dict[Apply, set[Apply]] = {}
+        for feature in self.features:
+            for node, before in feature.orderings(self).items():
+                merged.setdefault(node, set()).update(before)
+        return merged
+
+    def toposort(self) -> list[Apply]:
+        """Apply nodes in an order that respects data flow and feature orderings."""
+        extra = self.orderings()
+        if not extra:
+            return toposort(self.outputs, self.inputs)
+        deps: dict[Apply, set[Apply]] = {}
+        for node in self.apply_nodes:
+            d = {i.owner for i in node.inputs if i.owner is not None}
+            d |= extra.get(node, set())
+            deps[node] = d & self.apply_nodes
+        order: list[Apply] = []
+        ready = [n for n in toposort(self.outputs, self.inputs) if not deps[n]]
+        waiting = {n: len(d) for n, d in deps.items()}
+        dependents: dict[Apply, list[Apply]] = {}
+        for node, d in deps.items():
+            for dep in d:
+                dependents.setdefault(dep, []).append(node)
+        while ready:
+            node = ready.pop()
+            order.append(node)
+            for nxt in dependents.get(node, ()):
+                waiting[nxt] -= 1
+                if waiting[nxt] == 0:
+                    ready.append(nxt)
+        if len(order) != len(self.apply_nodes):
+            raise InconsistencyError("the graph's dependencies (with orderings) form a cycle")
+        return order
+
+    def __str__(self) -> str:
+        return f"FunctionGraph({', '.join(map(str, self.outputs))})"

@@ -1,0 +1,76 @@
+"""Op: a stateless, hashable operation. Equal Ops (same class, same props) merge."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensorjit.core.graph.basic import Apply, Variable
+
+
+class Op:
+    """Base class of operations.
+
+    Subclasses list their parameters in ``__props__``; equality and hashing follow them,
+    so that two nodes applying equal Ops to the same inputs merge.
+
+    - ``make_node(*inputs)`` type-checks and returns an Apply.
+    - ``perform(node, inputs, output_storage)`` is the reference implementation: it
+      stores output ``i`` in ``output_storage[i][0]``.
+    - ``grad(inputs, output_grads)`` / ``L_op(inputs, outputs, output_grads)`` give the
+      symbolic gradient (optional).
+    - ``infer_shape(fgraph, node, input_shapes)`` (optional).
+    - ``view_map`` / ``destroy_map``: ``{output_index: [input_index]}``; an output that
+      is a view of (or overwrote) an input declares it here.
+    """
+
+    __props__: tuple[str, ...] = ()
+    view_map: dict[int, list[int]] = {}
+    destroy_map: dict[int, list[int]] = {}
+
+    def _props(self) -> tuple:
+        return tuple(getattr(self, p) for p in self.__props__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._props()))
+
+    def __str__(self) -> str:
+        if self.__props__:
+            params = ", ".join(f"{p}={getattr(self, p)!r}" for p in self.__props__)
+            return f"{type(self).__name__}{{{params}}}"
+        return type(self).__name__
+
+    __repr__ = __str__
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        raise NotImplementedError(f"{type(self).__name__} must implement make_node")
+
+    def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        node = self.make_node(*inputs, **kwargs)
+        if len(node.outputs) == 1:
+            return node.outputs[0]
+        return node.outputs
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no perform implementation")
+
+    def L_op(
+        self, inputs: Sequence[Variable], outputs: Sequence[Variable], output_grads: Sequence
+    ) -> list:
+        return self.grad(inputs, output_grads)
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence) -> list:
+        from tensorjit.core.gradient import NotDifferentiableError
+
+        raise NotDifferentiableError(f"{self} does not implement a gradient")
+
+    def connection_pattern(self, node: Apply) -> list[list[bool]] | None:
+        """``pattern[i][j]`` is True if output j depends on input i; None = all connected."""
+        return None
+
+    def pprint(self, input_strs: Sequence[str]) -> str | None:
+        """Infix rendering for ``pprint``; None means use ``Op(args)``."""
+        return None

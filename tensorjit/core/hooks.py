@@ -1,0 +1,175 @@
+"""Hook specifications and the plugin manager.
+
+Every op family, backend, kernel and rewrite arrives through these hooks. Built-in
+plugins are discovered through the same entry-point group, ``tensorjit.plugins``, as a
+third party's. Registration hooks are *historic*: a plugin registered late still gets
+them, so registries are always complete. No hook is called per node or per rewrite
+iteration, except ``tensorjit_select_kernel`` (only when a kernel table misses, cached)
+and ``tensorjit_validate_replacement`` (once per substitution).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from tensorjit.core.config import config
+from tensorjit.core.registries import (
+    BackendRegistry,
+    KernelRegistry,
+    OpRegistry,
+    TypeRegistry,
+)
+from tensorjit.core.rewrites.db import RewriteDB
+
+PROJECT = "tensorjit"
+ENTRY_POINT_GROUP = "tensorjit.plugins"
+DISABLE_AUTOLOAD_ENV = "TENSORJIT_DISABLE_PLUGIN_AUTOLOAD"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class PluginLoadError(ImportError):
+    """A plugin declared by entry point could not be loaded or registered."""
+
+
+class HookSpecs:
+    """The hook specifications (the contract with plugin authors; see the README)."""
+
+    @hookspec(historic=True)
+    def tensorjit_register_types(self, registry: TypeRegistry) -> None:
+        """Register Type classes and shared-variable constructors for value kinds."""
+
+    @hookspec(historic=True)
+    def tensorjit_register_ops(self, registry: OpRegistry) -> None:
+        """Register op classes under a family name; malformed view/destroy maps are rejected."""
+
+    @hookspec(historic=True)
+    def tensorjit_register_backends(self, registry: BackendRegistry) -> None:
+        """Register backends: name, device, priority and a lazy availability check."""
+
+    @hookspec(historic=True)
+    def tensorjit_register_kernels(self, registry: KernelRegistry) -> None:
+        """Register kernels: ``registry.add(backend, op_class, factory)`` for any backend."""
+
+    @hookspec(firstresult=True)
+    def tensorjit_select_kernel(self, node: Any, backend: str) -> Any:
+        """Fallback when a backend's kernel table has no entry for a node's op class.
+
+        Return a kernel factory, or None. Results are cached per (op, input types, backend).
+        """
+
+    @hookspec(historic=True)
+    def tensorjit_register_rewrites(self, db: RewriteDB) -> None:
+        """Register rewriters into phases: ``db.register(name, rewriter, phase, *tags)``."""
+
+    @hookspec
+    def tensorjit_validate_replacement(
+        self, fgraph: Any, replacements: Sequence[tuple[Any, Any]], reason: str | None
+    ) -> None:
+        """Veto a substitution by raising InconsistencyError (after the core's own checks)."""
+
+
+@dataclass
+class Registries:
+    types: TypeRegistry
+    ops: OpRegistry
+    backends: BackendRegistry
+    kernels: KernelRegistry
+    rewrites: RewriteDB
+
+
+class PluginSystem:
+    """The pluggy manager plus the registries its registration hooks fill."""
+
+    def __init__(self, autoload: bool = True, blocklist: Sequence[str] = ()):
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(HookSpecs)
+        self.registries = Registries(
+            TypeRegistry(), OpRegistry(), BackendRegistry(), KernelRegistry(), RewriteDB()
+        )
+        self.entry_points: dict[str, str] = {}  # plugin name -> distribution "name version"
+        self.blocked: list[str] = []
+        from tensorjit.core import builtin_plugin
+
+        self.register(builtin_plugin, "core")
+        self._call_registration_hooks()
+        if autoload:
+            self._load_entry_points(set(blocklist))
+
+    def _call_registration_hooks(self) -> None:
+        r = self.registries
+        hook = self.pm.hook
+        hook.tensorjit_register_types.call_historic(kwargs={"registry": r.types})
+        hook.tensorjit_register_ops.call_historic(kwargs={"registry": r.ops})
+        hook.tensorjit_register_backends.call_historic(kwargs={"registry": r.backends})
+        hook.tensorjit_register_kernels.call_historic(kwargs={"registry": r.kernels})
+        hook.tensorjit_register_rewrites.call_historic(kwargs={"db": r.rewrites})
+
+    def _load_entry_points(self, blocklist: set[str]) -> None:
+        seen: set[tuple[str, str]] = set()
+        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            if (ep.name, ep.value) in seen:
+                continue  # the same distribution found twice on sys.path
+            seen.add((ep.name, ep.value))
+            if ep.name in blocklist:
+                self.blocked.append(ep.name)
+                continue
+            dist = getattr(ep, "dist", None)
+            dist_label = f"{dist.name} {dist.version}" if dist is not None else "unknown"
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                raise PluginLoadError(
+                    f"tensorjit plugin {ep.name!r} (entry point {ep.value!r} of distribution "
+                    f"{dist_label}) failed to import: {type(exc).__name__}: {exc}"
+                ) from exc
+            self.register(plugin, ep.name)
+            self.entry_points[ep.name] = dist_label
+
+    def register(self, plugin: Any, name: str) -> None:
+        """Register a plugin object (module or instance); historic hooks run for it now."""
+        if self.pm.has_plugin(name):
+            if self.pm.get_plugin(name) is plugin:
+                return
+            raise PluginLoadError(f"a different tensorjit plugin named {name!r} is registered")
+        try:
+            self.pm.register(plugin, name)
+        except Exception as exc:
+            raise PluginLoadError(
+                f"tensorjit plugin {name!r} failed to register: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def plugin_names(self) -> list[str]:
+        return [name for name, _ in self.pm.list_name_plugin()]
+
+
+_system: PluginSystem | None = None
+_lock = threading.RLock()
+
+
+def get_plugin_system() -> PluginSystem:
+    """The process-wide plugin system, created (and entry points loaded) on first use."""
+    global _system
+    if _system is None:
+        with _lock:
+            if _system is None:
+                autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "") in ("", "0")
+                _system = PluginSystem(autoload, config.plugins_blocklist)
+    return _system
+
+
+def registries() -> Registries:
+    return get_plugin_system().registries
+
+
+def register_plugin(plugin: Any, name: str) -> None:
+    """Register a plugin by hand (when autoload is disabled, or for a local plugin)."""
+    get_plugin_system().register(plugin, name)

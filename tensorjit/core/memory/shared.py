@@ -1,0 +1,69 @@
+"""Shared variables: symbolic variables with a persistent value in managed memory.
+
+The contract (docs "Understanding Memory Aliasing"): ``shared(v)`` copies ``v``;
+``borrow=True`` may alias it. ``get_value()`` returns a copy; ``borrow=True`` may return
+the internal buffer. ``set_value(v)`` copies; ``borrow=True`` may adopt ``v``. No two
+shared variables alias each other. Every compiled function reads and (through updates)
+writes the same storage cell, so values persist across functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorjit.core.graph.basic import Variable
+from tensorjit.core.graph.type import Type
+
+
+class SharedVariable(Variable):
+    """A Variable whose value lives in ``self.storage[0]``, an implicit function input."""
+
+    def __init__(
+        self,
+        type: Type,
+        value: Any,
+        name: str | None = None,
+        borrow: bool = False,
+        strict: bool = False,
+        allow_downcast: bool | None = None,
+    ):
+        super().__init__(type, None, None, name)
+        self.storage: list[Any] = [None]
+        self._set_filtered(value, borrow, strict, allow_downcast)
+
+    def _set_filtered(self, value: Any, borrow: bool, strict: bool, allow_downcast) -> None:
+        try:
+            filtered = self.type.filter(value, strict=strict, allow_downcast=allow_downcast)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"shared variable {self.describe()}: {exc}") from None
+        if not borrow and self.type.may_share_memory(filtered, value):
+            filtered = self.type.copy_value(filtered)
+        self.storage[0] = filtered
+
+    def get_value(self, borrow: bool = False, return_internal_type: bool = False) -> Any:
+        """The current value; a copy unless ``borrow=True``.
+
+        ``return_internal_type=True`` returns the internal object (e.g. a device array)
+        without conversion; host values are their own internal type.
+        """
+        value = self.storage[0]
+        if borrow:
+            return value
+        return self.type.copy_value(value)
+
+    def set_value(self, value: Any, borrow: bool = False) -> None:
+        """Replace the value; it is copied unless ``borrow=True``."""
+        self._set_filtered(value, borrow, strict=False, allow_downcast=None)
+
+
+def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Variable:
+    """Create a shared variable for ``value``, using the constructor a plugin registered
+    for that kind of value (the tensor family registers NumPy arrays and scalars)."""
+    from tensorjit.core.hooks import registries
+
+    if isinstance(value, Variable):
+        raise TypeError(
+            f"shared() takes a value (e.g. a NumPy array), not a symbolic Variable: {value!r}"
+        )
+    constructor = registries().types.shared_constructor_for(value)
+    return constructor(value, name=name, borrow=borrow, **kwargs)

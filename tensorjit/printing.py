@@ -1,0 +1,109 @@
+"""Readable views of graphs: ``debugprint`` (a tree with ids) and ``pprint`` (infix)."""
+
+from __future__ import annotations
+
+import string
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from tensorjit.core.graph.basic import Constant, Variable
+
+
+def _roots(obj: Any) -> tuple[list[Variable], dict]:
+    """Output variables to print, and node -> kernel name for compiled functions."""
+    fgraph = getattr(obj, "fgraph", None)
+    if fgraph is not None:
+        kernels = {node: k.name for node, k in getattr(obj, "kernels", {}).items()}
+        return list(fgraph.outputs), kernels
+    if isinstance(obj, Variable):
+        return [obj], {}
+    if isinstance(obj, Iterable):
+        items = list(obj)
+        if all(isinstance(v, Variable) for v in items):
+            return items, {}
+    raise TypeError(f"debugprint/pprint take a Variable, a list of them or a function, got {obj!r}")
+
+
+def _id_name(n: int) -> str:
+    letters = string.ascii_uppercase
+    name = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
+        name = letters[r] + name
+    return name
+
+
+def debugprint(
+    obj: Any, file: TextIO | str | None = None, print_type: bool = False, depth: int = -1
+) -> str | None:
+    """Print the graph of ``obj`` as an indented tree; each node gets an id, and a node
+    seen before is printed once (later only its id). ``file="str"`` returns the text."""
+    roots, kernels = _roots(obj)
+    ids: dict[Any, str] = {}
+    lines: list[str] = []
+
+    def label(var: Variable) -> str:
+        key = var.owner if var.owner is not None else var
+        first = key not in ids
+        if first:
+            ids[key] = _id_name(len(ids))
+        if var.owner is not None:
+            op = var.owner.op
+            out = f".{var.index}" if len(var.owner.outputs) > 1 else ""
+            text = f"{op}{out} [id {ids[key]}]"
+            if var.owner in kernels:
+                text += f" [{kernels[var.owner]}]"
+        elif isinstance(var, Constant):
+            text = f"{var} [id {ids[key]}]"
+        else:
+            text = f"{var.name or '<input>'} [id {ids[key]}]"
+        if var.name and var.owner is not None:
+            text += f" '{var.name}'"
+        if print_type:
+            text += f" <{var.type.short_str()}>"
+        return text, first
+
+    def walk(var: Variable, prefix: str, level: int) -> None:
+        text, first = label(var)
+        lines.append(prefix + text)
+        if var.owner is None or not first or level == depth:
+            return
+        for inp in var.owner.inputs:
+            walk(inp, prefix.replace("|", " ") + " |", level + 1)
+
+    for root in roots:
+        walk(root, "", 0)
+    text = "\n".join(lines)
+    if file == "str":
+        return text
+    print(text, file=file or sys.stdout)
+    return None
+
+
+def pprint(obj: Any) -> str:
+    """An infix rendering of the expression(s), e.g. ``(x + exp(y))``."""
+    roots, _ = _roots(obj)
+    cache: dict[Variable, str] = {}
+
+    def render(var: Variable, top: bool = False) -> str:
+        if var in cache:
+            return cache[var]
+        if var.owner is None or (var.name and not top):
+            text = (
+                str(var) if var.name or isinstance(var, Constant) else f"<{var.type.short_str()}>"
+            )
+        else:
+            node = var.owner
+            args = [render(i) for i in node.inputs]
+            text = node.op.pprint(args) or f"{node.op}({', '.join(args)})"
+            if len(node.outputs) > 1:
+                text += f"[{var.index}]"
+        cache[var] = text
+        return text
+
+    return "\n".join(render(r, top=True) for r in roots)
+
+
+pp = pprint

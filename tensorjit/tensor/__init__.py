@@ -1,0 +1,108 @@
+"""The dense tensor op family: a NumPy-like symbolic API (``tensorjit.tensor``).
+
+Dtype promotion follows NumPy's for arrays: an op's output dtype is the dtype NumPy's
+own function gives for inputs of those dtypes (``int8 + float32 -> float32``,
+``exp(int16) -> float32``, ``int32 / int32 -> float64``, comparisons -> bool). Python
+scalars are *weak* like NumPy's (NEP 50): ``float32_vector * 2.0`` stays float32.
+"""
+
+from tensorjit.core.gradient import grad
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.gradient_check import GradientError, verify_grad
+from tensorjit.tensor.math import (
+    Alloc,
+    Argmax,
+    Dot,
+    Reduce,
+    abs,
+    abs_,
+    add,
+    all,
+    alloc,
+    and_,
+    any,
+    argmax,
+    argmin,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    cast,
+    ceil,
+    cos,
+    divide,
+    dot,
+    eq,
+    exp,
+    exp2,
+    expm1,
+    floor,
+    floor_divide,
+    ge,
+    gt,
+    int_div,
+    invert,
+    le,
+    log,
+    log1p,
+    log2,
+    log10,
+    lt,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mod,
+    mul,
+    neg,
+    neq,
+    ones,
+    ones_like,
+    or_,
+    outer,
+    pow,
+    power,
+    prod,
+    sigmoid,
+    sign,
+    sin,
+    softplus,
+    sqr,
+    sqrt,
+    sub,
+    sum,
+    switch,
+    tan,
+    tanh,
+    true_div,
+    where,
+    xor,
+    zeros,
+    zeros_like,
+)
+from tensorjit.tensor.shape_ops import (
+    Reshape,
+    Shape,
+    dimshuffle,
+    flatten,
+    reshape,
+    shape,
+    stack,
+    transpose,
+)
+from tensorjit.tensor.subtensor import IncSubtensor, Subtensor, inc_subtensor, set_subtensor
+from tensorjit.tensor.type import CONSTRUCTORS, DTYPE_PREFIXES, TensorType, tensor
+from tensorjit.tensor.variable import (
+    TensorConstant,
+    TensorSharedVariable,
+    TensorVariable,
+    as_tensor_variable,
+    constant,
+)
+
+globals().update(CONSTRUCTORS)  # scalar, vector, matrix, ..., fmatrix, lvector, matrices, ...
+
+as_tensor = as_tensor_variable
+
+__all__ = [name for name in dir() if not name.startswith("_")]  # noqa: PLE0605

@@ -1,0 +1,221 @@
+"""Elemwise (a scalar op broadcast over arrays) and DimShuffle (transpose/broadcast view)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.op import Op
+from tensorjit.tensor.scalar import ScalarOp
+from tensorjit.tensor.type import TensorType
+from tensorjit.tensor.variable import TensorConstant, as_tensor_variable, constant
+
+
+def broadcast_static_shapes(op_name: str, inputs: Sequence[Variable]) -> tuple:
+    """The static output shape of broadcasting ``inputs`` (already of equal ndim)."""
+    out = []
+    for axis, lengths in enumerate(zip(*(i.type.shape for i in inputs))):
+        known = {s for s in lengths if s is not None and s != 1}
+        if len(known) > 1:
+            shapes = ", ".join(str(i.type.shape) for i in inputs)
+            raise ValueError(
+                f"{op_name}: shapes {shapes} can not be broadcast together (dimension {axis}: "
+                f"lengths {sorted(known)}); inputs: {', '.join(i.describe() for i in inputs)}"
+            )
+        if known:
+            out.append(known.pop())
+        elif all(s == 1 for s in lengths):
+            out.append(1)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def resolve_weak_constants(inputs: list[Variable]) -> list[Variable]:
+    """Give Python-scalar constants the dtype NumPy would (NEP 50): that of the arrays
+    they meet, if it can hold them. Other inputs are returned unchanged."""
+    strong = [i.type.dtype for i in inputs if not _is_weak(i)]
+    if not strong or len(strong) == len(inputs):
+        return inputs
+    result = []
+    for i in inputs:
+        if _is_weak(i):
+            value = i.data.item()
+            try:
+                dtype = np.result_type(*strong, value)
+            except (TypeError, OverflowError):
+                dtype = i.type.dtype
+            if np.asarray(value).astype(dtype) != value:
+                dtype = np.result_type(*strong, i.type.dtype)
+            i = constant(np.asarray(value, dtype=dtype))
+        result.append(i)
+    return result
+
+
+def _is_weak(var: Variable) -> bool:
+    return isinstance(var, TensorConstant) and var.weak
+
+
+class Elemwise(Op):
+    """Applies ``scalar_op`` elementwise with NumPy broadcasting.
+
+    Broadcasting follows the static shape: a dimension broadcasts only if its static
+    length is 1 (so gradients know where to sum). A dimension that is 1 only at run time
+    is an error, as in PyTensor.
+    """
+
+    __props__ = ("scalar_op",)
+
+    def __init__(self, scalar_op: ScalarOp):
+        self.scalar_op = scalar_op
+
+    def __str__(self) -> str:
+        return self.scalar_op.name
+
+    def make_node(self, *inputs: Any) -> Apply:
+        name = self.scalar_op.name
+        if len(inputs) != self.scalar_op.nin:
+            raise TypeError(f"{name} takes {self.scalar_op.nin} inputs, got {len(inputs)}")
+        vars_ = resolve_weak_constants([as_tensor_variable(i) for i in inputs])
+        ndim = max(v.type.ndim for v in vars_)
+        vars_ = [_pad_left(v, ndim) for v in vars_]
+        shape = broadcast_static_shapes(name, vars_)
+        try:
+            dtype = self.scalar_op.output_dtype([v.type.dtype for v in vars_])
+        except TypeError:
+            dtypes = ", ".join(v.type.dtype for v in vars_)
+            raise TypeError(
+                f"{name} is not defined for inputs of dtype {dtypes}: "
+                f"{', '.join(v.describe() for v in vars_)}"
+            ) from None
+        out = TensorType(dtype, shape).make_variable()
+        return Apply(self, vars_, [out])
+
+    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+        out_type = node.outputs[0].type
+        with np.errstate(all="ignore"):
+            result = self.scalar_op.impl(*inputs)
+        if not isinstance(result, np.ndarray) or result.dtype != out_type.numpy_dtype:
+            result = np.asarray(result, dtype=out_type.numpy_dtype)
+        if len(inputs) > 1:
+            _check_runtime_broadcast(node, inputs, result.shape)
+        output_storage[0][0] = result
+
+    def L_op(self, inputs, outputs, output_grads):
+        grads = self.scalar_op.grad(inputs, outputs, output_grads)
+        out_bcast = outputs[0].type.broadcastable
+        result = []
+        for x, g in zip(inputs, grads):
+            if g is None:
+                result.append(None)
+                continue
+            g = as_tensor_variable(g)
+            axes = [
+                a
+                for a, (xb, ob) in enumerate(zip(x.type.broadcastable, out_bcast))
+                if xb and not ob
+            ]
+            if axes:
+                from tensorjit.tensor.math import sum as tsum
+
+                g = tsum(g, axis=tuple(axes), keepdims=True)
+            elif g.type.ndim < x.type.ndim:
+                g = _pad_left(g, x.type.ndim)
+            result.append(g)
+        return result
+
+    def pprint(self, input_strs: Sequence[str]) -> str | None:
+        symbol = self.scalar_op.symbol
+        if symbol is None:
+            return None
+        if len(input_strs) == 1:
+            return f"{symbol}{input_strs[0]}"
+        return f"({f' {symbol} '.join(input_strs)})"
+
+
+def _check_runtime_broadcast(node: Apply, inputs: list, out_shape: tuple) -> None:
+    for var, value in zip(node.inputs, inputs):
+        shape = np.shape(value)
+        if shape == out_shape:
+            continue
+        for axis, (n, m) in enumerate(zip(shape, out_shape)):
+            if n == 1 and m != 1 and not var.type.broadcastable[axis]:
+                raise ValueError(
+                    f"{node.op}: input {var} has length 1 in dimension {axis} at run time but "
+                    f"its type {var.type} does not declare that dimension broadcastable "
+                    f"(static length 1), and the output has length {m}. Declare it, e.g. "
+                    "with tensorjit.tensor.row()/col() or tensor(shape=(1, None))."
+                )
+
+
+def _pad_left(var: Variable, ndim: int) -> Variable:
+    missing = ndim - var.type.ndim
+    if missing <= 0:
+        return var
+    return DimShuffle(var.type.ndim, ("x",) * missing + tuple(range(var.type.ndim)))(var)
+
+
+class DimShuffle(Op):
+    """Reorders dimensions, adds broadcastable ones ('x') and drops length-1 ones.
+
+    The output is a view of the input.
+    """
+
+    __props__ = ("input_ndim", "new_order")
+    view_map = {0: [0]}
+
+    def __init__(self, input_ndim: int, new_order: Sequence[int | str]):
+        self.input_ndim = int(input_ndim)
+        self.new_order = tuple(new_order)
+        kept = [d for d in self.new_order if d != "x"]
+        for d in self.new_order:
+            if d != "x" and not (isinstance(d, int) and 0 <= d < self.input_ndim):
+                raise ValueError(
+                    f"dimshuffle: {d!r} is not 'x' or a dimension of a {self.input_ndim}-d input"
+                )
+        if len(set(kept)) != len(kept):
+            raise ValueError(f"dimshuffle: dimensions repeat in {self.new_order}")
+        self.dropped = tuple(d for d in range(self.input_ndim) if d not in kept)
+        self.perm = tuple(kept) + self.dropped
+        self.new_shape_index = tuple(slice(None) if d != "x" else None for d in self.new_order)
+
+    def __str__(self) -> str:
+        return f"DimShuffle{{{','.join(map(str, self.new_order))}}}"
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        if x.type.ndim != self.input_ndim:
+            raise TypeError(f"{self} expects a {self.input_ndim}-d input, got {x.describe()}")
+        for d in self.dropped:
+            if x.type.shape[d] != 1:
+                raise ValueError(
+                    f"{self}: can not drop dimension {d} of {x.describe()}: only dimensions "
+                    "of static length 1 can be dropped"
+                )
+        shape = tuple(1 if d == "x" else x.type.shape[d] for d in self.new_order)
+        return Apply(self, [x], [TensorType(x.type.dtype, shape).make_variable()])
+
+    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+        (x,) = inputs
+        if x.shape and any(x.shape[d] != 1 for d in self.dropped):
+            raise ValueError(f"{self}: dropped dimensions must have length 1, got shape {x.shape}")
+        view = x.transpose(self.perm) if self.perm != tuple(range(x.ndim)) else x
+        if self.dropped:
+            view = view.reshape(view.shape[: x.ndim - len(self.dropped)])
+        output_storage[0][0] = view[self.new_shape_index] if "x" in self.new_order else view
+
+    def grad(self, inputs, output_grads):
+        from tensorjit.tensor.math import sum as tsum
+
+        (x,) = inputs
+        (g,) = output_grads
+        added = tuple(a for a, d in enumerate(self.new_order) if d == "x")
+        if added:
+            g = tsum(g, axis=added)  # summing a length-1 axis removes it
+        kept = [d for d in self.new_order if d != "x"]
+        # Now g's dims are x's kept dims in order ``kept``; restore x's order and add dropped.
+        inverse = [kept.index(d) if d in kept else "x" for d in range(self.input_ndim)]
+        return [DimShuffle(len(kept), inverse)(g)]

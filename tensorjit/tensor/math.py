@@ -1,0 +1,427 @@
+"""Elementwise math, reductions, dot and allocation: the NumPy-like functions."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.op import Op
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.scalar import SCALAR_OPS, Cast
+from tensorjit.tensor.type import TensorType, normalize_dtype
+from tensorjit.tensor.variable import as_tensor_variable, constant
+
+# ---------------------------------------------------------------- elementwise
+_ELEMWISE = {name: Elemwise(op) for name, op in SCALAR_OPS.items()}
+
+
+def _elemwise(name: str):
+    op = _ELEMWISE[name]
+
+    def fn(*args):
+        return op(*args)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} with NumPy broadcasting and dtype promotion."
+    return fn
+
+
+add = _elemwise("add")
+sub = _elemwise("sub")
+mul = _elemwise("mul")
+true_div = _elemwise("true_div")
+int_div = _elemwise("int_div")
+mod = _elemwise("mod")
+pow = _elemwise("pow")
+maximum = _elemwise("maximum")
+minimum = _elemwise("minimum")
+lt = _elemwise("lt")
+le = _elemwise("le")
+gt = _elemwise("gt")
+ge = _elemwise("ge")
+eq = _elemwise("eq")
+neq = _elemwise("neq")
+and_ = _elemwise("and_")
+or_ = _elemwise("or_")
+xor = _elemwise("xor")
+invert = _elemwise("invert")
+neg = _elemwise("neg")
+abs = _elemwise("abs")
+sign = _elemwise("sign")
+exp = _elemwise("exp")
+exp2 = _elemwise("exp2")
+expm1 = _elemwise("expm1")
+log = _elemwise("log")
+log2 = _elemwise("log2")
+log10 = _elemwise("log10")
+log1p = _elemwise("log1p")
+sqrt = _elemwise("sqrt")
+sqr = _elemwise("sqr")
+sin = _elemwise("sin")
+cos = _elemwise("cos")
+tan = _elemwise("tan")
+tanh = _elemwise("tanh")
+sigmoid = _elemwise("sigmoid")
+softplus = _elemwise("softplus")
+floor = _elemwise("floor")
+ceil = _elemwise("ceil")
+switch = _elemwise("switch")
+where = switch
+divide = true_div
+floor_divide = int_div
+power = pow
+bitwise_and, bitwise_or, bitwise_xor, bitwise_not = and_, or_, xor, invert
+abs_ = abs
+
+
+def cast(x: Any, dtype: Any) -> Variable:
+    """``x`` converted to ``dtype`` (a no-op if it already has it)."""
+    x = as_tensor_variable(x)
+    dtype = normalize_dtype(dtype)
+    if x.type.dtype == dtype:
+        return x
+    return Elemwise(Cast(dtype))(x)
+
+
+# ---------------------------------------------------------------- allocation
+class Alloc(Op):
+    """A new array of the given shape filled with (broadcast) ``value``."""
+
+    __props__ = ()
+    constant_folding = False  # folding would embed a possibly huge array in the graph
+
+    def make_node(self, value: Any, *shape: Any) -> Apply:
+        value = as_tensor_variable(value)
+        dims = [as_tensor_variable(s) for s in shape]
+        for d in dims:
+            if d.type.ndim != 0 or np.dtype(d.type.dtype).kind not in "iu":
+                raise TypeError(f"alloc: shape entries must be integer scalars, got {d.describe()}")
+        if value.type.ndim > len(dims):
+            raise ValueError(
+                f"alloc: value {value.describe()} has more dimensions than shape {len(dims)}"
+            )
+        static = tuple(_constant_int(d) for d in dims)
+        return Apply(self, [value] + dims, [TensorType(value.type.dtype, static).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        value, *shape = inputs
+        out = np.empty(tuple(int(s) for s in shape), dtype=node.outputs[0].type.numpy_dtype)
+        out[...] = value
+        output_storage[0][0] = out
+
+    def grad(self, inputs, output_grads):
+        value = inputs[0]
+        (g,) = output_grads
+        n_new = g.type.ndim - value.type.ndim
+        axes = list(range(n_new))
+        axes += [n_new + a for a, b in enumerate(value.type.broadcastable) if b]
+        gv = sum(g, axis=tuple(axes), keepdims=True) if axes else g
+        if n_new:
+            gv = DimShuffle(gv.type.ndim, tuple(range(n_new, gv.type.ndim)))(gv)
+        return [gv] + [None] * (len(inputs) - 1)
+
+
+def _constant_int(var: Variable) -> int | None:
+    data = getattr(var, "data", None)
+    return None if data is None else int(data)
+
+
+def alloc(value: Any, *shape: Any) -> Variable:
+    return Alloc()(value, *shape)
+
+
+def _shape_of(x: Variable) -> list:
+    from tensorjit.tensor.shape_ops import shape_entries
+
+    return shape_entries(x)
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Variable:
+    x = as_tensor_variable(x)
+    return alloc(constant(np.zeros((), normalize_dtype(dtype or x.type.dtype))), *_shape_of(x))
+
+
+def ones_like(x: Any, dtype: Any = None) -> Variable:
+    x = as_tensor_variable(x)
+    return alloc(constant(np.ones((), normalize_dtype(dtype or x.type.dtype))), *_shape_of(x))
+
+
+def zeros(shape: Sequence[Any], dtype: Any = None) -> Variable:
+    return alloc(constant(np.zeros((), normalize_dtype(dtype))), *_as_shape_list(shape))
+
+
+def ones(shape: Sequence[Any], dtype: Any = None) -> Variable:
+    return alloc(constant(np.ones((), normalize_dtype(dtype))), *_as_shape_list(shape))
+
+
+def _as_shape_list(shape: Any) -> list:
+    if isinstance(shape, (int, np.integer, Variable)) and not (
+        isinstance(shape, Variable) and shape.type.ndim == 1
+    ):
+        return [shape]
+    if isinstance(shape, Variable):
+        from tensorjit.tensor.subtensor import getitem
+
+        n = shape.type.shape[0]
+        if n is None:
+            raise ValueError(f"shape vector {shape.describe()} must have a static length")
+        return [getitem(shape, i) for i in range(n)]
+    return list(shape)
+
+
+# ---------------------------------------------------------------- reductions
+def normalize_axis(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    result = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -ndim <= a < builtins.max(ndim, 1):
+            raise ValueError(f"{what}: axis {a!r} is out of range for a {ndim}-d input")
+        result.append(int(a) % builtins.max(ndim, 1))
+    if len(set(result)) != len(result):
+        raise ValueError(f"{what}: repeated axis in {axis!r}")
+    return tuple(sorted(result))
+
+
+_REDUCERS = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "all": np.all,
+    "any": np.any,
+}
+
+
+class Reduce(Op):
+    """A NumPy reduction (sum, prod, max, min, all, any) over ``axis``."""
+
+    __props__ = ("kind", "axis", "dtype")
+
+    def __init__(self, kind: str, axis: tuple[int, ...], dtype: str | None = None):
+        if kind not in _REDUCERS:
+            raise ValueError(f"unknown reduction {kind!r}")
+        self.kind, self.axis, self.dtype = kind, tuple(axis), dtype
+        self.fn = _REDUCERS[kind]
+
+    def __str__(self) -> str:
+        return f"{self.kind}{{axis={self.axis}}}"
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        for a in self.axis:
+            if a >= x.type.ndim:
+                raise ValueError(f"{self.kind}: axis {a} out of range for {x.describe()}")
+        probe = np.ones((1,) * x.type.ndim, dtype=x.type.dtype)
+        if self.kind in ("max", "min") and 0 in x.type.shape:
+            raise ValueError(f"{self.kind} of {x.describe()}: zero-size reduction")
+        kwargs = {"dtype": self.dtype} if self.dtype and self.kind in ("sum", "prod") else {}
+        dtype = np.asarray(self.fn(probe, axis=self.axis, **kwargs)).dtype
+        shape = tuple(s for a, s in enumerate(x.type.shape) if a not in self.axis)
+        return Apply(self, [x], [TensorType(dtype, shape).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        out_type = node.outputs[0].type
+        kwargs = {"dtype": out_type.numpy_dtype} if self.kind in ("sum", "prod") else {}
+        result = self.fn(inputs[0], axis=self.axis, **kwargs)
+        output_storage[0][0] = np.asarray(result, dtype=out_type.numpy_dtype)
+
+    def L_op(self, inputs, outputs, output_grads):
+        (x,) = inputs
+        (g,) = output_grads
+        if np.dtype(x.type.dtype).kind not in "fc" or self.kind in ("all", "any"):
+            return [None]
+        keep = _keepdims_pattern(x.type.ndim, self.axis)
+        g_full = DimShuffle(g.type.ndim, keep)(g)
+        if self.kind == "sum":
+            return [alloc(g_full, *_shape_of(x))]
+        if self.kind in ("max", "min"):
+            z_full = DimShuffle(outputs[0].type.ndim, keep)(outputs[0])
+            return [mul(g_full, eq(x, z_full))]
+        if self.kind == "prod":
+            z_full = DimShuffle(outputs[0].type.ndim, keep)(outputs[0])
+            return [true_div(mul(g_full, z_full), x)]
+        return [None]
+
+
+def _keepdims_pattern(ndim: int, axis: tuple[int, ...]) -> tuple:
+    pattern: list[Any] = []
+    k = 0
+    for a in range(ndim):
+        if a in axis:
+            pattern.append("x")
+        else:
+            pattern.append(k)
+            k += 1
+    return tuple(pattern)
+
+
+def _reduce(kind: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> Variable:
+    x = as_tensor_variable(x)
+    axes = normalize_axis(axis, x.type.ndim, kind)
+    out = Reduce(kind, axes, None if dtype is None else normalize_dtype(dtype))(x)
+    if keepdims:
+        out = DimShuffle(out.type.ndim, _keepdims_pattern(x.type.ndim, axes))(out)
+    return out
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Variable:
+    """Sum over ``axis`` (int, tuple or None for all), like ``numpy.sum``."""
+    return _reduce("sum", x, axis, keepdims, dtype)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Variable:
+    return _reduce("prod", x, axis, keepdims, dtype)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _reduce("min", x, axis, keepdims)
+
+
+def all(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _reduce("all", x, axis, keepdims)
+
+
+def any(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _reduce("any", x, axis, keepdims)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Arithmetic mean over ``axis``; integer inputs give float64, as in NumPy."""
+    x = as_tensor_variable(x)
+    axes = normalize_axis(axis, x.type.ndim, "mean")
+    total = sum(x, axis=axes, keepdims=keepdims)
+    if np.dtype(x.type.dtype).kind not in "fc":
+        total = cast(total, "float64")
+    shape = _shape_of(x)
+    count: Any = None
+    for a in axes:
+        count = shape[a] if count is None else mul(count, shape[a])
+    if count is None:
+        return total
+    return true_div(total, cast(count, total.type.dtype))
+
+
+def prod_of_shape(x: Any) -> Variable:
+    count: Any = constant(np.int64(1))
+    for s in _shape_of(as_tensor_variable(x)):
+        count = mul(count, s)
+    return count
+
+
+class Argmax(Op):
+    """Index of the maximum (or minimum, ``kind='argmin'``) along one axis or all."""
+
+    __props__ = ("kind", "axis")
+
+    def __init__(self, kind: str, axis: int | None):
+        self.kind, self.axis = kind, axis
+        self.fn = np.argmax if kind == "argmax" else np.argmin
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        if self.axis is None:
+            shape: tuple = ()
+        else:
+            shape = tuple(s for a, s in enumerate(x.type.shape) if a != self.axis)
+        return Apply(self, [x], [TensorType("int64", shape).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = np.asarray(self.fn(inputs[0], axis=self.axis), dtype="int64")
+
+    def grad(self, inputs, output_grads):
+        # Piecewise constant in x: the gradient is zero wherever it is defined.
+        return [zeros_like(inputs[0])]
+
+
+def _arg(kind: str, x: Any, axis: Any, keepdims: bool) -> Variable:
+    x = as_tensor_variable(x)
+    if axis is not None:
+        (axis,) = normalize_axis(axis, x.type.ndim, kind)
+    out = Argmax(kind, axis)(x)
+    if keepdims:
+        axes = tuple(range(x.type.ndim)) if axis is None else (axis,)
+        out = DimShuffle(out.type.ndim, _keepdims_pattern(x.type.ndim, axes))(out)
+    return out
+
+
+def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    return _arg("argmin", x, axis, keepdims)
+
+
+# ---------------------------------------------------------------- dot
+class Dot(Op):
+    """``numpy.dot`` for vectors and matrices (use tensordot for higher ranks)."""
+
+    __props__ = ()
+
+    def make_node(self, x: Any, y: Any) -> Apply:
+        x, y = as_tensor_variable(x), as_tensor_variable(y)
+        if x.type.ndim not in (1, 2) or y.type.ndim not in (1, 2):
+            raise TypeError(
+                f"dot: inputs must be vectors or matrices, got {x.type.ndim}-d "
+                f"{x.describe()} and {y.type.ndim}-d {y.describe()}"
+            )
+        kx, ky = x.type.shape[-1], y.type.shape[0]
+        if kx is not None and ky is not None and kx != ky:
+            raise ValueError(
+                f"dot: shapes {x.type.shape} and {y.type.shape} are not aligned: "
+                f"{kx} (last dimension of {x.describe()}) != {ky} (first dimension of "
+                f"{y.describe()})"
+            )
+        dtype = np.result_type(x.type.dtype, y.type.dtype)
+        shape = x.type.shape[:-1] + y.type.shape[1:]
+        return Apply(self, [x, y], [TensorType(dtype, shape).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        x, y = inputs
+        if x.shape[-1] != y.shape[0]:
+            raise ValueError(
+                f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
+                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0)"
+            )
+        out = np.dot(x, y)
+        output_storage[0][0] = np.asarray(out, dtype=node.outputs[0].type.numpy_dtype)
+
+    def grad(self, inputs, output_grads):
+        x, y = inputs
+        (g,) = output_grads
+        nx, ny = x.type.ndim, y.type.ndim
+        if nx == 1 and ny == 1:
+            gx, gy = mul(g, y), mul(g, x)
+        elif nx == 2 and ny == 2:
+            gx, gy = dot(g, y.T), dot(x.T, g)
+        elif nx == 1:  # (k) . (k, n) -> (n)
+            gx, gy = dot(y, g), outer(x, g)
+        else:  # (m, k) . (k) -> (m)
+            gx, gy = outer(g, y), dot(x.T, g)
+        return [gx, gy]
+
+    def pprint(self, input_strs):
+        return f"dot({input_strs[0]}, {input_strs[1]})"
+
+
+def dot(x: Any, y: Any) -> Variable:
+    """Matrix/vector product; scalars multiply elementwise, like ``numpy.dot``."""
+    x, y = as_tensor_variable(x), as_tensor_variable(y)
+    if x.type.ndim == 0 or y.type.ndim == 0:
+        return mul(x, y)
+    return Dot()(x, y)
+
+
+def outer(x: Any, y: Any) -> Variable:
+    x, y = as_tensor_variable(x), as_tensor_variable(y)
+    return mul(DimShuffle(1, (0, "x"))(x), DimShuffle(1, ("x", 0))(y))

@@ -1,0 +1,40 @@
+"""The dense tensor family's plugin: found through the ``tensorjit.plugins`` entry point
+like any third party's, it registers TensorType, the shared constructor and its ops."""
+
+from __future__ import annotations
+
+from tensorjit.core.hooks import hookimpl
+from tensorjit.core.registries import OpRegistry, TypeRegistry
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
+from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
+from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
+from tensorjit.tensor.type import TensorType
+from tensorjit.tensor.variable import accepts_tensor_value, tensor_shared_constructor
+
+FAMILY = "tensor"
+OP_CLASSES = (
+    Elemwise,
+    DimShuffle,
+    Alloc,
+    Argmax,
+    Dot,
+    Reduce,
+    MakeVector,
+    Reshape,
+    Shape,
+    Subtensor,
+    IncSubtensor,
+)
+
+
+@hookimpl
+def tensorjit_register_types(registry: TypeRegistry) -> None:
+    registry.add_type(TensorType)
+    registry.add_shared_constructor("ndarray", accepts_tensor_value, tensor_shared_constructor)
+
+
+@hookimpl
+def tensorjit_register_ops(registry: OpRegistry) -> None:
+    for op_class in OP_CLASSES:
+        registry.add(op_class, FAMILY)

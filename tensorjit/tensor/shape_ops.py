@@ -1,0 +1,191 @@
+"""Shape, Reshape, MakeVector and the dimshuffle family (transpose, flatten)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.op import Op
+from tensorjit.tensor.elemwise import DimShuffle
+from tensorjit.tensor.type import TensorType
+from tensorjit.tensor.variable import as_tensor_variable, constant
+
+
+class Shape(Op):
+    """The shape of a tensor as an int64 vector."""
+
+    __props__ = ()
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        return Apply(self, [x], [TensorType("int64", (x.type.ndim,)).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = np.asarray(inputs[0].shape, dtype="int64")
+
+    def grad(self, inputs, output_grads):
+        return [None]
+
+    def pprint(self, input_strs):
+        return f"{input_strs[0]}.shape"
+
+
+def shape(x: Any) -> Variable:
+    x = as_tensor_variable(x)
+    if all(s is not None for s in x.type.shape):
+        return constant(np.asarray(x.type.shape, dtype="int64"))
+    return Shape()(x)
+
+
+def shape_entries(x: Variable) -> list[Variable]:
+    """One int64 scalar per dimension: a constant where the static shape knows it."""
+    from tensorjit.tensor.subtensor import getitem
+
+    sym = None
+    entries = []
+    for axis, s in enumerate(x.type.shape):
+        if s is not None:
+            entries.append(constant(np.int64(s)))
+        else:
+            sym = sym if sym is not None else Shape()(x)
+            entries.append(getitem(sym, axis))
+    return entries
+
+
+class MakeVector(Op):
+    """Stacks scalars into a vector."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def make_node(self, *scalars: Any) -> Apply:
+        vars_ = [as_tensor_variable(s) for s in scalars]
+        for v in vars_:
+            if v.type.ndim != 0:
+                raise TypeError(f"MakeVector takes scalars, got {v.describe()}")
+        vars_ = [_cast_to(v, self.dtype) for v in vars_]
+        return Apply(self, vars_, [TensorType(self.dtype, (len(vars_),)).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = np.asarray(inputs, dtype=self.dtype).reshape(len(inputs))
+
+    def grad(self, inputs, output_grads):
+        from tensorjit.tensor.subtensor import getitem
+
+        (g,) = output_grads
+        return [
+            getitem(g, i) if np.dtype(v.type.dtype).kind in "fc" else None
+            for i, v in enumerate(inputs)
+        ]
+
+
+def _cast_to(v: Variable, dtype: str) -> Variable:
+    from tensorjit.tensor.math import cast
+
+    return cast(v, dtype)
+
+
+def stack(scalars: Sequence[Any]) -> Variable:
+    """A vector from scalars (symbolic or not), of their promoted dtype."""
+    vars_ = [as_tensor_variable(s) for s in scalars]
+    dtype = np.result_type(*[v.type.dtype for v in vars_]).name if vars_ else "int64"
+    return MakeVector(dtype)(*vars_)
+
+
+class Reshape(Op):
+    """``numpy.reshape`` to a shape given as an int vector (-1 allowed once)."""
+
+    __props__ = ("ndim",)
+    view_map = {0: [0]}
+
+    def __init__(self, ndim: int):
+        self.ndim = ndim
+
+    def make_node(self, x: Any, shp: Any) -> Apply:
+        x = as_tensor_variable(x)
+        shp = as_tensor_variable(shp)
+        if shp.type.ndim != 1 or np.dtype(shp.type.dtype).kind not in "iu":
+            raise TypeError(f"reshape: the shape must be an integer vector, got {shp.describe()}")
+        static: list[int | None] = [None] * self.ndim
+        if isinstance(shp, Constant):
+            static = [None if int(s) == -1 else int(s) for s in shp.data]
+        elif shp.owner is not None and isinstance(shp.owner.op, MakeVector):
+            static = [
+                int(i.data) if isinstance(i, Constant) and int(i.data) >= 0 else None
+                for i in shp.owner.inputs
+            ]
+        known = [s for s in x.type.shape]
+        if None not in known and None not in static:
+            if int(np.prod(known)) != int(np.prod(static)):
+                raise ValueError(
+                    f"reshape: can not reshape {x.describe()} of static shape "
+                    f"{x.type.shape} into {tuple(static)}"
+                )
+        return Apply(self, [x, shp], [TensorType(x.type.dtype, static).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        x, shp = inputs
+        try:
+            output_storage[0][0] = np.reshape(x, tuple(int(s) for s in shp))
+        except ValueError as exc:
+            raise ValueError(
+                f"reshape: can not reshape array of shape {x.shape} into {tuple(shp)}: {exc}"
+            ) from None
+
+    def grad(self, inputs, output_grads):
+        x, _ = inputs
+        return [reshape(output_grads[0], shape(x), ndim=x.type.ndim), None]
+
+
+def reshape(x: Any, newshape: Any, ndim: int | None = None) -> Variable:
+    x = as_tensor_variable(x)
+    if isinstance(newshape, (int, np.integer)):
+        newshape = (newshape,)
+    if isinstance(newshape, Variable) and newshape.type.ndim == 1:
+        shp = newshape
+        n = newshape.type.shape[0] if ndim is None else ndim
+        if n is None:
+            raise ValueError(
+                f"reshape: the length of shape vector {newshape.describe()} is not known; "
+                "pass ndim="
+            )
+    else:
+        entries = list(newshape)
+        n = len(entries)
+        if sum(1 for e in entries if isinstance(e, (int, np.integer)) and e == -1) > 1:
+            raise ValueError(f"reshape: only one dimension can be -1, got {tuple(entries)}")
+        if all(isinstance(e, (int, np.integer)) for e in entries):
+            shp = constant(np.asarray(entries, dtype="int64"))
+        else:
+            shp = stack(entries)
+            if shp.type.dtype != "int64":
+                shp = _cast_to(shp, "int64")
+    return Reshape(int(n))(x, shp)
+
+
+def dimshuffle(x: Any, pattern: Sequence[int | str]) -> Variable:
+    x = as_tensor_variable(x)
+    return DimShuffle(x.type.ndim, tuple(pattern))(x)
+
+
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
+    x = as_tensor_variable(x)
+    if axes is None:
+        axes = tuple(reversed(range(x.type.ndim)))
+    if sorted(axes) != list(range(x.type.ndim)):
+        raise ValueError(f"transpose: axes {tuple(axes)} are not a permutation for {x.describe()}")
+    return DimShuffle(x.type.ndim, tuple(axes))(x)
+
+
+def flatten(x: Any, ndim: int = 1) -> Variable:
+    """Collapse trailing dimensions so that the result has ``ndim`` dimensions."""
+    x = as_tensor_variable(x)
+    if not 1 <= ndim <= max(x.type.ndim, 1):
+        raise ValueError(f"flatten: ndim={ndim} is out of range for {x.describe()}")
+    entries = shape_entries(x)
+    return reshape(x, entries[: ndim - 1] + [-1])

@@ -1,0 +1,310 @@
+"""TensorType and the Theano-style variable constructors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.config import config
+from tensorjit.core.graph.basic import Variable
+from tensorjit.core.graph.type import Type
+
+# Theano's one-letter dtype prefixes: bmatrix, wvector, ivector, lvector, fmatrix, ...
+DTYPE_PREFIXES = {
+    "b": "int8",
+    "w": "int16",
+    "i": "int32",
+    "l": "int64",
+    "f": "float32",
+    "d": "float64",
+    "c": "complex64",
+    "z": "complex128",
+}
+
+StaticShape = tuple[int | None, ...]
+
+
+def normalize_dtype(dtype: Any) -> str:
+    if dtype is None or dtype == "floatX":
+        return config.floatX
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{dtype!r} is not a NumPy dtype") from None
+    if dt.kind not in "biufc":
+        raise TypeError(f"tensors of dtype {dt} are not supported (bool/int/uint/float/complex)")
+    return dt.name
+
+
+class TensorType(Type):
+    """Dense N-d arrays of one dtype, with a static shape: an int per known dimension,
+    None where unknown. A static length of 1 is what makes a dimension broadcastable."""
+
+    def __init__(
+        self,
+        dtype: Any = None,
+        shape: Sequence[int | None] | None = None,
+        broadcastable: Sequence[bool] | None = None,
+    ):
+        self.dtype = normalize_dtype(dtype)
+        if shape is None and broadcastable is None:
+            raise TypeError("TensorType needs a shape (or a broadcastable pattern)")
+        if shape is not None and broadcastable is not None:
+            raise TypeError("give TensorType either shape or broadcastable, not both")
+        if broadcastable is not None:
+            shape = tuple(1 if b else None for b in broadcastable)
+        norm: list[int | None] = []
+        for s in shape:  # type: ignore[union-attr]
+            if s is not None and (not isinstance(s, (int, np.integer)) or s < 0):
+                raise TypeError(f"static shape entries must be None or ints >= 0, got {shape}")
+            norm.append(None if s is None else int(s))
+        self.shape: StaticShape = tuple(norm)
+        self.ndim = len(self.shape)
+        self.broadcastable = tuple(s == 1 for s in self.shape)
+        self.numpy_dtype = np.dtype(self.dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.dtype == self.dtype  # type: ignore[attr-defined]
+            and other.shape == self.shape  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.dtype, self.shape))
+
+    def __str__(self) -> str:
+        shape = ", ".join("?" if s is None else str(s) for s in self.shape)
+        return f"TensorType({self.dtype}, shape=({shape}{',' if self.ndim == 1 else ''}))"
+
+    def short_str(self) -> str:
+        names = {0: "scalar", 1: "vector", 2: "matrix"}
+        kind = names.get(self.ndim, f"tensor{self.ndim}")
+        if self.ndim == 2 and self.shape[0] == 1 and self.shape[1] != 1:
+            kind = "row"
+        return f"{self.dtype} {kind}"
+
+    def clone(self, dtype: Any = None, shape: Sequence[int | None] | None = None) -> TensorType:
+        return TensorType(dtype or self.dtype, self.shape if shape is None else shape)
+
+    # ---------------------------------------------------------------- values
+    def filter(self, value: Any, strict: bool = False, allow_downcast: bool | None = None):
+        """Return ``value`` as an ndarray of this type; raise TypeError/ValueError if not.
+
+        Never copies a matching ndarray (so ``shared(v, borrow=True)`` can alias it).
+        Converting to a smaller dtype needs ``allow_downcast``; Python scalars convert
+        if they keep their value.
+        """
+        if isinstance(value, np.ndarray) and value.dtype == self.numpy_dtype:
+            arr = value
+        elif strict:
+            raise TypeError(
+                f"expected an ndarray of dtype {self.dtype}, got {_value_kind(value)} "
+                "(strict=True allows no conversion)"
+            )
+        else:
+            arr = self._convert(value, allow_downcast)
+        if arr.ndim != self.ndim:
+            raise ValueError(f"expected {self.ndim} dimensions, got {arr.ndim} (shape {arr.shape})")
+        for axis, (want, got) in enumerate(zip(self.shape, arr.shape)):
+            if want is not None and want != got:
+                raise ValueError(
+                    f"dimension {axis} has length {got}, but the type's static shape "
+                    f"{self.shape} requires {want}"
+                )
+        return arr
+
+    def _convert(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
+        if isinstance(value, Variable):
+            raise TypeError(f"expected a value, got the symbolic variable {value.describe()}")
+        is_python = isinstance(value, (bool, int, float, complex, list, tuple))
+        try:
+            src = value if isinstance(value, np.ndarray) else np.asarray(value)
+        except (ValueError, TypeError) as exc:
+            raise TypeError(f"can not convert {_value_kind(value)} to an array: {exc}") from None
+        if src.dtype.kind not in "biufc":
+            raise TypeError(
+                f"expected numeric data of dtype {self.dtype}, got {_value_kind(value)}"
+            )
+        if allow_downcast or np.can_cast(src.dtype, self.numpy_dtype, "safe"):
+            return src.astype(self.numpy_dtype)
+        if is_python or (src.ndim == 0 and allow_downcast is None):
+            converted = src.astype(self.numpy_dtype)
+            with np.errstate(invalid="ignore"):
+                if np.array_equal(converted, src, equal_nan=src.dtype.kind in "fc"):
+                    return converted
+        raise TypeError(
+            f"converting {_value_kind(value)} to {self.dtype} would lose precision; "
+            "pass a value of the right dtype or use allow_input_downcast=True"
+        )
+
+    def values_eq(self, a: Any, b: Any) -> bool:
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b))
+
+    def values_eq_approx(self, a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
+        return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+
+    def may_share_memory(self, a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return bool(np.may_share_memory(a, b))
+        return a is b
+
+    def copy_value(self, value: Any) -> np.ndarray:
+        return np.array(value, copy=True)
+
+    # ---------------------------------------------------------------- types
+    def is_super(self, other: Type) -> bool:
+        return (
+            isinstance(other, TensorType)
+            and other.dtype == self.dtype
+            and other.ndim == self.ndim
+            and all(s is None or s == o for s, o in zip(self.shape, other.shape))
+        )
+
+    def convert_variable(self, var: Variable) -> Variable | None:
+        if var.type == self or self.is_super(var.type):
+            return var
+        return None
+
+    def make_variable(self, name: str | None = None) -> Variable:
+        from tensorjit.tensor.variable import TensorVariable
+
+        return TensorVariable(self, None, None, name)
+
+    def make_constant(self, value: Any, name: str | None = None):
+        from tensorjit.tensor.variable import TensorConstant
+
+        return TensorConstant(self, self.filter(value, allow_downcast=True), name)
+
+    def filter_variable(self, other: Any) -> Variable:
+        from tensorjit.tensor.variable import as_tensor_variable
+
+        var = as_tensor_variable(other)
+        converted = self.convert_variable(var)
+        if converted is None and var.type.dtype != self.dtype and var.type.ndim == self.ndim:
+            from tensorjit.tensor.math import cast
+
+            cast_var = cast(var, self.dtype)
+            if np.can_cast(var.type.dtype, self.dtype, "same_kind") or isinstance(
+                other, (int, float)
+            ):
+                converted = self.convert_variable(cast_var)
+        if converted is None:
+            raise TypeError(f"expected a variable of type {self}, got {var.describe()}")
+        return converted
+
+    # ---------------------------------------------------------------- gradients
+    def grad_zeros_like(self, var: Variable) -> Variable:
+        from tensorjit.tensor.math import zeros_like
+
+        return zeros_like(var, dtype=_grad_dtype(self.dtype))
+
+    def grad_one_like(self, cost: Variable) -> Variable:
+        from tensorjit.tensor.math import ones_like
+
+        return ones_like(cost, dtype=_grad_dtype(self.dtype))
+
+    def grad_sum(self, terms: list[Variable]) -> Variable:
+        from tensorjit.tensor.math import add
+
+        total = terms[0]
+        for t in terms[1:]:
+            total = add(total, t)
+        return total
+
+    def grad_as_type_of(self, var: Variable, g: Variable) -> Variable:
+        from tensorjit.tensor.math import cast
+
+        g_ndim = getattr(g.type, "ndim", None)
+        if g_ndim != self.ndim:
+            origin = g.owner.op if g.owner is not None else "a known gradient"
+            raise TypeError(
+                f"gradient of {var.describe()} from {origin} has {g_ndim} dimensions, "
+                f"expected {self.ndim}"
+            )
+        want = _grad_dtype(self.dtype)
+        if g.type.dtype != want and self.numpy_dtype.kind in "fc":
+            g = cast(g, want)
+        return g
+
+
+def _grad_dtype(dtype: str) -> str:
+    return dtype if np.dtype(dtype).kind in "fc" else config.floatX
+
+
+def _value_kind(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"ndarray of dtype {value.dtype} and shape {value.shape}"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+# ---------------------------------------------------------------- constructors
+def tensor(
+    dtype: Any = None,
+    shape: Sequence[int | None] | None = None,
+    name: str | None = None,
+    *,
+    broadcastable: Sequence[bool] | None = None,
+) -> Variable:
+    """A symbolic tensor: ``tensor("float32", shape=(None, 3), name="x")``."""
+    if isinstance(dtype, TensorType):
+        raise TypeError("tensor() takes a dtype; call the TensorType itself to make a variable")
+    if shape is None and broadcastable is None:
+        raise TypeError("tensor() needs shape=(...) (None for an unknown length)")
+    return TensorType(dtype, shape, broadcastable).make_variable(name)
+
+
+def _make_constructor(ndim_shape: StaticShape, dtype: str | None, kind: str):
+    def constructor(name: str | None = None, dtype: Any = dtype, shape=None) -> Variable:
+        static = ndim_shape if shape is None else tuple(shape)
+        if len(static) != len(ndim_shape):
+            raise ValueError(f"{kind}() has {len(ndim_shape)} dimensions, got shape={shape}")
+        return TensorType(dtype, static).make_variable(name)
+
+    constructor.__name__ = kind
+    constructor.__doc__ = f"A symbolic {kind} (static shape {ndim_shape})."
+    return constructor
+
+
+_KINDS: dict[str, StaticShape] = {
+    "scalar": (),
+    "vector": (None,),
+    "matrix": (None, None),
+    "row": (1, None),
+    "col": (None, 1),
+    "tensor3": (None,) * 3,
+    "tensor4": (None,) * 4,
+    "tensor5": (None,) * 5,
+}
+
+CONSTRUCTORS: dict[str, Any] = {}
+for _kind, _shape in _KINDS.items():
+    CONSTRUCTORS[_kind] = _make_constructor(_shape, None, _kind)
+    for _prefix, _dtype in DTYPE_PREFIXES.items():
+        CONSTRUCTORS[_prefix + _kind] = _make_constructor(_shape, _dtype, _prefix + _kind)
+
+
+def _make_plural(single):
+    def plural(*names: str, dtype: Any = None) -> list[Variable]:
+        if len(names) == 1 and isinstance(names[0], int):
+            names = (None,) * names[0]  # type: ignore[assignment]
+        kwargs = {} if dtype is None else {"dtype": dtype}
+        return [single(n, **kwargs) for n in names]
+
+    return plural
+
+
+for _kind, _plural in [
+    ("scalar", "scalars"),
+    ("vector", "vectors"),
+    ("matrix", "matrices"),
+    ("row", "rows"),
+    ("col", "cols"),
+    ("tensor3", "tensor3s"),
+    ("tensor4", "tensor4s"),
+]:
+    CONSTRUCTORS[_plural] = _make_plural(CONSTRUCTORS[_kind])
+    for _prefix in DTYPE_PREFIXES:
+        CONSTRUCTORS[_prefix + _plural] = _make_plural(CONSTRUCTORS[_prefix + _kind])

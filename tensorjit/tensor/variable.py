@@ -1,0 +1,321 @@
+"""TensorVariable (NumPy-like operators), TensorConstant, TensorSharedVariable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.config import config
+from tensorjit.core.graph.basic import Constant, Variable
+from tensorjit.core.memory.shared import SharedVariable
+from tensorjit.tensor.type import TensorType
+
+
+class _TensorMethods:
+    """Operators and methods shared by symbolic tensors, constants and shared tensors."""
+
+    __slots__ = ()
+    type: TensorType
+
+    # -- arithmetic
+    def __add__(self, other):
+        return _m().add(self, other)
+
+    def __radd__(self, other):
+        return _m().add(other, self)
+
+    def __sub__(self, other):
+        return _m().sub(self, other)
+
+    def __rsub__(self, other):
+        return _m().sub(other, self)
+
+    def __mul__(self, other):
+        return _m().mul(self, other)
+
+    def __rmul__(self, other):
+        return _m().mul(other, self)
+
+    def __truediv__(self, other):
+        return _m().true_div(self, other)
+
+    def __rtruediv__(self, other):
+        return _m().true_div(other, self)
+
+    def __floordiv__(self, other):
+        return _m().int_div(self, other)
+
+    def __rfloordiv__(self, other):
+        return _m().int_div(other, self)
+
+    def __mod__(self, other):
+        return _m().mod(self, other)
+
+    def __rmod__(self, other):
+        return _m().mod(other, self)
+
+    def __pow__(self, other):
+        return _m().pow(self, other)
+
+    def __rpow__(self, other):
+        return _m().pow(other, self)
+
+    def __neg__(self):
+        return _m().neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _m().abs(self)
+
+    def __matmul__(self, other):
+        return _m().dot(self, other)
+
+    def __rmatmul__(self, other):
+        return _m().dot(other, self)
+
+    # -- comparisons (``==`` stays identity, as in Theano: use eq()/neq())
+    def __lt__(self, other):
+        return _m().lt(self, other)
+
+    def __le__(self, other):
+        return _m().le(self, other)
+
+    def __gt__(self, other):
+        return _m().gt(self, other)
+
+    def __ge__(self, other):
+        return _m().ge(self, other)
+
+    # -- bitwise / logical
+    def __and__(self, other):
+        return _m().and_(self, other)
+
+    def __rand__(self, other):
+        return _m().and_(other, self)
+
+    def __or__(self, other):
+        return _m().or_(self, other)
+
+    def __ror__(self, other):
+        return _m().or_(other, self)
+
+    def __xor__(self, other):
+        return _m().xor(self, other)
+
+    def __rxor__(self, other):
+        return _m().xor(other, self)
+
+    def __invert__(self):
+        return _m().invert(self)
+
+    # -- python protocol guards: symbolic values have no truth value or length
+    def __bool__(self):
+        raise TypeError(
+            f"the truth value of symbolic {self} is unknown until the function runs; "
+            "use tensorjit.tensor.switch or ifelse for symbolic conditions"
+        )
+
+    def __len__(self):
+        raise TypeError(f"len() of symbolic {self} is unknown; use .shape[0]")
+
+    def __iter__(self):
+        raise TypeError(f"symbolic {self} is not iterable; index it with [i]")
+
+    # -- attributes
+    @property
+    def ndim(self) -> int:
+        return self.type.ndim
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def broadcastable(self) -> tuple[bool, ...]:
+        return self.type.broadcastable
+
+    @property
+    def shape(self):
+        return _b().shape(self)
+
+    @property
+    def T(self):
+        return _b().transpose(self)
+
+    @property
+    def size(self):
+        return _m().prod_of_shape(self)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _b().transpose(self, axes or None)
+
+    def dimshuffle(self, *pattern):
+        if len(pattern) == 1 and isinstance(pattern[0], (tuple, list)):
+            pattern = tuple(pattern[0])
+        return _b().dimshuffle(self, pattern)
+
+    def reshape(self, *shape, ndim: int | None = None):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, Variable)):
+            shape = shape[0]
+        return _b().reshape(self, shape, ndim=ndim)
+
+    def flatten(self, ndim: int = 1):
+        return _b().flatten(self, ndim)
+
+    def astype(self, dtype):
+        return _m().cast(self, dtype)
+
+    def __getitem__(self, index):
+        from tensorjit.tensor.subtensor import getitem
+
+        return getitem(self, index)
+
+    # -- reductions
+    def sum(self, axis=None, keepdims: bool = False, dtype=None):
+        return _m().sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def mean(self, axis=None, keepdims: bool = False):
+        return _m().mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims: bool = False):
+        return _m().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims: bool = False):
+        return _m().min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims: bool = False):
+        return _m().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims: bool = False):
+        return _m().argmin(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims: bool = False):
+        return _m().all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims: bool = False):
+        return _m().any(self, axis=axis, keepdims=keepdims)
+
+    def dot(self, other):
+        return _m().dot(self, other)
+
+
+def _m():
+    from tensorjit.tensor import math
+
+    return math
+
+
+def _b():
+    from tensorjit.tensor import shape_ops
+
+    return shape_ops
+
+
+class TensorVariable(_TensorMethods, Variable):
+    """A symbolic N-d array."""
+
+    __slots__ = ()
+
+
+class TensorConstant(_TensorMethods, Constant):
+    """A constant N-d array. ``weak`` marks constants made from Python scalars: like
+    NumPy's Python scalars (NEP 50) they take the dtype of the arrays they combine with."""
+
+    __slots__ = ("weak",)
+
+    def __init__(self, type: TensorType, data: Any, name=None, weak: bool = False):
+        data = np.array(data, copy=True)  # never freeze or alias the caller's array
+        data.setflags(write=False)  # a constant can never be modified in place
+        super().__init__(type, data, name)
+        self.weak = weak
+
+    def clone(self):
+        cp = TensorConstant(self.type, self.data, self.name, self.weak)
+        cp.created_at = self.created_at
+        return cp
+
+    def signature(self):
+        return (super().signature(), self.weak)
+
+
+class TensorSharedVariable(_TensorMethods, SharedVariable):
+    """A shared N-d array."""
+
+
+def constant(value: Any, name: str | None = None, dtype: Any = None) -> TensorConstant:
+    """A TensorConstant for a Python or NumPy value (Python scalars become weak)."""
+    weak = (
+        dtype is None
+        and isinstance(value, (bool, int, float, complex))
+        and not isinstance(value, np.generic)
+    )
+    if dtype is not None:
+        arr = np.asarray(value, dtype=dtype)
+    elif weak:
+        arr = np.asarray(value, dtype=python_scalar_dtype(value))
+    else:
+        arr = np.asarray(value)
+    if arr.dtype.kind not in "biufc":
+        raise TypeError(f"can not make a tensor constant from {type(value).__name__} {value!r}")
+    ttype = TensorType(arr.dtype, arr.shape)
+    return TensorConstant(ttype, arr, name, weak=weak)
+
+
+def python_scalar_dtype(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return config.floatX if config.floatX != "float16" else "float64"
+    return "complex128"
+
+
+def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None) -> Variable:
+    """``x`` as a tensor Variable: Variables pass through, values become constants."""
+    if isinstance(x, Variable):
+        if not isinstance(x.type, TensorType):
+            raise TypeError(f"expected a tensor, got {x.describe()}")
+        var = x
+    elif isinstance(x, (list, tuple)) and any(isinstance(e, Variable) for e in x):
+        from tensorjit.tensor.shape_ops import stack
+
+        var = stack([as_tensor_variable(e) for e in x])
+    else:
+        try:
+            var = constant(x, name=name)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"can not convert {type(x).__name__} {x!r} to a tensor: {exc}"
+            ) from None
+    if ndim is not None and var.type.ndim != ndim:
+        raise TypeError(f"expected a {ndim}-d tensor, got {var.describe()}")
+    return var
+
+
+def tensor_shared_constructor(
+    value: Any,
+    name: str | None = None,
+    borrow: bool = False,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    shape: tuple | None = None,
+    broadcastable: tuple | None = None,
+) -> TensorSharedVariable:
+    """The shared constructor the tensor family registers for ndarrays and scalars."""
+    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if shape is None and broadcastable is None:
+        shape = (None,) * arr.ndim  # shared values may change shape, as in Theano
+    ttype = TensorType(arr.dtype, shape, broadcastable)
+    return TensorSharedVariable(ttype, value, name, borrow, strict, allow_downcast)
+
+
+def accepts_tensor_value(value: Any) -> bool:
+    if isinstance(value, (np.ndarray, np.generic, bool, int, float, complex)):
+        return np.asarray(value).dtype.kind in "biufc"
+    return False
