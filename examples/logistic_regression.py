@@ -1,10 +1,11 @@
 """The Theano paper's case study: logistic regression trained by SGD, on random data.
 
-Run: python examples/logistic_regression.py
+Run: python examples/logistic_regression.py [--steps N]
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -69,4 +70,9 @@ def main(n_examples: int = 400, n_features: int = 784, steps: int = 10000, repor
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=10000, help="SGD steps")
+    args = parser.parse_args()
+    first, last, acc = main(steps=args.steps, report=max(args.steps // 10, 1))
+    if not (last < first and acc > 0.9):
+        raise SystemExit(f"training failed: cost {first:.4f} -> {last:.4f}, accuracy {acc:.3f}")

@@ -105,4 +105,4 @@ globals().update(CONSTRUCTORS)  # scalar, vector, matrix, ..., fmatrix, lvector,
 
 as_tensor = as_tensor_variable
 
-__all__ = [name for name in dir() if not name.startswith("_")]  # noqa: PLE0605
+__all__ = [name for name in dir() if not name.startswith("_")]

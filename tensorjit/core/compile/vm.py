@@ -54,7 +54,7 @@ class VM:
     def __call__(self) -> None:
         step = -1
         try:
-            for step, (run, in_cells, out_cells, to_clear) in enumerate(self.steps):
+            for step, (run, in_cells, out_cells, to_clear) in enumerate(self.steps):  # noqa: B007
                 run([cell[0] for cell in in_cells], out_cells)
                 for cell in to_clear:
                     cell[0] = None

@@ -72,7 +72,7 @@ def normalize_replacements(node: Apply, result: Any, who: str) -> Replacements:
                 f"which has {len(node.outputs)}"
             )
         pairs = list(zip(node.outputs, result))
-    for old, new in pairs:
+    for _old, new in pairs:
         if not isinstance(new, Variable):
             raise RewriteError(f"rewriter {who} returned a non-Variable {new!r} for {node.op}")
     return [(old, new) for old, new in pairs if old is not new]
