@@ -95,13 +95,14 @@ class Elemwise(Op):
         return Apply(self, vars_, [out])
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
-        out_type = node.outputs[0].type
-        with np.errstate(all="ignore"):
-            result = self.scalar_op.impl(*inputs)
-        if not isinstance(result, np.ndarray) or result.dtype != out_type.numpy_dtype:
-            result = np.asarray(result, dtype=out_type.numpy_dtype)
-        if len(inputs) > 1:
-            _check_runtime_broadcast(node, inputs, result.shape)
+        out_dtype = node.outputs[0].type.numpy_dtype
+        result = self.scalar_op.impl(*inputs)  # NumPy's warnings (log(0), ...) pass through
+        if not isinstance(result, np.ndarray) or result.dtype != out_dtype:
+            result = np.asarray(result, dtype=out_dtype)
+        shape = result.shape
+        for var, value in zip(node.inputs, inputs):
+            if value.shape != shape and value.ndim:
+                _check_runtime_broadcast(node, var, value.shape, shape)
         output_storage[0][0] = result
 
     def L_op(self, inputs, outputs, output_grads):
@@ -136,19 +137,28 @@ class Elemwise(Op):
         return f"({f' {symbol} '.join(input_strs)})"
 
 
-def _check_runtime_broadcast(node: Apply, inputs: list, out_shape: tuple) -> None:
-    for var, value in zip(node.inputs, inputs):
-        shape = np.shape(value)
-        if shape == out_shape:
-            continue
-        for axis, (n, m) in enumerate(zip(shape, out_shape)):
-            if n == 1 and m != 1 and not var.type.broadcastable[axis]:
-                raise ValueError(
-                    f"{node.op}: input {var} has length 1 in dimension {axis} at run time but "
-                    f"its type {var.type} does not declare that dimension broadcastable "
-                    f"(static length 1), and the output has length {m}. Declare it, e.g. "
-                    "with tensorjit.tensor.row()/col() or tensor(shape=(1, None))."
-                )
+def _check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:
+    for axis, (n, m) in enumerate(zip(shape, out_shape)):
+        if n == 1 and m != 1 and not var.type.broadcastable[axis]:
+            user_var, user_axis = _unpadded(var, axis)
+            raise ValueError(
+                f"{node.op}: input {user_var.describe()} has length 1 in dimension "
+                f"{user_axis} at run time but its type does not declare that dimension "
+                "broadcastable "
+                f"(static length 1), and the output has length {m}. Declare it, e.g. "
+                "with tensorjit.tensor.row()/col() or tensor(shape=(1, None))."
+            )
+
+
+def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
+    """The variable (and axis) before the left-padding Elemwise added for broadcasting."""
+    owner = var.owner
+    if owner is not None and isinstance(owner.op, DimShuffle):
+        order = owner.op.new_order
+        n_pad = len(order) - owner.op.input_ndim
+        if order == ("x",) * n_pad + tuple(range(owner.op.input_ndim)) and axis >= n_pad:
+            return owner.inputs[0], axis - n_pad
+    return var, axis
 
 
 def _pad_left(var: Variable, ndim: int) -> Variable:

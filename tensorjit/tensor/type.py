@@ -263,7 +263,7 @@ def _make_constructor(ndim_shape: StaticShape, dtype: str | None, kind: str):
             raise ValueError(f"{kind}() has {len(ndim_shape)} dimensions, got shape={shape}")
         return TensorType(dtype, static).make_variable(name)
 
-    constructor.__name__ = kind
+    constructor.__name__ = constructor.__qualname__ = kind
     constructor.__doc__ = f"A symbolic {kind} (static shape {ndim_shape})."
     return constructor
 
@@ -293,6 +293,7 @@ def _make_plural(single):
         kwargs = {} if dtype is None else {"dtype": dtype}
         return [single(n, **kwargs) for n in names]
 
+    plural.__name__ = plural.__qualname__ = single.__name__ + "s"
     return plural
 
 

@@ -59,12 +59,10 @@ class VM:
                 for cell in to_clear:
                     cell[0] = None
         except Exception as exc:
-            self._add_context(exc, step)
-            raise
+            raise self._with_context(exc, step) from None
 
-    def _add_context(self, exc: Exception, step: int) -> None:
-        if step < 0:
-            return
+    def _with_context(self, exc: Exception, step: int) -> Exception:
+        """The same kind of error, its message extended with the failing node's story."""
         node = self.nodes[step]
         _, in_cells, _, _ = self.steps[step]
         described = []
@@ -78,7 +76,9 @@ class VM:
             f"while computing {node.op} [kernel {self.kernels[step].name}], node created at "
             f"{created}\n  inputs: {', '.join(described)}"
         )
-        if hasattr(exc, "add_note"):
-            exc.add_note(note)
-        elif exc.args and isinstance(exc.args[0], str):  # Python 3.10
-            exc.args = (f"{exc.args[0]}\n{note}",) + exc.args[1:]
+        try:
+            new = type(exc)(f"{exc}\n{note}")
+        except Exception:  # an exception type with an unusual constructor: keep it as is
+            return exc
+        new.__cause__ = exc.__cause__
+        return new.with_traceback(exc.__traceback__)

@@ -24,8 +24,18 @@ def _install(fixture: str, target: Path) -> Path:
     source = target.parent / f"{target.name}-src"
     shutil.copytree(FIXTURES / fixture, source)
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-         "--no-build-isolation", "--target", str(target), str(source)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(source),
+        ],
         check=True,
         capture_output=True,
         text=True,

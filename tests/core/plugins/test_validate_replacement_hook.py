@@ -27,7 +27,8 @@ class VetoMerges:
 
 def _exp_nodes(f):
     return [
-        n for n in f.fgraph.apply_nodes
+        n
+        for n in f.fgraph.apply_nodes
         if isinstance(n.op, Elemwise) and n.op.scalar_op.name == "exp"
     ]
 
