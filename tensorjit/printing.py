@@ -65,16 +65,18 @@ def debugprint(
             text += f" <{var.type.short_str()}>"
         return text, first
 
-    def walk(var: Variable, prefix: str, level: int) -> None:
-        text, first = label(var)
-        lines.append(prefix + text)
-        if var.owner is None or not first or level == depth:
-            return
-        for inp in var.owner.inputs:
-            walk(inp, prefix.replace("|", " ") + " |", level + 1)
-
     for root in roots:
-        walk(root, "", 0)
+        # Explicit stack (not recursion) so that graphs of any depth print.
+        stack: list[tuple[Variable, str, int]] = [(root, "", 0)]
+        while stack:
+            var, prefix, level = stack.pop()
+            text, first = label(var)
+            lines.append(prefix + text)
+            if var.owner is None or not first or level == depth:
+                continue
+            child_prefix = prefix.replace("|", " ") + " |"
+            for inp in reversed(var.owner.inputs):
+                stack.append((inp, child_prefix, level + 1))
     text = "\n".join(lines)
     if file == "str":
         return text
@@ -87,23 +89,37 @@ def pprint(obj: Any) -> str:
     roots, _ = _roots(obj)
     cache: dict[Variable, str] = {}
 
-    def render(var: Variable, top: bool = False) -> str:
-        if var in cache:
-            return cache[var]
+    def leaf_text(var: Variable, top: bool) -> str | None:
         if var.owner is None or (var.name and not top):
-            text = (
-                str(var) if var.name or isinstance(var, Constant) else f"<{var.type.short_str()}>"
-            )
-        else:
+            if var.name or isinstance(var, Constant):
+                return str(var)
+            return f"<{var.type.short_str()}>"
+        return None
+
+    def render(root: Variable) -> str:
+        # Post-order over an explicit stack, so deep graphs do not hit the recursion limit.
+        stack: list[tuple[Variable, bool]] = [(root, False)]
+        while stack:
+            var, expanded = stack.pop()
+            if var in cache:
+                continue
+            leaf = leaf_text(var, var is root)
+            if leaf is not None:
+                cache[var] = leaf
+                continue
             node = var.owner
-            args = [render(i) for i in node.inputs]
+            if not expanded:
+                stack.append((var, True))
+                stack.extend((i, False) for i in reversed(node.inputs) if i not in cache)
+                continue
+            args = [cache[i] for i in node.inputs]
             text = node.op.pprint(args) or f"{node.op}({', '.join(args)})"
             if len(node.outputs) > 1:
                 text += f"[{var.index}]"
-        cache[var] = text
-        return text
+            cache[var] = text
+        return cache[root]
 
-    return "\n".join(render(r, top=True) for r in roots)
+    return "\n".join(render(r) for r in roots)
 
 
 pp = pprint

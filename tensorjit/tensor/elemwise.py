@@ -217,6 +217,14 @@ class DimShuffle(Op):
             view = view.reshape(view.shape[: x.ndim - len(self.dropped)])
         output_storage[0][0] = view[self.new_shape_index] if "x" in self.new_order else view
 
+    def pprint(self, input_strs: Sequence[str]) -> str | None:
+        n_pad = len(self.new_order) - self.input_ndim
+        if self.new_order == ("x",) * n_pad + tuple(range(self.input_ndim)):
+            return input_strs[0]  # broadcasting padding is implicit in the infix form
+        if self.new_order == tuple(reversed(range(self.input_ndim))):
+            return f"{input_strs[0]}.T"
+        return None
+
     def grad(self, inputs, output_grads):
         from tensorjit.tensor.math import sum as tsum
 

@@ -143,3 +143,27 @@ def test_a_plugin_that_fails_to_import_is_a_clear_error(broken_site):
     assert "PluginLoadError" in result.stderr
     assert "'broken'" in result.stderr and "tensorjit-broken 0.0.1" in result.stderr
     assert "tensorjit_missing_dependency" in result.stderr
+
+
+def test_info_says_why_a_backend_is_unavailable(cube_site):
+    result = _run(
+        """
+        from tensorjit.core.hooks import hookimpl, register_plugin
+        from tensorjit.core.registries import Backend
+        from tensorjit.__main__ import main
+
+        class Accelerator:
+            @hookimpl
+            def tensorjit_register_backends(self, registry):
+                registry.add(Backend("fake-accel", "accel", 50,
+                                     lambda: "no fake accelerator is attached",
+                                     description="test backend", plugin="accel"))
+
+        register_plugin(Accelerator(), "accel")
+        main(["info"])
+        """,
+        cube_site,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "fake-accel" in result.stdout
+    assert "unavailable: no fake accelerator is attached" in result.stdout
