@@ -137,7 +137,7 @@ class TensorType(Type):
                     return converted
         raise TypeError(
             f"converting {_value_kind(value)} to {self.dtype} would lose precision; "
-            "pass a value of the right dtype or use allow_input_downcast=True"
+            f"pass a value of dtype {self.dtype}"
         )
 
     def values_eq(self, a: Any, b: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -94,6 +95,9 @@ class Function:
         n_in, n_out = len(inputs), len(outputs)
         input_vars = fgraph.inputs[:n_in]
         self._updated_shared = [shared for shared, _ in updates]
+        # Per-function defaults: In(update=...) replaces them after each call.
+        self.defaults = [inp.value for inp in inputs]
+        self._updated_inputs = [i for i, inp in enumerate(inputs) if inp.update is not None]
 
         storage: dict[Variable, list] = {}
         for var, shared in zip(fgraph.inputs[n_in:], shared_inputs):
@@ -145,8 +149,8 @@ class Function:
         return plan
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._load_inputs(args, kwargs)
         try:
+            self._load_inputs(args, kwargs)
             self.vm()
             values = [cell[0] for cell in self._output_cells]
         finally:
@@ -158,9 +162,12 @@ class Function:
             if copy:
                 values[k] = self.fgraph.outputs[k].type.copy_value(values[k])
         n_out = len(self.outputs)
+        n_shared = len(self._updated_shared)
         # Updates are applied after every output is computed, as if simultaneously.
-        for shared, value in zip(self._updated_shared, values[n_out:]):
+        for shared, value in zip(self._updated_shared, values[n_out : n_out + n_shared]):
             shared.storage[0] = value
+        for i, value in zip(self._updated_inputs, values[n_out + n_shared :]):
+            self.defaults[i] = value
         outputs = values[:n_out]
         if self.unpack_single:
             return outputs[0]
@@ -170,7 +177,8 @@ class Function:
         n = len(self.inputs)
         label = f"compiled function {self.name!r}" if self.name else "compiled function"
         if len(args) > n:
-            raise TypeError(f"{label} takes {n} arguments, got {len(args)}")
+            names = ", ".join(i.variable.describe() for i in self.inputs) or "none"
+            raise TypeError(f"{label} takes {n} arguments, got {len(args)}; its inputs: {names}")
         values: list[Any] = list(args) + [_MISSING] * (n - len(args))
         for key, value in kwargs.items():
             pos = self._positions.get(key)
@@ -195,15 +203,18 @@ class Function:
                         f"{', '.join(missing)} (expected {self._n_required} positional "
                         f"arguments, got {len(args)})"
                     )
-                value = inp.value
+                value = self.defaults[i]
             try:
                 filtered = inp.variable.type.filter(
                     value, strict=inp.strict, allow_downcast=inp.allow_downcast
                 )
             except (TypeError, ValueError) as exc:
+                hint = ""
+                if "lose precision" in str(exc):
+                    hint = " (In(x, allow_downcast=True) or allow_input_downcast=True allow it)"
                 raise type(exc)(
                     f"bad argument {i} to {label}: input {inp.variable.describe()} expects "
-                    f"{inp.variable.type}, got {_describe_value(value)}: {exc}"
+                    f"{inp.variable.type}, got {_describe_value(value)}: {exc}{hint}"
                 ) from None
             self._input_cells[i][0] = filtered
 
@@ -253,9 +264,18 @@ def function(
     if not isinstance(inputs, (list, tuple)):
         raise TypeError(f"function inputs must be a list of Variables, got {type(inputs).__name__}")
     ins = [_as_in(i) for i in inputs]
+    if allow_input_downcast is not None:  # never modify the caller's In objects
+        ins = [
+            dataclasses.replace(i, allow_downcast=allow_input_downcast)
+            if i.allow_downcast is None
+            else i
+            for i in ins
+        ]
     for inp in ins:
-        if allow_input_downcast is not None and inp.allow_downcast is None:
-            inp.allow_downcast = allow_input_downcast
+        if inp.update is not None and inp.value is None:
+            raise ValueError(
+                f"In({inp.variable.describe()}, update=...) needs an initial value= to update"
+            )
         if isinstance(inp.variable, SharedVariable):
             raise TypeError(
                 f"shared variable {inp.variable.describe()} can not be an explicit input: "
@@ -293,7 +313,14 @@ def function(
             var = root
         roots.append(var)
 
-    targets = [o.variable for o in outs] + [u for _, u in update_pairs]
+    input_updates = []
+    for inp in ins:
+        if inp.update is not None:
+            try:
+                input_updates.append(inp.variable.type.filter_variable(inp.update))
+            except TypeError as exc:
+                raise TypeError(f"In({inp.variable.describe()}).update: {exc}") from None
+    targets = [o.variable for o in outs] + [u for _, u in update_pairs] + input_updates
     new_targets, _ = clone_replace(targets, replace) if replace else (targets, {})
 
     _check_inputs(ins, roots, new_targets, on_unused_input)

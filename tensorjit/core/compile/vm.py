@@ -41,6 +41,9 @@ class VM:
                 for out in node.outputs:
                     if out not in last_use and out not in keep:
                         clear_after[step].append(storage[out])
+        self._temporary_cells = [
+            cell for var, cell in storage.items() if var.owner is not None and var not in keep
+        ]
         self.steps = [
             (
                 kernel.factory(node),
@@ -59,6 +62,8 @@ class VM:
                 for cell in to_clear:
                     cell[0] = None
         except Exception as exc:
+            for cell in self._temporary_cells:  # a failed call keeps no value alive
+                cell[0] = None
             raise self._with_context(exc, step) from None
 
     def _with_context(self, exc: Exception, step: int) -> Exception:
