@@ -23,6 +23,10 @@ class Mode:
     def excluding(self, *tags: str) -> Mode:
         return Mode(self.name, self.query.excluding(*tags), self.backends)
 
+    def without(self, *rewrite_names: str) -> Mode:
+        """This mode with the named rewrites turned off."""
+        return Mode(self.name, self.query.without(*rewrite_names), self.backends)
+
     def with_backends(self, *names: str) -> Mode:
         return Mode(self.name, self.query, tuple(names))
 

@@ -10,6 +10,7 @@ from tensorjit.core.graph.traversal import clone_graph, toposort
 
 # A client is (node, input_index); graph outputs have the client ("output", output_index).
 OUTPUT = "output"
+IMPORT = "import"  # journal marker: a node imported during a transaction
 
 
 class InconsistencyError(Exception):
@@ -111,6 +112,8 @@ class FunctionGraph:
                 self._add_variable(out)
             for i, inp in enumerate(new_node.inputs):
                 self.clients[inp].append((new_node, i))
+            if self._journal is not None:
+                self._journal.append((IMPORT, new_node, None, None))
             for feature in self.features:
                 feature.on_import(self, new_node, reason)
 
@@ -192,18 +195,28 @@ class FunctionGraph:
         self._journal = outer
 
     def _rollback(self, journal: list) -> None:
+        """Undo input changes in reverse order, then drop nodes the transaction imported
+        that nothing uses any more (e.g. a half-imported replacement)."""
         self._journal = None
         for node, i, old, _new in reversed(journal):
-            self.change_node_input(node, i, old, reason="rollback")
+            if node != IMPORT:
+                self.change_node_input(node, i, old, reason="rollback")
+        for node, imported, _, _ in reversed(journal):
+            if node == IMPORT and imported in self.apply_nodes:
+                self._prune_if_unused(imported.outputs[0], reason="rollback")
 
     # ---------------------------------------------------------------- features
     def attach_feature(self, feature: Feature) -> None:
         if feature in self.features:
             return
         self.features.append(feature)
-        feature.on_attach(self)
-        for node in self.toposort():
-            feature.on_import(self, node, "attach")
+        try:
+            feature.on_attach(self)
+            for node in self.toposort():
+                feature.on_import(self, node, "attach")
+        except Exception:
+            self.features.remove(feature)  # a feature that refuses the graph is not attached
+            raise
 
     def remove_feature(self, feature: Feature) -> None:
         self.features.remove(feature)

@@ -94,7 +94,8 @@ def clone_replace(
                 )
             memo[old] = converted
     # Replacement variables may themselves depend on replaced variables: treat them as fixed.
-    blockers = set(memo)
+    replaced = set(memo)
+    blockers = replaced
     for node in toposort(outputs, blockers):
         if all(o in memo for o in node.outputs):
             continue
@@ -106,7 +107,8 @@ def clone_replace(
         else:
             new_node = node.clone_with_new_inputs(new_inputs)
         for old, new in zip(node.outputs, new_node.outputs):
-            memo[old] = new
+            if old not in replaced:  # an output the caller replaced keeps its replacement
+                memo[old] = new
     new_outputs = [_clone_leaf(o, memo, copy_inputs) for o in outputs]
     return new_outputs, memo
 

@@ -6,7 +6,7 @@ require all of others, exclude some. This module alone defines the phase order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tensorjit.core.rewrites.basic import GraphRewriter, NodeRewriter
 
@@ -33,21 +33,30 @@ class RewriteEntry:
 
 @dataclass(frozen=True)
 class RewriteQuery:
+    """Selects entries by tags (include any, require all, exclude any); names are a
+    separate namespace: ``exclude_names`` turns single rewrites off by name."""
+
     include: frozenset[str] = frozenset()
     require: frozenset[str] = frozenset()
     exclude: frozenset[str] = frozenset()
+    exclude_names: frozenset[str] = frozenset()
 
     def including(self, *tags: str) -> RewriteQuery:
-        return RewriteQuery(self.include | set(tags), self.require, self.exclude)
+        return replace(self, include=self.include | set(tags))
 
     def requiring(self, *tags: str) -> RewriteQuery:
-        return RewriteQuery(self.include, self.require | set(tags), self.exclude)
+        return replace(self, require=self.require | set(tags))
 
     def excluding(self, *tags: str) -> RewriteQuery:
-        return RewriteQuery(self.include, self.require, self.exclude | set(tags))
+        return replace(self, exclude=self.exclude | set(tags))
+
+    def without(self, *names: str) -> RewriteQuery:
+        return replace(self, exclude_names=self.exclude_names | set(names))
 
     def matches(self, entry: RewriteEntry) -> bool:
-        tags = entry.tags | {entry.name}
+        if entry.name in self.exclude_names:
+            return False
+        tags = entry.tags
         return bool(tags & self.include) and self.require <= tags and not (tags & self.exclude)
 
 
