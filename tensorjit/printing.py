@@ -108,11 +108,12 @@ def pprint(obj: Any) -> str:
                 cache[var] = leaf
                 continue
             node = var.owner
+            operands = node.op.pprint_operands(node)
             if not expanded:
                 stack.append((var, True))
-                stack.extend((i, False) for i in reversed(node.inputs) if i not in cache)
+                stack.extend((i, False) for i in reversed(operands) if i not in cache)
                 continue
-            args = [cache[i] for i in node.inputs]
+            args = [cache[i] for i in operands]
             text = node.op.pprint(args) or f"{node.op}({', '.join(args)})"
             if len(node.outputs) > 1:
                 text += f"[{var.index}]"

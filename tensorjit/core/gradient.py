@@ -93,7 +93,7 @@ def grad(
         raise ValueError("grad: give a cost or known_grads")
 
     constants = set(consider_constant or ())
-    nodes = toposort(list(seeds), constants | set(wrt_list))
+    nodes = toposort(list(seeds), constants)
     # Variables through which the cost depends on some wrt: only they get gradients.
     depends: set[Variable] = set(wrt_list)
     for node in nodes:

@@ -128,6 +128,10 @@ class Elemwise(Op):
             result.append(g)
         return result
 
+    def pprint_operands(self, node: Apply) -> list[Variable]:
+        # Left-padding for broadcasting is implicit in an elementwise infix expression.
+        return [(_padding_source(i) or (i,))[0] for i in node.inputs]
+
     def pprint(self, input_strs: Sequence[str]) -> str | None:
         symbol = self.scalar_op.symbol
         if symbol is None:
@@ -150,14 +154,22 @@ def _check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape
             )
 
 
-def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
-    """The variable (and axis) before the left-padding Elemwise added for broadcasting."""
+def _padding_source(var: Variable) -> tuple[Variable, int] | None:
+    """(input, number of added axes) if ``var`` only left-pads its input with new axes."""
     owner = var.owner
     if owner is not None and isinstance(owner.op, DimShuffle):
         order = owner.op.new_order
         n_pad = len(order) - owner.op.input_ndim
-        if order == ("x",) * n_pad + tuple(range(owner.op.input_ndim)) and axis >= n_pad:
-            return owner.inputs[0], axis - n_pad
+        if n_pad > 0 and order == ("x",) * n_pad + tuple(range(owner.op.input_ndim)):
+            return owner.inputs[0], n_pad
+    return None
+
+
+def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
+    """The variable (and axis) before the left-padding Elemwise added for broadcasting."""
+    source = _padding_source(var)
+    if source is not None and axis >= source[1]:
+        return source[0], axis - source[1]
     return var, axis
 
 
@@ -218,11 +230,12 @@ class DimShuffle(Op):
         output_storage[0][0] = view[self.new_shape_index] if "x" in self.new_order else view
 
     def pprint(self, input_strs: Sequence[str]) -> str | None:
-        n_pad = len(self.new_order) - self.input_ndim
-        if self.new_order == ("x",) * n_pad + tuple(range(self.input_ndim)):
-            return input_strs[0]  # broadcasting padding is implicit in the infix form
-        if self.new_order == tuple(reversed(range(self.input_ndim))):
+        kept = [d for d in self.new_order if d != "x"]
+        if self.new_order == tuple(reversed(range(self.input_ndim))) and self.input_ndim == 2:
             return f"{input_strs[0]}.T"
+        if kept == list(range(self.input_ndim)):  # only new axes: NumPy's x[None, :] form
+            index = ", ".join("None" if d == "x" else ":" for d in self.new_order)
+            return f"{input_strs[0]}[{index}]"
         return None
 
     def grad(self, inputs, output_grads):

@@ -177,10 +177,17 @@ def _as_shape_list(shape: Any) -> list:
 def normalize_axis(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)):
+        axes: tuple = (axis,)
+    elif isinstance(axis, (tuple, list)):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"{what}: axis must be an int, a tuple of ints or None, got {axis!r}")
     result = []
     for a in axes:
-        if not isinstance(a, (int, np.integer)) or not -ndim <= a < builtins.max(ndim, 1):
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise TypeError(f"{what}: axis entries must be ints, got {a!r} in {axis!r}")
+        if not -ndim <= a < builtins.max(ndim, 1):
             raise ValueError(f"{what}: axis {a!r} is out of range for a {ndim}-d input")
         result.append(int(a) % builtins.max(ndim, 1))
     if len(set(result)) != len(result):

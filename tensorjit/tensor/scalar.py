@@ -66,7 +66,7 @@ class ScalarOp:
 
     def grad(self, inputs: Sequence[Any], outputs: Sequence[Any], gz: Sequence[Any]) -> list:
         if not self.differentiable:
-            return [None] * self.nin
+            return [zero_grad(x) for x in inputs]
         if self._grad is None:
             from tensorjit.core.gradient import NotDifferentiableError
 
@@ -90,8 +90,8 @@ class Cast(ScalarOp):
     @staticmethod
     def _cast_grad(inputs, outputs, gz):
         (x,) = inputs
-        if np.dtype(x.dtype).kind not in "fc":
-            return [None]
+        if np.dtype(x.dtype).kind not in "fc" or np.dtype(outputs[0].dtype).kind not in "fc":
+            return [zero_grad(x)]
         return [_t().cast(gz[0], x.dtype)]
 
 
@@ -101,8 +101,16 @@ def _is_float(var) -> bool:
 
 # Gradient rules. Each gets (inputs, outputs, output_grads) and returns input grads;
 # None marks an input the output does not depend on differentiably (e.g. integers).
+def zero_grad(x):
+    """The gradient of a piecewise-constant dependence: zeros (of a float dtype)."""
+    from tensorjit.core.config import config
+
+    return _t().zeros_like(x, dtype=x.dtype if _is_float(x) else config.floatX)
+
+
 def _only_float(inputs, grads):
-    return [g if _is_float(x) else None for x, g in zip(inputs, grads)]
+    # Integer-valued inputs change only in steps: their gradient is zero, not undefined.
+    return [g if _is_float(x) else zero_grad(x) for x, g in zip(inputs, grads)]
 
 
 def _g_add(i, o, gz):
@@ -164,7 +172,9 @@ def _g_switch(i, o, gz):
     t = _t()
     cond, a, b = i
     zero = t.zeros_like(gz[0])
-    return [None] + _only_float([a, b], [t.switch(cond, gz[0], zero), t.switch(cond, zero, gz[0])])
+    return [zero_grad(cond)] + _only_float(
+        [a, b], [t.switch(cond, gz[0], zero), t.switch(cond, zero, gz[0])]
+    )
 
 
 def _sigmoid(x):

@@ -157,6 +157,11 @@ def reshape(x: Any, newshape: Any, ndim: int | None = None) -> Variable:
     else:
         entries = list(newshape)
         n = len(entries)
+        for e in entries:
+            if not (isinstance(e, (int, np.integer)) and not isinstance(e, bool)) and not (
+                isinstance(e, Variable) and np.dtype(e.type.dtype).kind in "iu"
+            ):
+                raise TypeError(f"reshape: shape entries must be integers, got {e!r}")
         if sum(1 for e in entries if isinstance(e, (int, np.integer)) and e == -1) > 1:
             raise ValueError(f"reshape: only one dimension can be -1, got {tuple(entries)}")
         if all(isinstance(e, (int, np.integer)) for e in entries):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -119,7 +120,8 @@ class TensorType(Type):
     def _convert(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
         if isinstance(value, Variable):
             raise TypeError(f"expected a value, got the symbolic variable {value.describe()}")
-        is_python = isinstance(value, (bool, int, float, complex, list, tuple))
+        # Exact types: np.float64 subclasses float but is a NumPy value with a dtype.
+        is_python = type(value) in (bool, int, float, complex, list, tuple)
         try:
             src = value if isinstance(value, np.ndarray) else np.asarray(value)
         except (ValueError, TypeError) as exc:
@@ -131,8 +133,10 @@ class TensorType(Type):
         if allow_downcast or np.can_cast(src.dtype, self.numpy_dtype, "safe"):
             return src.astype(self.numpy_dtype)
         if is_python or (src.ndim == 0 and allow_downcast is None):
-            converted = src.astype(self.numpy_dtype)
-            with np.errstate(invalid="ignore"):
+            # A trial conversion: overflow/complex warnings would only precede our error.
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                converted = src.astype(self.numpy_dtype)
                 if np.array_equal(converted, src, equal_nan=src.dtype.kind in "fc"):
                     return converted
         raise TypeError(

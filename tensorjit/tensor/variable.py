@@ -17,6 +17,9 @@ class _TensorMethods:
 
     __slots__ = ()
     type: TensorType
+    # NumPy must defer to our reflected operators: ndarray + x builds a graph.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
 
     # -- arithmetic
     def __add__(self, other):
@@ -182,6 +185,9 @@ class _TensorMethods:
     def mean(self, axis=None, keepdims: bool = False):
         return _m().mean(self, axis=axis, keepdims=keepdims)
 
+    def prod(self, axis=None, keepdims: bool = False, dtype=None):
+        return _m().prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
+
     def max(self, axis=None, keepdims: bool = False):
         return _m().max(self, axis=axis, keepdims=keepdims)
 
@@ -254,12 +260,17 @@ def constant(value: Any, name: str | None = None, dtype: Any = None) -> TensorCo
         and isinstance(value, (bool, int, float, complex))
         and not isinstance(value, np.generic)
     )
-    if dtype is not None:
-        arr = np.asarray(value, dtype=dtype)
-    elif weak:
-        arr = np.asarray(value, dtype=python_scalar_dtype(value))
-    else:
-        arr = np.asarray(value)
+    try:
+        if dtype is not None:
+            arr = np.asarray(value, dtype=dtype)
+        elif weak:
+            arr = np.asarray(value, dtype=python_scalar_dtype(value))
+        else:
+            arr = np.asarray(value)
+    except OverflowError:
+        raise ValueError(
+            f"constant {value!r} does not fit in dtype {dtype or python_scalar_dtype(value)}"
+        ) from None
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"can not make a tensor constant from {type(value).__name__} {value!r}")
     ttype = TensorType(arr.dtype, arr.shape)

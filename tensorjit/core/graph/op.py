@@ -71,6 +71,10 @@ class Op:
         """``pattern[i][j]`` is True if output j depends on input i; None = all connected."""
         return None
 
+    def pprint_operands(self, node: Apply) -> list[Variable]:
+        """The variables ``pprint`` shows as this node's operands (default: its inputs)."""
+        return node.inputs
+
     def pprint(self, input_strs: Sequence[str]) -> str | None:
         """Infix rendering for ``pprint``; None means use ``Op(args)``."""
         return None
