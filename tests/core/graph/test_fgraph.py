@@ -3,52 +3,17 @@
 from collections import Counter
 
 import pytest
+from helpers.toy_graph import Fn, Kind
 
 import tensorjit.tensor as T
 from tensorjit.core.graph import (
     OUTPUT,
-    Apply,
     Constant,
     Feature,
     FunctionGraph,
     InconsistencyError,
     MissingInputError,
-    Op,
-    Type,
 )
-
-
-class Kind(Type):
-    def __init__(self, kind="a"):
-        self.kind = kind
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.kind == self.kind
-
-    def __hash__(self):
-        return hash((Kind, self.kind))
-
-    def filter(self, value, strict=False, allow_downcast=None):
-        return value
-
-    def __str__(self):
-        return f"Kind({self.kind})"
-
-
-class Fn(Op):
-    """A named n-ary op on Kind(a) values."""
-
-    __props__ = ("fname",)
-
-    def __init__(self, fname):
-        self.fname = fname
-
-    def make_node(self, *inputs):
-        return Apply(self, inputs, [Kind("a")()])
-
-    def __str__(self):
-        return self.fname
-
 
 f, g, h, k = Fn("f"), Fn("g"), Fn("h"), Fn("k")
 

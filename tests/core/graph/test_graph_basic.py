@@ -5,34 +5,16 @@ import os
 
 import numpy as np
 import pytest
+from helpers.toy_graph import Kind
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
+from tensorjit.core.graph import Apply, Constant, FunctionGraph, Op, Variable
 from tensorjit.core.graph.traversal import clone_graph
 from tensorjit.core.rewrites.db import RewriteDB, RewriteQuery
 from tensorjit.core.rewrites.merge import MergeRewriter
 from tensorjit.core.rewrites.runner import RewriteStats, run_phases
 from tensorjit.tensor.scalar import SCALAR_OPS
-
-
-class Kind(Type):
-    """A minimal Type: values are anything, types compare by ``kind``."""
-
-    def __init__(self, kind="a"):
-        self.kind = kind
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.kind == self.kind
-
-    def __hash__(self):
-        return hash((Kind, self.kind))
-
-    def filter(self, value, strict=False, allow_downcast=None):
-        return value
-
-    def __str__(self):
-        return f"Kind({self.kind})"
 
 
 class Combine(Op):

@@ -4,56 +4,17 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.toy_graph import Combine, Kind, Split
 
 import tensorjit.tensor as T
 from tensorjit.core.graph import (
-    Apply,
     Constant,
-    Op,
-    Type,
     ancestors,
     clone_graph,
     clone_replace,
     graph_inputs,
     toposort,
 )
-
-
-class Kind(Type):
-    def __init__(self, kind="a"):
-        self.kind = kind
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.kind == self.kind
-
-    def __hash__(self):
-        return hash((Kind, self.kind))
-
-    def filter(self, value, strict=False, allow_downcast=None):
-        return value
-
-    def __str__(self):
-        return f"Kind({self.kind})"
-
-
-class Combine(Op):
-    """Any number of Kind(a) inputs -> one Kind(a) output."""
-
-    __props__ = ("tag",)
-
-    def __init__(self, tag="c"):
-        self.tag = tag
-
-    def make_node(self, *inputs):
-        for i in inputs:
-            if i.type != Kind("a"):
-                raise TypeError(f"Combine wants Kind(a) inputs, got {i.type}")
-        return Apply(self, inputs, [Kind("a")()])
-
-
-class Split(Op):
-    def make_node(self, x):
-        return Apply(self, [x], [Kind("a")(), Kind("a")()])
 
 
 def var(name, kind="a"):

@@ -4,6 +4,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from helpers.toy_graph import Fn, Kind
 
 import tensorjit
 import tensorjit.tensor as T
@@ -16,7 +17,6 @@ from tensorjit.core.graph import (
     FunctionGraph,
     InconsistencyError,
     Op,
-    Type,
 )
 from tensorjit.core.hooks import registries
 from tensorjit.core.rewrites import (
@@ -35,39 +35,6 @@ from tensorjit.core.rewrites.runner import (
     run_node_rewriters,
     run_phases,
 )
-
-
-class Kind(Type):
-    def __init__(self, kind="a"):
-        self.kind = kind
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.kind == self.kind
-
-    def __hash__(self):
-        return hash((Kind, self.kind))
-
-    def filter(self, value, strict=False, allow_downcast=None):
-        return value
-
-    def __str__(self):
-        return f"Kind({self.kind})"
-
-
-class Fn(Op):
-    __props__ = ("fname",)
-
-    def __init__(self, fname):
-        self.fname = fname
-
-    def make_node(self, *inputs):
-        return Apply(self, inputs, [Kind("a")()])
-
-    def perform(self, node, inputs, output_storage):
-        output_storage[0][0] = (self.fname, *inputs)
-
-    def __str__(self):
-        return self.fname
 
 
 class Unfoldable(Fn):
