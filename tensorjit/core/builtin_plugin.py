@@ -3,9 +3,10 @@ rewrites (merge, constant folding) that every op family benefits from."""
 
 from __future__ import annotations
 
-from tensorjit.core.hooks import hookimpl
+from tensorjit.core.hooks import hookimpl, registries
 from tensorjit.core.registries import Backend, BackendRegistry
 from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.core.rewrites.inplace import InplacePass
 from tensorjit.core.rewrites.merge import MergeRewriter, constant_folding
 
 PYTHON_BACKEND = "python"
@@ -47,6 +48,14 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
         "canonicalize",
         "fast_run",
         "fast_compile",
+        plugin="core",
+    )
+    db.register(
+        "inplace",
+        InplacePass(lambda: registries().inplace),
+        "inplace",
+        "fast_run",
+        "inplace",
         plugin="core",
     )
     db.register(

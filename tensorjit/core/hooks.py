@@ -22,6 +22,7 @@ import pluggy
 from tensorjit.core.config import config
 from tensorjit.core.registries import (
     BackendRegistry,
+    InplaceRegistry,
     KernelRegistry,
     OpRegistry,
     TypeRegistry,
@@ -70,6 +71,15 @@ class HookSpecs:
     def tensorjit_register_rewrites(self, db: RewriteDB) -> None:
         """Register rewriters into phases: ``db.register(name, rewriter, phase, *tags)``."""
 
+    @hookspec(historic=True)
+    def tensorjit_register_inplace(self, registry: InplaceRegistry) -> None:
+        """Register inplace variant makers: ``registry.add(OpClass, maker, plugin=)``.
+
+        ``maker(node, candidates)`` returns an Op destroying only inputs among
+        ``candidates`` (declared in its destroy_map), or None. The core keeps the variant
+        only if its destroy_map honours the request and the DestroyHandler accepts it.
+        """
+
     @hookspec
     def tensorjit_validate_replacement(
         self, fgraph: Any, replacements: Sequence[tuple[Any, Any]], reason: str | None
@@ -84,6 +94,7 @@ class Registries:
     backends: BackendRegistry
     kernels: KernelRegistry
     rewrites: RewriteDB
+    inplace: InplaceRegistry
 
 
 class PluginSystem:
@@ -93,7 +104,12 @@ class PluginSystem:
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(HookSpecs)
         self.registries = Registries(
-            TypeRegistry(), OpRegistry(), BackendRegistry(), KernelRegistry(), RewriteDB()
+            TypeRegistry(),
+            OpRegistry(),
+            BackendRegistry(),
+            KernelRegistry(),
+            RewriteDB(),
+            InplaceRegistry(),
         )
         self.entry_points: dict[str, str] = {}  # plugin name -> distribution "name version"
         self.blocked: list[str] = []
@@ -112,6 +128,7 @@ class PluginSystem:
         hook.tensorjit_register_backends.call_historic(kwargs={"registry": r.backends})
         hook.tensorjit_register_kernels.call_historic(kwargs={"registry": r.kernels})
         hook.tensorjit_register_rewrites.call_historic(kwargs={"db": r.rewrites})
+        hook.tensorjit_register_inplace.call_historic(kwargs={"registry": r.inplace})
 
     def _load_entry_points(self, blocklist: set[str]) -> None:
         seen: set[tuple[str, str]] = set()

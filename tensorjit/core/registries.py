@@ -40,10 +40,16 @@ def check_alias_map(op_class: type, attr: str) -> None:
                 f"{op_class.__name__}.{attr} must map output index -> list of input indices, "
                 f"got {mapping!r}"
             )
-        if attr == "destroy_map" and len(in_idxs) != 1:
+        # A view is of exactly one input (the docs: several is "not supported yet"); an
+        # output may destroy several inputs, but must destroy at least one if listed.
+        if attr == "view_map" and len(in_idxs) != 1:
             raise RegistrationError(
-                f"{op_class.__name__}.destroy_map: output {out_idx} must destroy exactly one "
-                f"input, got {list(in_idxs)}"
+                f"{op_class.__name__}.view_map: output {out_idx} must be a view of exactly "
+                f"one input, got {list(in_idxs)}"
+            )
+        if attr == "destroy_map" and not in_idxs:
+            raise RegistrationError(
+                f"{op_class.__name__}.destroy_map: output {out_idx} lists no destroyed input"
             )
 
 
@@ -181,4 +187,38 @@ class KernelRegistry:
             kernel = self.table.get((backend, cls))
             if kernel is not None:
                 return kernel
+        return None
+
+
+# An inplace variant maker gets a node and the input indices the core found destroyable,
+# and returns an Op computing the same outputs while destroying some of those inputs
+# (declared in its destroy_map), or None.
+InplaceMaker = Callable[[Apply, list[int]], Op | None]
+
+
+@dataclass(frozen=True)
+class InplaceVariant:
+    maker: InplaceMaker
+    plugin: str | None
+
+
+@dataclass
+class InplaceRegistry:
+    """Inplace variant makers per op class."""
+
+    table: dict[type, InplaceVariant] = field(default_factory=dict)
+
+    def add(self, op_class: type, maker: InplaceMaker, plugin: str | None = None) -> None:
+        if op_class in self.table:
+            raise RegistrationError(
+                f"an inplace variant maker for {op_class.__name__} is already registered"
+                f"{_owner_label(self.table[op_class].plugin)}"
+            )
+        self.table[op_class] = InplaceVariant(maker, plugin)
+
+    def lookup(self, op: Op) -> InplaceVariant | None:
+        for cls in type(op).__mro__:
+            variant = self.table.get(cls)
+            if variant is not None:
+                return variant
         return None

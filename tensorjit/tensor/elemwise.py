@@ -67,13 +67,23 @@ class Elemwise(Op):
     is an error, as in PyTensor.
     """
 
-    __props__ = ("scalar_op",)
+    __props__ = ("scalar_op", "inplace")
+    # Reading and writing the same element is safe: f(x, x) may overwrite x in place.
+    destroyhandler_tolerate_same = True
 
-    def __init__(self, scalar_op: ScalarOp):
+    def __init__(self, scalar_op: ScalarOp, inplace: int | None = None):
+        """``inplace=i``: the result is written into input ``i`` (which is destroyed)."""
         self.scalar_op = scalar_op
+        self.inplace = inplace
+        if inplace is not None:
+            if not 0 <= inplace < scalar_op.nin:
+                raise ValueError(f"{scalar_op.name} has no input {inplace} to work in place on")
+            self.destroy_map = {0: [inplace]}
 
     def __str__(self) -> str:
-        return self.scalar_op.name
+        if self.inplace is None:
+            return self.scalar_op.name
+        return f"{self.scalar_op.name}_inplace{{{self.inplace}}}"
 
     def make_node(self, *inputs: Any) -> Apply:
         name = self.scalar_op.name
@@ -91,14 +101,35 @@ class Elemwise(Op):
                 f"{name} is not defined for inputs of dtype {dtypes}: "
                 f"{', '.join(v.describe() for v in vars_)}"
             ) from None
-        out = TensorType(dtype, shape).make_variable()
-        return Apply(self, vars_, [out])
+        out_type = TensorType(dtype, shape)
+        if self.inplace is not None:
+            target = vars_[self.inplace]
+            if target.type.dtype != dtype or target.type.broadcastable != out_type.broadcastable:
+                raise TypeError(
+                    f"{self}: can not write the result ({out_type}) into input "
+                    f"{self.inplace} {target.describe()}: dtype or broadcasting differ"
+                )
+        return Apply(self, vars_, [out_type.make_variable()])
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
         out_dtype = node.outputs[0].type.numpy_dtype
-        result = self.scalar_op.impl(*inputs)  # NumPy's warnings (log(0), ...) pass through
-        if not isinstance(result, np.ndarray) or result.dtype != out_dtype:
-            result = np.asarray(result, dtype=out_dtype)
+        if self.inplace is not None:
+            out = inputs[self.inplace]
+        else:
+            # A buffer left in the output cell (Out(borrow=True), the VM's pool) is reused
+            # when it has the result's shape and dtype.
+            out = output_storage[0][0]
+            if out is not None and not (
+                out.dtype == out_dtype
+                and out.shape == np.broadcast_shapes(*(i.shape for i in inputs))
+            ):
+                out = None
+        if out is not None:
+            result = self.scalar_op.impl_into(inputs, out)
+        else:
+            result = self.scalar_op.impl(*inputs)  # NumPy's warnings pass through
+            if not isinstance(result, np.ndarray) or result.dtype != out_dtype:
+                result = np.asarray(result, dtype=out_dtype)
         shape = result.shape
         for var, value in zip(node.inputs, inputs):
             if value.shape != shape and value.ndim:

@@ -4,7 +4,7 @@ like any third party's, it registers TensorType, the shared constructor and its 
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import OpRegistry, TypeRegistry
+from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
@@ -32,6 +32,29 @@ OP_CLASSES = (
 def tensorjit_register_types(registry: TypeRegistry) -> None:
     registry.add_type(TensorType)
     registry.add_shared_constructor("ndarray", accepts_tensor_value, tensor_shared_constructor)
+
+
+def elemwise_inplace_variant(node, candidates: list[int]):
+    """Write an elementwise result into the first candidate input that can hold it."""
+    out_type = node.outputs[0].type
+    for i in candidates:
+        t = node.inputs[i].type
+        if t.dtype == out_type.dtype and t.broadcastable == out_type.broadcastable:
+            return Elemwise(node.op.scalar_op, inplace=i)
+    return None
+
+
+def incsubtensor_inplace_variant(node, candidates: list[int]):
+    if 0 not in candidates:
+        return None
+    op = node.op
+    return IncSubtensor(op.entries, op.set_instead_of_inc, inplace=True)
+
+
+@hookimpl
+def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
+    registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
+    registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
 
 
 @hookimpl

@@ -64,6 +64,13 @@ class ScalarOp:
     def output_dtype(self, dtypes: Sequence[str]) -> str:
         return numpy_result_dtype(self.impl, tuple(dtypes))
 
+    def impl_into(self, inputs: Sequence[Any], out: np.ndarray) -> np.ndarray:
+        """Compute into the existing array ``out`` (which may be one of the inputs)."""
+        if isinstance(self.impl, np.ufunc):
+            return self.impl(*inputs, out=out, casting="unsafe")
+        out[...] = self.impl(*inputs)
+        return out
+
     def grad(self, inputs: Sequence[Any], outputs: Sequence[Any], gz: Sequence[Any]) -> list:
         if not self.differentiable:
             return [zero_grad(x) for x in inputs]

@@ -175,15 +175,20 @@ def _entries_str(entries: tuple, idx_strs: list[str] | None = None) -> str:
 class IncSubtensor(Op):
     """A copy of ``x`` with ``x[index]`` incremented by (or set to) ``y``."""
 
-    __props__ = ("entries", "set_instead_of_inc")
+    __props__ = ("entries", "set_instead_of_inc", "inplace")
 
-    def __init__(self, entries: tuple, set_instead_of_inc: bool):
+    def __init__(self, entries: tuple, set_instead_of_inc: bool, inplace: bool = False):
+        """``inplace=True``: modify ``x`` itself (it is destroyed) instead of a copy."""
         self.entries = tuple(entries)
         self.set_instead_of_inc = set_instead_of_inc
+        self.inplace = inplace
+        if inplace:
+            self.destroy_map = {0: [0]}
 
     def __str__(self) -> str:
         kind = "Set" if self.set_instead_of_inc else "Inc"
-        return f"{kind}Subtensor{{{_entries_str(self.entries)}}}"
+        suffix = "_inplace" if self.inplace else ""
+        return f"{kind}Subtensor{suffix}{{{_entries_str(self.entries)}}}"
 
     def make_node(self, x: Any, y: Any, *idx: Any) -> Apply:
         x = as_tensor_variable(x)
@@ -203,7 +208,7 @@ class IncSubtensor(Op):
 
     def perform(self, node, inputs, output_storage):
         x, y, *idx = inputs
-        out = x.copy()
+        out = x if self.inplace else x.copy()
         index = _build_index(self.entries, idx) + (Ellipsis,)
         if self.set_instead_of_inc:
             out[index] = y

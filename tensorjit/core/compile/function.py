@@ -13,8 +13,10 @@ from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import Feature, FunctionGraph, MissingInputError
-from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs
+from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.memory.copy_op import deep_copy
+from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
 from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.core.rewrites.runner import RewriteStats, run_phases
@@ -191,12 +193,13 @@ class Function:
                 raise TypeError(f"{label} got multiple values for input {key!r}")
             values[pos] = value
         for i, (inp, value) in enumerate(zip(self.inputs, values)):
-            if value is _MISSING:
-                if inp.value is None:
+            from_default = value is _MISSING
+            if from_default:
+                if self.defaults[i] is None:
                     missing = [
                         self.inputs[j].variable.describe()
                         for j in range(n)
-                        if values[j] is _MISSING and self.inputs[j].value is None
+                        if values[j] is _MISSING and self.defaults[j] is None
                     ]
                     raise TypeError(
                         f"{label} is missing {len(missing)} required argument(s): "
@@ -216,10 +219,19 @@ class Function:
                     f"bad argument {i} to {label}: input {inp.variable.describe()} expects "
                     f"{inp.variable.type}, got {_describe_value(value)}: {exc}{hint}"
                 ) from None
+            if inp.borrow and (from_default or not _writeable(filtered)):
+                # A destroyable input must not be a default (reused by later calls) or a
+                # read-only array: the function gets a private copy.
+                filtered = inp.variable.type.copy_value(filtered)
             self._input_cells[i][0] = filtered
 
 
 _MISSING = object()
+
+
+def _writeable(value: Any) -> bool:
+    flags = getattr(value, "flags", None)
+    return True if flags is None else bool(flags.writeable)
 
 
 def _as_in(item: Any) -> In:
@@ -249,12 +261,15 @@ def function(
     name: str | None = None,
     on_unused_input: str | None = None,
     allow_input_downcast: bool | None = None,
+    accept_inplace: bool = False,
 ) -> Function:
     """Compile a callable computing ``outputs`` from ``inputs``.
 
     Shared variables used by the graph are implicit inputs. ``updates`` (dict or list of
     (shared, expression) pairs) are stored after all outputs are computed. ``givens``
-    substitutes variables in the graph before compiling.
+    substitutes variables in the graph before compiling. Graphs built by hand with
+    inplace ops need ``accept_inplace=True``; such ops then work on copies of values they
+    may not destroy (inputs that are not ``In(x, mutable=True)``, constants, ...).
     """
     on_unused_input = on_unused_input or config.on_unused_input
     if on_unused_input not in ("raise", "warn", "ignore"):
@@ -330,15 +345,63 @@ def function(
         if var not in shared_inputs:
             shared_inputs.append(var)
 
+    if not accept_inplace:
+        _refuse_inplace_ops(new_targets, roots)
     system = get_plugin_system()
-    features = [PluginVeto(system.pm.hook.tensorjit_validate_replacement)]
-    fgraph = FunctionGraph(roots + shared_inputs, new_targets, features=features)
+    n_out = len(outs)
+    fgraph = FunctionGraph(roots + shared_inputs, new_targets)
+    fg_shared = fgraph.inputs[len(roots) :]
+    update_index = {
+        fg_shared[shared_inputs.index(s)]: n_out + k for k, (s, _) in enumerate(update_pairs)
+    }
+    protected = [v for v, i in zip(fgraph.inputs, ins) if not (i.mutable or i.borrow)]
+    protected += [v for v in fg_shared if v not in update_index]
+    handler = DestroyHandler(protected, update_index)
+    fgraph.attach_feature(handler)
+    fgraph.attach_feature(PluginVeto(system.pm.hook.tensorjit_validate_replacement))
+    if accept_inplace:
+        protect_hand_built_destroyers(fgraph, handler)
     mode_obj = get_mode(mode)
     stats = RewriteStats()
     run_phases(fgraph, system.registries.rewrites.query(mode_obj.query), stats)
     return Function(
         ins, outs, unpack_single, update_pairs, shared_inputs, fgraph, mode_obj, name, stats
     )
+
+
+def _refuse_inplace_ops(targets: list[Variable], roots: list[Variable]) -> None:
+    for node in toposort(targets, roots):
+        if node.op.destroy_map:
+            raise TypeError(
+                f"the graph contains the inplace op {node.op} (created at "
+                f"{node.outputs[0].created_at or 'unknown'}); inplace ops are introduced by "
+                "the inplace rewrite, pass accept_inplace=True to compile a graph built "
+                "with them by hand"
+            )
+
+
+def protect_hand_built_destroyers(fgraph: FunctionGraph, handler: DestroyHandler) -> None:
+    """Give a hand-built destroyer a private copy of a value it may not destroy.
+
+    Inputs that are not mutable, shared storage outside its own update, constants and
+    values destroyed by another node keep their meaning: the destroyer works on a copy.
+    """
+    owner_of_root: dict[Variable, Any] = {}
+    for node in fgraph.toposort():
+        for i in destroyed_inputs(node):
+            var = node.inputs[i]
+            root = handler.root(var)
+            protected = (
+                isinstance(root, Constant)
+                or root in handler.protected
+                or root in owner_of_root
+                or (root in handler.update_outputs and not handler._is_own_update(node, root))
+            )
+            if protected:
+                fgraph.change_node_input(node, i, deep_copy(var), reason="protect_input")
+            else:
+                owner_of_root[root] = node
+    handler.on_validate(fgraph, [], "accept_inplace")
 
 
 def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:

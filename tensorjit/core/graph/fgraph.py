@@ -69,7 +69,9 @@ class FunctionGraph:
         self.outputs: list[Variable] = list(outputs)
         self.apply_nodes: set[Apply] = set()
         self.variables: set[Variable] = set()
-        self.clients: dict[Variable, list[tuple[Any, int]]] = {}
+        # var -> its clients, as an insertion-ordered set {(node, input_index): None} so that
+        # removing a client of a much-used variable (a merged constant) is O(1).
+        self.clients: dict[Variable, dict[tuple[Any, int], None]] = {}
         self.features: list[Feature] = []
         self._journal: list[tuple[Any, int, Variable, Variable]] | None = None
         for inp in self.inputs:
@@ -78,7 +80,7 @@ class FunctionGraph:
             self._add_variable(inp)
         for i, out in enumerate(self.outputs):
             self._import_var(out, reason="init")
-            self.clients[out].append((OUTPUT, i))
+            self.clients[out][(OUTPUT, i)] = None
         for feature in features:
             self.attach_feature(feature)
 
@@ -86,7 +88,7 @@ class FunctionGraph:
     def _add_variable(self, var: Variable) -> None:
         if var not in self.variables:
             self.variables.add(var)
-            self.clients.setdefault(var, [])
+            self.clients.setdefault(var, {})
 
     def _import_var(self, var: Variable, reason: str | None) -> None:
         if var in self.variables:
@@ -111,7 +113,7 @@ class FunctionGraph:
             for out in new_node.outputs:
                 self._add_variable(out)
             for i, inp in enumerate(new_node.inputs):
-                self.clients[inp].append((new_node, i))
+                self.clients[inp][(new_node, i)] = None
             if self._journal is not None:
                 self._journal.append((IMPORT, new_node, None, None))
             for feature in self.features:
@@ -137,7 +139,7 @@ class FunctionGraph:
             for feature in self.features:
                 feature.on_prune(self, node, reason)
             for i, inp in enumerate(node.inputs):
-                self.clients[inp].remove((node, i))
+                del self.clients[inp][(node, i)]
                 stack.append(inp)
 
     def change_node_input(self, node: Any, i: int, new: Variable, reason: str | None = None):
@@ -158,13 +160,17 @@ class FunctionGraph:
             self.outputs[i] = new
         else:
             node.inputs[i] = new
-        self.clients[old].remove((node, i))
-        self.clients[new].append((node, i))
+        del self.clients[old][(node, i)]
+        self.clients[new][(node, i)] = None
         if self._journal is not None:
             self._journal.append((node, i, old, new))
         for feature in self.features:
             feature.on_change_input(self, node, i, old, new, reason)
         self._prune_if_unused(old, reason)
+
+    def clients_of(self, var: Variable) -> list[tuple[Any, int]]:
+        """The (node, input index) pairs using ``var``; ("output", i) for graph outputs."""
+        return list(self.clients.get(var, ()))
 
     def replace(self, var: Variable, new: Variable, reason: str | None = None) -> None:
         """Redirect every client of ``var`` to ``new``."""

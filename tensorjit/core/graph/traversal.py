@@ -44,7 +44,8 @@ def toposort(
 
     Iterative DFS post-order, so deep graphs do not hit the recursion limit.
     """
-    blocked = set(blockers or ())
+    # A set is used as is (FunctionGraph passes its variable set: no O(n) copy per call).
+    blocked = blockers if isinstance(blockers, (set, frozenset)) else set(blockers or ())
     order: list[Apply] = []
     done: set[Apply] = set()
     visiting: set[Apply] = set()

@@ -43,10 +43,17 @@ class In:
 
 @dataclass
 class Out:
-    """A function output; ``borrow=True`` lets the function reuse its buffer across calls."""
+    """A function output.
+
+    - ``borrow``: the function may reuse the output's buffer across calls (a returned
+      value may then be overwritten by a later call).
+    - ``return_internal_type``: return a device value as is, without conversion to NumPy
+      (host values are returned as they are either way).
+    """
 
     variable: Variable
     borrow: bool = False
+    return_internal_type: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.variable, Variable):

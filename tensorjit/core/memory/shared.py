@@ -9,10 +9,14 @@ writes the same storage cell, so values persist across functions.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.type import Type
+
+# Every live shared variable, to keep borrowed values from aliasing one another.
+_live_shared: weakref.WeakSet = weakref.WeakSet()
 
 
 class SharedVariable(Variable):
@@ -38,7 +42,17 @@ class SharedVariable(Variable):
             raise type(exc)(f"shared variable {self.describe()}: {exc}") from None
         if not borrow and self.type.may_share_memory(filtered, value):
             filtered = self.type.copy_value(filtered)
+        elif borrow and self._aliases_another_shared(filtered):
+            filtered = self.type.copy_value(filtered)  # shared variables never alias
         self.storage[0] = filtered
+        _live_shared.add(self)
+
+    def _aliases_another_shared(self, value: Any) -> bool:
+        for other in list(_live_shared):
+            if other is not self and other.storage[0] is not None:
+                if self.type.may_share_memory(value, other.storage[0]):
+                    return True
+        return False
 
     def get_value(self, borrow: bool = False, return_internal_type: bool = False) -> Any:
         """The current value; a copy unless ``borrow=True``.

@@ -21,15 +21,21 @@ class RewriteStats:
 
 
 def apply_replacements(
-    fgraph: FunctionGraph, pairs: Replacements, entry: RewriteEntry, stats: RewriteStats
+    fgraph: FunctionGraph,
+    pairs: Replacements,
+    entry: RewriteEntry,
+    stats: RewriteStats,
+    plugin: str | None = None,
 ) -> bool:
+    """Apply a rewrite's replacements as one validated transaction; count a veto against
+    ``plugin`` (default: the plugin that registered the rewrite)."""
     if not pairs:
         return False
     try:
         fgraph.replace_all_validate(pairs, reason=entry.name)
     except InconsistencyError:
         stats.rejected[entry.name] += 1
-        stats.rejected_by_plugin[entry.plugin or "core"] += 1
+        stats.rejected_by_plugin[plugin or entry.plugin or "core"] += 1
         return False
     stats.applied[entry.name] += 1
     return True
@@ -73,8 +79,8 @@ def run_phases(
             if isinstance(entry.rewriter, NodeRewriter):
                 continue
 
-            def apply(pairs, reason=None, _entry=entry):
-                return apply_replacements(fgraph, list(pairs), _entry, stats)
+            def apply(pairs, reason=None, plugin=None, _entry=entry):
+                return apply_replacements(fgraph, list(pairs), _entry, stats, plugin)
 
             entry.rewriter.apply(fgraph, apply)
         if node_entries:

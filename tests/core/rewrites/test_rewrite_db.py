@@ -67,7 +67,7 @@ def snapshot(fgraph):
         list(fgraph.outputs),
         set(fgraph.apply_nodes),
         {node: list(node.inputs) for node in fgraph.apply_nodes},
-        {v: Counter(c) for v, c in fgraph.clients.items()},
+        {v: Counter(list(c)) for v, c in fgraph.clients.items()},
     )
 
 
@@ -438,7 +438,7 @@ def test_merge_of_duplicate_subexpressions_in_a_compiled_function():
     x, y = T.matrix("x"), T.matrix("y")
     out1 = T.exp(x) * y + 1.0
     out2 = T.exp(x) * y - 1.0
-    f = tensorjit.function([x, y], [out1, out2])
+    f = tensorjit.function([x, y], [out1, out2], mode=tensorjit.FAST_RUN.excluding("inplace"))
     ops = Counter(str(n.op) for n in f.fgraph.apply_nodes)
     assert ops["exp"] == 1
     assert ops["mul"] == 1
@@ -535,5 +535,5 @@ def test_constant_folding_rewriter_on_a_function_graph():
     # An op that opts out of constant folding is kept; nodes with a variable input too.
     assert out.owner.inputs[2] is kept
     assert {n.op for n in fgraph.apply_nodes} == {Fn("g"), Unfoldable("u")}
-    assert fgraph.clients[new_folded] == [(out.owner, 1)]
-    assert fgraph.clients[out] == [(OUTPUT, 0)]
+    assert fgraph.clients_of(new_folded) == [(out.owner, 1)]
+    assert fgraph.clients_of(out) == [(OUTPUT, 0)]
