@@ -61,7 +61,10 @@ _OPTIONS = [
     ),
     ConfigOption("device", "cpu", "device for computation and float32 shared storage", str),
     ConfigOption(
-        "mode", "FAST_RUN", "default compilation mode", _choice("FAST_RUN", "FAST_COMPILE")
+        "mode",
+        "FAST_RUN",
+        "default compilation mode",
+        _choice("FAST_RUN", "FAST_COMPILE", "DebugMode"),
     ),
     ConfigOption("compiledir", _default_compiledir(), "cache directory for compiled code", str),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),

@@ -87,6 +87,22 @@ def cast(x: Any, dtype: Any) -> Variable:
     return Elemwise(Cast(dtype))(x)
 
 
+def reusable_buffer(buf: Any, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
+    """``buf`` if a kernel may write a result of ``shape``/``dtype`` into it, else None.
+
+    The VM (or Out(borrow=True)) leaves such a buffer in an output cell for reuse.
+    """
+    if (
+        isinstance(buf, np.ndarray)
+        and buf.shape == shape
+        and buf.dtype == dtype
+        and buf.flags.c_contiguous
+        and buf.flags.writeable
+    ):
+        return buf
+    return None
+
+
 # ---------------------------------------------------------------- allocation
 class Alloc(Op):
     """A new array of the given shape filled with (broadcast) ``value``."""
@@ -109,7 +125,10 @@ class Alloc(Op):
 
     def perform(self, node, inputs, output_storage):
         value, *shape = inputs
-        out = np.empty(tuple(int(s) for s in shape), dtype=node.outputs[0].type.numpy_dtype)
+        shape = tuple(int(s) for s in shape)
+        out = reusable_buffer(output_storage[0][0], shape, node.outputs[0].type.numpy_dtype)
+        if out is None:
+            out = np.empty(shape, dtype=node.outputs[0].type.numpy_dtype)
         out[...] = value
         output_storage[0][0] = out
 
@@ -234,8 +253,14 @@ class Reduce(Op):
 
     def perform(self, node, inputs, output_storage):
         out_type = node.outputs[0].type
+        x = inputs[0]
         kwargs = {"dtype": out_type.numpy_dtype} if self.kind in ("sum", "prod") else {}
-        result = self.fn(inputs[0], axis=self.axis, **kwargs)
+        shape = tuple(n for a, n in enumerate(x.shape) if a not in self.axis)
+        out = reusable_buffer(output_storage[0][0], shape, out_type.numpy_dtype)
+        if out is not None and shape:
+            output_storage[0][0] = self.fn(x, axis=self.axis, out=out, **kwargs)
+            return
+        result = self.fn(x, axis=self.axis, **kwargs)
         output_storage[0][0] = np.asarray(result, dtype=out_type.numpy_dtype)
 
     def L_op(self, inputs, outputs, output_grads):
@@ -400,8 +425,13 @@ class Dot(Op):
                 f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
                 f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0)"
             )
-        out = np.dot(x, y)
-        output_storage[0][0] = np.asarray(out, dtype=node.outputs[0].type.numpy_dtype)
+        dtype = node.outputs[0].type.numpy_dtype
+        shape = x.shape[:-1] + y.shape[1:]
+        out = reusable_buffer(output_storage[0][0], shape, dtype)
+        if out is not None and shape and x.dtype == y.dtype == dtype:
+            output_storage[0][0] = np.dot(x, y, out=out)  # BLAS writes into the buffer
+            return
+        output_storage[0][0] = np.asarray(np.dot(x, y), dtype=dtype)
 
     def grad(self, inputs, output_grads):
         x, y = inputs

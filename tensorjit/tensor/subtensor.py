@@ -9,6 +9,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.elemwise import DimShuffle
+from tensorjit.tensor.math import reusable_buffer
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable, constant
 
@@ -208,7 +209,14 @@ class IncSubtensor(Op):
 
     def perform(self, node, inputs, output_storage):
         x, y, *idx = inputs
-        out = x if self.inplace else x.copy()
+        if self.inplace:
+            out = x
+        else:
+            out = reusable_buffer(output_storage[0][0], x.shape, x.dtype)
+            if out is None:
+                out = x.copy()
+            else:
+                out[...] = x
         index = _build_index(self.entries, idx) + (Ellipsis,)
         if self.set_instead_of_inc:
             out[index] = y

@@ -155,6 +155,11 @@ class TensorType(Type):
             return bool(np.may_share_memory(a, b))
         return a is b
 
+    def shares_memory(self, a: Any, b: Any) -> bool:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            return bool(np.shares_memory(a, b, max_work=10**6))
+        return a is b
+
     def copy_value(self, value: Any) -> np.ndarray:
         return np.array(value, copy=True)
 

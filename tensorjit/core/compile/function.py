@@ -7,18 +7,21 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.linker import backends_for, choose_kernel
 from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Constant, Variable
-from tensorjit.core.graph.fgraph import Feature, FunctionGraph, MissingInputError
+from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, MissingInputError
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.memory.aliasing import alias_root
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
 from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.shared import SharedVariable
+from tensorjit.core.rewrites.db import RewriteQuery
 from tensorjit.core.rewrites.runner import RewriteStats, run_phases
 
 
@@ -48,17 +51,6 @@ def _pairs(mapping: Mapping | Sequence | None, what: str) -> list[tuple[Any, Any
     return pairs
 
 
-def _view_root(var: Variable) -> Variable:
-    """Follow declared view/destroy maps back to the variable whose memory ``var`` uses."""
-    while var.owner is not None:
-        op = var.owner.op
-        aliased = op.view_map.get(var.index) or op.destroy_map.get(var.index)
-        if not aliased:
-            break
-        var = var.owner.inputs[aliased[0]]
-    return var
-
-
 def _describe_value(value: Any) -> str:
     dtype = getattr(value, "dtype", None)
     shape = getattr(value, "shape", None)
@@ -85,6 +77,7 @@ class Function:
         mode: Mode,
         name: str | None,
         stats: RewriteStats,
+        checker: RewriteChecker | None = None,
     ):
         self.inputs = inputs
         self.outputs = outputs
@@ -108,21 +101,36 @@ class Function:
             if var not in storage:
                 storage[var] = [var.data] if isinstance(var, Constant) else [None]
         self._input_cells = [storage[v] for v in input_vars]
+        self._all_input_cells = [(v, storage[v]) for v in fgraph.inputs]
         self._output_cells = [storage[v] for v in fgraph.outputs]
 
         backends = backends_for(mode.backends, config.device)
         order = fgraph.toposort()
         kernels = [choose_kernel(node, backends) for node in order]
+        if mode.debug:
+            kernels = [checked_kernel(k) for k in kernels]
+        self._checker = checker
         self.kernels = dict(zip(order, kernels))
         self.vm = VM(order, kernels, storage, keep=set(fgraph.outputs), allow_gc=config.allow_gc)
         # Cells the VM computed into: cleared after each call so no value is kept alive.
-        self._computed_output_cells = [storage[v] for v in fgraph.outputs if v.owner is not None]
+        # Out(borrow=True) keeps its buffer for the next call to compute into.
+        borrowed_out = {v for v, o in zip(fgraph.outputs, outputs) if o.borrow}
+        self._computed_output_cells = [
+            storage[v] for v in fgraph.outputs if v.owner is not None and v not in borrowed_out
+        ]
         self._copy_plan = self._plan_output_copies(input_vars, n_out)
         self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
         self._n_required = 0
         for i, inp in enumerate(inputs):
             if inp.value is None:
                 self._n_required = i + 1
+
+    def free(self) -> None:
+        """Release the buffers the function keeps for reuse between calls."""
+        self.vm.free()
+        for cell in self._output_cells:
+            if cell not in self._input_cells:
+                cell[0] = None
 
     def _plan_output_copies(self, input_vars: list[Variable], n_out: int) -> list[bool]:
         """Which outputs (user outputs, then updates) must be copied to stay un-aliased.
@@ -139,7 +147,7 @@ class Function:
         plan = []
         seen_roots: set[Variable] = set()
         for k, out in enumerate(self.fgraph.outputs):
-            root = _view_root(out)
+            root = alias_root(out)
             if root in seen_roots:
                 copy = True
             elif root.owner is not None or root is own_input.get(k):
@@ -153,7 +161,11 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             self._load_inputs(args, kwargs)
+            if self._checker is not None:
+                snapshot = [v.type.copy_value(c[0]) for v, c in self._all_input_cells]
             self.vm()
+            if self._checker is not None:
+                self._checker.check(snapshot)
             values = [cell[0] for cell in self._output_cells]
         finally:
             for cell in self._input_cells:
@@ -362,10 +374,37 @@ def function(
     if accept_inplace:
         protect_hand_built_destroyers(fgraph, handler)
     mode_obj = get_mode(mode)
+    recorder = ReplacementRecorder() if mode_obj.debug else None
+    if recorder is not None:
+        fgraph.attach_feature(recorder)
     stats = RewriteStats()
     run_phases(fgraph, system.registries.rewrites.query(mode_obj.query), stats)
+    checker = None
+    if recorder is not None:
+        fgraph.remove_feature(recorder)
+        checker = RewriteChecker(fgraph.inputs, recorder, _compile_unrewritten)
     return Function(
-        ins, outs, unpack_single, update_pairs, shared_inputs, fgraph, mode_obj, name, stats
+        ins,
+        outs,
+        unpack_single,
+        update_pairs,
+        shared_inputs,
+        fgraph,
+        mode_obj,
+        name,
+        stats,
+        checker,
+    )
+
+
+def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Function:
+    """A plain (no rewrites, Op.perform) function, for DebugMode's rewrite checks."""
+    return function(
+        [In(v, mutable=True) for v in inputs],
+        outputs,
+        mode=Mode("unrewritten", RewriteQuery(), backends=("python",)),
+        on_unused_input="ignore",
+        accept_inplace=True,
     )
 
 
@@ -383,25 +422,49 @@ def _refuse_inplace_ops(targets: list[Variable], roots: list[Variable]) -> None:
 def protect_hand_built_destroyers(fgraph: FunctionGraph, handler: DestroyHandler) -> None:
     """Give a hand-built destroyer a private copy of a value it may not destroy.
 
-    Inputs that are not mutable, shared storage outside its own update, constants and
-    values destroyed by another node keep their meaning: the destroyer works on a copy.
+    A value keeps its meaning for everyone else: the destroyer works on a copy when the
+    value is an input that is not mutable, a constant, shared storage outside its own
+    update, a value another node destroys, a value the function returns, a value it also
+    reads through another input, or a value read by a node that depends on the
+    destroyer (which therefore can not run first).
     """
     owner_of_root: dict[Variable, Any] = {}
-    for node in fgraph.toposort():
+    for node in toposort(fgraph.outputs, fgraph.inputs):
         for i in destroyed_inputs(node):
             var = node.inputs[i]
             root = handler.root(var)
-            protected = (
+            readers, returned = handler._readers(node)
+            needs_copy = (
                 isinstance(root, Constant)
                 or root in handler.protected
                 or root in owner_of_root
                 or (root in handler.update_outputs and not handler._is_own_update(node, root))
+                or bool(returned)
+                or handler.reads_destroyed_through_alias(node, i) is not None
+                or _reaches(fgraph, node, readers)
             )
-            if protected:
+            if needs_copy:
                 fgraph.change_node_input(node, i, deep_copy(var), reason="protect_input")
             else:
                 owner_of_root[root] = node
     handler.on_validate(fgraph, [], "accept_inplace")
+
+
+def _reaches(fgraph: FunctionGraph, node: Any, targets: set) -> bool:
+    """Whether any of ``targets`` depends on ``node``'s outputs."""
+    if not targets:
+        return False
+    seen: set = set()
+    stack = list(node.outputs)
+    while stack:
+        var = stack.pop()
+        for client, _ in fgraph.clients.get(var, ()):
+            if client in targets:
+                return True
+            if client != OUTPUT and client not in seen:
+                seen.add(client)
+                stack.extend(client.outputs)
+    return False
 
 
 def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tensorjit.core.config import config
 from tensorjit.core.rewrites.db import RewriteQuery
@@ -16,26 +16,28 @@ class Mode:
     name: str
     query: RewriteQuery
     backends: tuple[str, ...] | None = None
+    debug: bool = False  # DebugMode's checks (see core/compile/debugmode.py)
 
     def including(self, *tags: str) -> Mode:
-        return Mode(self.name, self.query.including(*tags), self.backends)
+        return replace(self, query=self.query.including(*tags))
 
     def excluding(self, *tags: str) -> Mode:
-        return Mode(self.name, self.query.excluding(*tags), self.backends)
+        return replace(self, query=self.query.excluding(*tags))
 
     def without(self, *rewrite_names: str) -> Mode:
         """This mode with the named rewrites turned off."""
-        return Mode(self.name, self.query.without(*rewrite_names), self.backends)
+        return replace(self, query=self.query.without(*rewrite_names))
 
     def with_backends(self, *names: str) -> Mode:
-        return Mode(self.name, self.query, tuple(names))
+        return replace(self, backends=tuple(names))
 
 
 FAST_RUN = Mode("FAST_RUN", RewriteQuery(include=frozenset({"fast_run"})))
 FAST_COMPILE = Mode(
     "FAST_COMPILE", RewriteQuery(include=frozenset({"fast_compile"})), backends=("python",)
 )
-PREDEFINED = {"FAST_RUN": FAST_RUN, "FAST_COMPILE": FAST_COMPILE}
+DEBUG_MODE = Mode("DebugMode", FAST_RUN.query, debug=True)
+PREDEFINED = {"FAST_RUN": FAST_RUN, "FAST_COMPILE": FAST_COMPILE, "DebugMode": DEBUG_MODE}
 
 
 def get_mode(mode: str | Mode | None) -> Mode:

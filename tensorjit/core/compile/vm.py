@@ -1,19 +1,38 @@
-"""The virtual machine: runs one thunk per node in order and frees temporaries early."""
+"""The virtual machine: runs one kernel per node in order, frees temporaries early and
+reuses their buffers.
+
+Storage is a dict variable -> one-element list ("cell"). A kernel may find a buffer in
+an output cell and is free to compute into it (the Op.perform contract); the VM puts one
+there when a temporary of the shape and dtype that node produced last time is free.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.memory.aliasing import alias_root
 from tensorjit.core.registries import Kernel
+
+
+def buffer_key(value: Any) -> tuple | None:
+    """What a reusable buffer must match: its class, dtype and shape."""
+    try:
+        return (type(value), value.dtype, value.shape)
+    except AttributeError:
+        return None
 
 
 class VM:
     """Runs ``nodes`` (already scheduled) with their kernels over storage cells.
 
-    ``storage`` maps every variable to a one-element list. Cells of inputs are filled by
-    the caller; cells of intermediate results are cleared right after their last use
-    (when ``allow_gc``), so peak memory follows the live set, not the graph size.
+    With ``allow_gc``, a variable's cell is cleared right after its last use, and once
+    nothing living in a temporary buffer is used any more (the buffer's root and all its
+    views), the buffer goes to a pool from which later nodes, in this call or the next,
+    get output buffers of the same shape and dtype. Buffers of graph inputs, constants
+    and outputs never enter the pool. ``free()`` empties it.
     """
 
     def __init__(
@@ -27,49 +46,120 @@ class VM:
         self.nodes = list(nodes)
         self.kernels = list(kernels)
         self.storage = storage
+        self.pool: dict[tuple, list[Any]] = {}
+        self._wanted: Counter = Counter()  # buffer kind -> how many nodes produce one
+        self.allow_gc = allow_gc
         last_use: dict[Variable, int] = {}
         for step, node in enumerate(self.nodes):
             for inp in node.inputs:
                 last_use[inp] = step
+            for out in node.outputs:
+                last_use.setdefault(out, step)  # an output nobody reads dies at once
+        # Buffers: a root and everything aliasing it die together.
+        class_end: dict[Variable, int] = {}
+        kept_roots = {alias_root(v) for v in keep}
+        for var, step in last_use.items():
+            root = alias_root(var)
+            class_end[root] = max(class_end.get(root, -1), step)
         clear_after: list[list[list]] = [[] for _ in self.nodes]
+        pool_after: list[list[list]] = [[] for _ in self.nodes]
         if allow_gc:
             for var, step in last_use.items():
-                if var.owner is not None and var not in keep and not isinstance(var, Constant):
+                if var.owner is None or var in keep or isinstance(var, Constant):
+                    continue
+                root = alias_root(var)
+                if var is root and root not in kept_roots:
+                    pool_after[class_end[root]].append(storage[var])
+                else:
                     clear_after[step].append(storage[var])
-            # Outputs nobody reads (e.g. an unused second output) are freed at once.
-            for step, node in enumerate(self.nodes):
-                for out in node.outputs:
-                    if out not in last_use and out not in keep:
-                        clear_after[step].append(storage[out])
         self._temporary_cells = [
             cell for var, cell in storage.items() if var.owner is not None and var not in keep
         ]
+        # Fresh (non-aliasing) outputs of temporaries are offered pooled buffers.
+        self._expected: list[tuple | None] = []
+        offers: list[list[tuple[list, int]]] = []
+        for node in self.nodes:
+            node_offers = []
+            if allow_gc:
+                for j, out in enumerate(node.outputs):
+                    aliasing = node.op.view_map.get(j) or node.op.destroy_map.get(j)
+                    if not aliasing and out not in keep and out.owner is not None:
+                        node_offers.append((storage[out], len(self._expected)))
+                        self._expected.append(None)
+            offers.append(node_offers)
         self.steps = [
             (
                 kernel.factory(node),
                 [storage[i] for i in node.inputs],
                 [storage[o] for o in node.outputs],
                 clear_after[step],
+                pool_after[step],
+                offers[step],
             )
             for step, (node, kernel) in enumerate(zip(self.nodes, self.kernels))
         ]
 
     def __call__(self) -> None:
         step = -1
+        pool = self.pool
+        expected = self._expected
         try:
-            for step, (run, in_cells, out_cells, to_clear) in enumerate(self.steps):  # noqa: B007
-                run([cell[0] for cell in in_cells], out_cells)
+            for step, (run, in_cells, out_cells, to_clear, to_pool, offers) in enumerate(  # noqa: B007
+                self.steps
+            ):
+                offered = None
+                if offers:
+                    if pool:
+                        offered = self._offer(offers)
+                    run([cell[0] for cell in in_cells], out_cells)
+                    for cell, slot in offers:
+                        expected[slot] = buffer_key(cell[0])
+                    if offered:
+                        for cell, buf in offered:
+                            if cell[0] is not buf:  # the kernel did not use it
+                                self._keep_for_reuse(buf)
+                else:
+                    run([cell[0] for cell in in_cells], out_cells)
                 for cell in to_clear:
                     cell[0] = None
+                for cell in to_pool:
+                    value = cell[0]
+                    cell[0] = None
+                    self._keep_for_reuse(value)
         except Exception as exc:
+            error = self._with_context(exc, step)
             for cell in self._temporary_cells:  # a failed call keeps no value alive
                 cell[0] = None
-            raise self._with_context(exc, step) from None
+            raise error from None
+        # Next call, keep as many free buffers of each kind as nodes produced this time.
+        self._wanted = Counter(k for k in expected if k is not None)
+        for key in [k for k in pool if k not in self._wanted]:
+            del pool[key]  # shapes no node produces any more
+
+    def _keep_for_reuse(self, buf: Any) -> None:
+        """Pool a dead temporary if some node will want one like it; else let it go."""
+        key = buffer_key(buf)
+        if key is not None and len(self.pool.setdefault(key, [])) < self._wanted.get(key, 0):
+            self.pool[key].append(buf)
+
+    def _offer(self, offers: list[tuple[list, int]]) -> list[tuple[list, Any]]:
+        offered = []
+        for cell, slot in offers:
+            buffers = self.pool.get(self._expected[slot])
+            if buffers and cell[0] is None:
+                buf = buffers.pop()
+                cell[0] = buf
+                offered.append((cell, buf))
+        return offered
+
+    def free(self) -> None:
+        """Release pooled buffers (they are reallocated on demand)."""
+        self.pool.clear()
 
     def _with_context(self, exc: Exception, step: int) -> Exception:
         """The same kind of error, its message extended with the failing node's story."""
         node = self.nodes[step]
-        _, in_cells, _, _ = self.steps[step]
+        in_cells = self.steps[step][1]
         described = []
         for var, cell in zip(node.inputs, in_cells):
             value = cell[0]

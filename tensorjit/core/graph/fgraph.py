@@ -218,7 +218,8 @@ class FunctionGraph:
         self.features.append(feature)
         try:
             feature.on_attach(self)
-            for node in self.toposort():
+            # Data-flow order: other features' orderings may not be satisfiable yet.
+            for node in toposort(self.outputs, self.inputs):
                 feature.on_import(self, node, "attach")
         except Exception:
             self.features.remove(feature)  # a feature that refuses the graph is not attached

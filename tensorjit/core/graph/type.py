@@ -59,6 +59,10 @@ class Type:
     def may_share_memory(self, a: Any, b: Any) -> bool:
         return a is b
 
+    def shares_memory(self, a: Any, b: Any) -> bool:
+        """Exact (possibly slower) form of may_share_memory, used by DebugMode."""
+        return self.may_share_memory(a, b)
+
     def copy_value(self, value: Any) -> Any:
         """A copy that does not alias ``value`` (used for fresh outputs and shared values)."""
         import copy

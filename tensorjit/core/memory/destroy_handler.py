@@ -156,14 +156,25 @@ class DestroyHandler(Feature):
                     f"{where} would destroy the storage of shared variable {root} other than "
                     "by computing its update"
                 )
-            for j, inp in enumerate(node.inputs):
-                if j == i or self.root(inp) is not root:
-                    continue
-                if inp is var and getattr(op, "destroyhandler_tolerate_same", False):
-                    continue
+            j = self.reads_destroyed_through_alias(node, i)
+            if j is not None:
                 raise InconsistencyError(
                     f"{where} would destroy input {i} while reading it through input {j}"
                 )
+
+    def reads_destroyed_through_alias(self, node: Apply, i: int) -> int | None:
+        """Another input of ``node`` aliasing destroyed input ``i`` (its index), if any.
+
+        The same variable twice is fine for ops that read each element before writing it
+        (``destroyhandler_tolerate_same``), e.g. ``add_inplace(x, x)``.
+        """
+        var = node.inputs[i]
+        root = self.root(var)
+        tolerate_same = getattr(node.op, "destroyhandler_tolerate_same", False)
+        for j, inp in enumerate(node.inputs):
+            if j != i and self.root(inp) is root and not (inp is var and tolerate_same):
+                return j
+        return None
 
     def _is_own_update(self, node: Apply, shared_input: Variable) -> bool:
         """Whether the update output of ``shared_input`` is ``node``'s result, possibly
