@@ -85,9 +85,11 @@ from tensorjit.tensor.shape_ops import (
     Reshape,
     Shape,
     dimshuffle,
+    expand_dims,
     flatten,
     reshape,
     shape,
+    squeeze,
     stack,
     transpose,
 )

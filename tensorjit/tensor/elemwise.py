@@ -119,10 +119,7 @@ class Elemwise(Op):
             # A buffer left in the output cell (Out(borrow=True), the VM's pool) is reused
             # when it has the result's shape and dtype.
             out = output_storage[0][0]
-            if out is not None and not (
-                out.dtype == out_dtype
-                and out.shape == np.broadcast_shapes(*(i.shape for i in inputs))
-            ):
+            if out is not None and not (out.dtype == out_dtype and _result_shape_is(out, inputs)):
                 out = None
         if out is not None:
             result = self.scalar_op.impl_into(inputs, out)
@@ -170,6 +167,15 @@ class Elemwise(Op):
         if len(input_strs) == 1:
             return f"{symbol}{input_strs[0]}"
         return f"({f' {symbol} '.join(input_strs)})"
+
+
+def _result_shape_is(out: np.ndarray, inputs: list) -> bool:
+    """Whether broadcasting ``inputs`` (all of one ndim) gives ``out``'s shape."""
+    shape = out.shape
+    for value in inputs:  # fast path: an input of the full shape fixes the result's shape
+        if value.shape == shape:
+            return True
+    return np.broadcast_shapes(*(i.shape for i in inputs)) == shape
 
 
 def _check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:

@@ -194,3 +194,39 @@ def flatten(x: Any, ndim: int = 1) -> Variable:
         raise ValueError(f"flatten: ndim={ndim} is out of range for {x.describe()}")
     entries = shape_entries(x)
     return reshape(x, entries[: ndim - 1] + [-1])
+
+
+def squeeze(x: Any, axis: Any = None) -> Variable:
+    """Drop dimensions of static length 1 (all of them, or those in ``axis``); a view."""
+    x = as_tensor_variable(x)
+    if axis is None:
+        drop = [a for a, s in enumerate(x.type.shape) if s == 1]
+    else:
+        from tensorjit.tensor.math import normalize_axis
+
+        drop = list(normalize_axis(axis, x.type.ndim, "squeeze"))
+        for a in drop:
+            if x.type.shape[a] != 1:
+                raise ValueError(
+                    f"squeeze: dimension {a} of {x.describe()} does not have static length 1"
+                )
+    return DimShuffle(x.type.ndim, tuple(a for a in range(x.type.ndim) if a not in drop))(x)
+
+
+def expand_dims(x: Any, axis: Any) -> Variable:
+    """Insert new dimensions of length 1 at the positions ``axis`` of the result; a view."""
+    x = as_tensor_variable(x)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out_ndim = x.type.ndim + len(axes)
+    positions = sorted(a % out_ndim for a in axes)
+    if len(set(positions)) != len(positions) or any(not -out_ndim <= a < out_ndim for a in axes):
+        raise ValueError(f"expand_dims: bad axis {axis!r} for {x.describe()}")
+    pattern: list[Any] = []
+    k = 0
+    for d in range(out_ndim):
+        if d in positions:
+            pattern.append("x")
+        else:
+            pattern.append(k)
+            k += 1
+    return DimShuffle(x.type.ndim, tuple(pattern))(x)

@@ -102,55 +102,61 @@ class VM:
     def __call__(self) -> None:
         step = -1
         pool = self.pool
+        wanted = self._wanted
         expected = self._expected
+        changed = False
         try:
             for step, (run, in_cells, out_cells, to_clear, to_pool, offers) in enumerate(  # noqa: B007
                 self.steps
             ):
-                offered = None
-                if offers:
-                    if pool:
-                        offered = self._offer(offers)
+                if not offers:
                     run([cell[0] for cell in in_cells], out_cells)
-                    for cell, slot in offers:
-                        expected[slot] = buffer_key(cell[0])
+                else:
+                    offered = None
+                    if pool:
+                        for cell, slot in offers:
+                            buffers = pool.get(expected[slot])
+                            if buffers and cell[0] is None:
+                                buf = buffers.pop()
+                                cell[0] = buf
+                                offered = offered or []
+                                offered.append((cell, buf))
+                    run([cell[0] for cell in in_cells], out_cells)
+                    for cell, slot in offers:  # remember what each node produces
+                        key = buffer_key(cell[0])
+                        if key != expected[slot]:
+                            expected[slot] = key
+                            changed = True
                     if offered:
                         for cell, buf in offered:
                             if cell[0] is not buf:  # the kernel did not use it
-                                self._keep_for_reuse(buf)
-                else:
-                    run([cell[0] for cell in in_cells], out_cells)
+                                self._keep_for_reuse(buf, pool, wanted)
                 for cell in to_clear:
                     cell[0] = None
                 for cell in to_pool:
                     value = cell[0]
                     cell[0] = None
-                    self._keep_for_reuse(value)
+                    if wanted:
+                        self._keep_for_reuse(value, pool, wanted)
         except Exception as exc:
             error = self._with_context(exc, step)
             for cell in self._temporary_cells:  # a failed call keeps no value alive
                 cell[0] = None
             raise error from None
-        # Next call, keep as many free buffers of each kind as nodes produced this time.
-        self._wanted = Counter(k for k in expected if k is not None)
-        for key in [k for k in pool if k not in self._wanted]:
-            del pool[key]  # shapes no node produces any more
+        if changed:
+            # Next call, keep as many free buffers of each kind as nodes produced now.
+            self._wanted = Counter(k for k in expected if k is not None)
+            for key in [k for k in pool if k not in self._wanted]:
+                del pool[key]  # shapes no node produces any more
 
-    def _keep_for_reuse(self, buf: Any) -> None:
+    @staticmethod
+    def _keep_for_reuse(buf: Any, pool: dict, wanted: Counter) -> None:
         """Pool a dead temporary if some node will want one like it; else let it go."""
         key = buffer_key(buf)
-        if key is not None and len(self.pool.setdefault(key, [])) < self._wanted.get(key, 0):
-            self.pool[key].append(buf)
-
-    def _offer(self, offers: list[tuple[list, int]]) -> list[tuple[list, Any]]:
-        offered = []
-        for cell, slot in offers:
-            buffers = self.pool.get(self._expected[slot])
-            if buffers and cell[0] is None:
-                buf = buffers.pop()
-                cell[0] = buf
-                offered.append((cell, buf))
-        return offered
+        if key is not None:
+            buffers = pool.setdefault(key, [])
+            if len(buffers) < wanted.get(key, 0):
+                buffers.append(buf)
 
     def free(self) -> None:
         """Release pooled buffers (they are reallocated on demand)."""
