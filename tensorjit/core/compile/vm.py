@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
-from tensorjit.core.memory.aliasing import alias_root
+from tensorjit.core.memory.aliasing import alias_roots
 from tensorjit.core.registries import Kernel
 
 
@@ -56,6 +56,11 @@ class VM:
             for out in node.outputs:
                 last_use.setdefault(out, step)  # an output nobody reads dies at once
         # Buffers: a root and everything aliasing it die together.
+        roots = alias_roots(self.nodes)
+
+        def alias_root(var: Variable) -> Variable:
+            return roots.get(var, var)
+
         class_end: dict[Variable, int] = {}
         kept_roots = {alias_root(v) for v in keep}
         for var, step in last_use.items():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tensorjit.core.graph.basic import Variable
+from collections.abc import Iterable
+
+from tensorjit.core.graph.basic import Apply, Variable
 
 
 def alias_root(var: Variable) -> Variable:
@@ -14,3 +16,18 @@ def alias_root(var: Variable) -> Variable:
             break
         var = var.owner.inputs[aliased[0]]
     return var
+
+
+def alias_roots(nodes: Iterable[Apply]) -> dict[Variable, Variable]:
+    """``alias_root`` of every output of ``nodes`` (given inputs first), in linear time."""
+    roots: dict[Variable, Variable] = {}
+    for node in nodes:
+        op = node.op
+        for j, out in enumerate(node.outputs):
+            aliased = op.view_map.get(j) or op.destroy_map.get(j)
+            if aliased:
+                source = node.inputs[aliased[0]]
+                roots[out] = roots.get(source, source)
+            else:
+                roots[out] = out
+    return roots

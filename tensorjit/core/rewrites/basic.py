@@ -76,3 +76,15 @@ def normalize_replacements(node: Apply, result: Any, who: str) -> Replacements:
         if not isinstance(new, Variable):
             raise RewriteError(f"rewriter {who} returned a non-Variable {new!r} for {node.op}")
     return [(old, new) for old, new in pairs if old is not new]
+
+
+class SequenceRewriter(GraphRewriter):
+    """Runs graph rewriters one after the other."""
+
+    def __init__(self, *rewriters: GraphRewriter, name: str = "sequence"):
+        self.rewriters = list(rewriters)
+        self.name = name
+
+    def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
+        for rewriter in self.rewriters:
+            rewriter.apply(fgraph, apply_replacements)
