@@ -111,6 +111,19 @@ class Elemwise(Op):
                 )
         return Apply(self, vars_, [out_type.make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        # Each dimension's length comes from an input that does not broadcast there.
+        out_shape = []
+        for axis, static in enumerate(node.outputs[0].type.shape):
+            if static is not None:
+                out_shape.append(static)
+                continue
+            for var, shape in zip(node.inputs, input_shapes):
+                if not var.type.broadcastable[axis]:
+                    out_shape.append(shape[axis])
+                    break
+        return [tuple(out_shape)]
+
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
         out_dtype = node.outputs[0].type.numpy_dtype
         if self.inplace is not None:
@@ -256,6 +269,10 @@ class DimShuffle(Op):
                 )
         shape = tuple(1 if d == "x" else x.type.shape[d] for d in self.new_order)
         return Apply(self, [x], [TensorType(x.type.dtype, shape).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        (shape,) = input_shapes
+        return [tuple(1 if d == "x" else shape[d] for d in self.new_order)]
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
         (x,) = inputs

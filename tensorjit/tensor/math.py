@@ -123,6 +123,9 @@ class Alloc(Op):
         static = tuple(_constant_int(d) for d in dims)
         return Apply(self, [value] + dims, [TensorType(value.type.dtype, static).make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [tuple(node.inputs[1:])]
+
     def perform(self, node, inputs, output_storage):
         value, *shape = inputs
         shape = tuple(int(s) for s in shape)
@@ -252,6 +255,9 @@ class Reduce(Op):
         shape = tuple(s for a, s in enumerate(x.type.shape) if a not in self.axis)
         return Apply(self, [x], [TensorType(dtype, shape).make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [tuple(s for a, s in enumerate(input_shapes[0]) if a not in self.axis)]
+
     def perform(self, node, inputs, output_storage):
         out_type = node.outputs[0].type
         x = inputs[0]
@@ -368,6 +374,11 @@ class Argmax(Op):
             shape = tuple(s for a, s in enumerate(x.type.shape) if a != self.axis)
         return Apply(self, [x], [TensorType("int64", shape).make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        if self.axis is None:
+            return [()]
+        return [tuple(s for a, s in enumerate(input_shapes[0]) if a != self.axis)]
+
     def perform(self, node, inputs, output_storage):
         output_storage[0][0] = np.asarray(self.fn(inputs[0], axis=self.axis), dtype="int64")
 
@@ -418,6 +429,10 @@ class Dot(Op):
         dtype = np.result_type(x.type.dtype, y.type.dtype)
         shape = x.type.shape[:-1] + y.type.shape[1:]
         return Apply(self, [x, y], [TensorType(dtype, shape).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        x_shape, y_shape = input_shapes
+        return [tuple(x_shape[:-1]) + tuple(y_shape[1:])]
 
     def perform(self, node, inputs, output_storage):
         x, y = inputs

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
+from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
@@ -25,6 +27,7 @@ OP_CLASSES = (
     Shape,
     Subtensor,
     IncSubtensor,
+    Gemm,
 )
 
 
@@ -51,10 +54,22 @@ def incsubtensor_inplace_variant(node, candidates: list[int]):
     return IncSubtensor(op.entries, op.set_instead_of_inc, inplace=True)
 
 
+def gemm_inplace_variant(node, candidates: list[int]):
+    return Gemm(inplace=True) if 0 in candidates else None
+
+
 @hookimpl
 def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
+    registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
+
+
+@hookimpl
+def tensorjit_register_rewrites(db: RewriteDB) -> None:
+    from tensorjit.tensor import rewriting
+
+    rewriting.register(db)
 
 
 @hookimpl

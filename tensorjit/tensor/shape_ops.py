@@ -23,6 +23,9 @@ class Shape(Op):
         x = as_tensor_variable(x)
         return Apply(self, [x], [TensorType("int64", (x.type.ndim,)).make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [(node.inputs[0].type.ndim,)]
+
     def perform(self, node, inputs, output_storage):
         output_storage[0][0] = np.asarray(inputs[0].shape, dtype="int64")
 
@@ -70,6 +73,9 @@ class MakeVector(Op):
                 raise TypeError(f"MakeVector takes scalars, got {v.describe()}")
         vars_ = [_cast_to(v, self.dtype) for v in vars_]
         return Apply(self, vars_, [TensorType(self.dtype, (len(vars_),)).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [(len(node.inputs),)]
 
     def perform(self, node, inputs, output_storage):
         output_storage[0][0] = np.asarray(inputs, dtype=self.dtype).reshape(len(inputs))
@@ -127,6 +133,20 @@ class Reshape(Op):
                     f"{x.type.shape} into {tuple(static)}"
                 )
         return Apply(self, [x, shp], [TensorType(x.type.dtype, static).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        shp = node.inputs[1]
+        owner = shp.owner
+        entries = None
+        if isinstance(shp, Constant):
+            entries = [int(v) for v in shp.data]
+        elif owner is not None and isinstance(owner.op, MakeVector):
+            entries = list(owner.inputs)
+        if entries is None or any(isinstance(e, int) and e < 0 for e in entries):
+            return None  # -1 or an opaque shape vector: ask at run time
+        if any(isinstance(e, Constant) and int(e.data) < 0 for e in entries):
+            return None
+        return [tuple(entries)]
 
     def perform(self, node, inputs, output_storage):
         x, shp = inputs

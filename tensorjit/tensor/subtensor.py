@@ -207,6 +207,9 @@ class IncSubtensor(Op):
             y = cast(y, x.type.dtype)
         return Apply(self, [x, y] + idx_vars, [x.type.make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
     def perform(self, node, inputs, output_storage):
         x, y, *idx = inputs
         if self.inplace:

@@ -59,7 +59,7 @@ def test_debugprint_distinct_equal_nodes_get_distinct_ids_until_compiled():
     text = tensorjit.debugprint(out, file="str")
     assert len(set(ids_of(text, "exp"))) == 2
     # the compiled function merges them: one exp node, printed twice with one id
-    f = tensorjit.function([y], out)
+    f = tensorjit.function([y], out, mode=tensorjit.FAST_RUN.excluding("fusion"))
     ftext = tensorjit.debugprint(f, file="str")
     assert len(ids_of(ftext, "exp")) == 2
     assert len(set(ids_of(ftext, "exp"))) == 1
@@ -70,10 +70,12 @@ def test_debugprint_compiled_function():
     x = T.dmatrix("x")
     y = T.dmatrix("y")
     z = T.exp(y)
-    f = tensorjit.function([x, y], [(x + z) * z, z.sum()])
+    f = tensorjit.function(
+        [x, y], [(x + z) * z, z.sum()], mode=tensorjit.FAST_RUN.excluding("fusion")
+    )
     text = tensorjit.debugprint(f, file="str")
     first = text.splitlines()[0]
-    assert re.match(r"^mul(_inplace\{0\})? \[id A\]", first)
+    assert re.match(r"^mul(_inplace\{\d\})? \[id A\]", first)
     # every node of the compiled graph is shown with the kernel chosen for it
     assert len(f.kernels) == 4  # mul, add, exp (merged), sum
     for node, kernel in f.kernels.items():

@@ -232,7 +232,8 @@ def test_core_rewrites_are_registered_for_both_modes():
     db = registries().rewrites
     for mode in (FAST_RUN, FAST_COMPILE):
         selected = db.query(mode.query)
-        assert [e.name for e in selected["canonicalize"]][:2] == ["merge", "constant_folding"]
+        names = [e.name for e in selected["canonicalize"]]
+        assert names[0] == "merge" and "constant_folding" in names
         assert "final_merge" in [e.name for e in selected["cleanup"]]
     assert db.entries["merge"].plugin == "core"
 
@@ -438,7 +439,9 @@ def test_merge_of_duplicate_subexpressions_in_a_compiled_function():
     x, y = T.matrix("x"), T.matrix("y")
     out1 = T.exp(x) * y + 1.0
     out2 = T.exp(x) * y - 1.0
-    f = tensorjit.function([x, y], [out1, out2], mode=tensorjit.FAST_RUN.excluding("inplace"))
+    f = tensorjit.function(
+        [x, y], [out1, out2], mode=tensorjit.FAST_RUN.excluding("inplace", "fusion")
+    )
     ops = Counter(str(n.op) for n in f.fgraph.apply_nodes)
     assert ops["exp"] == 1
     assert ops["mul"] == 1
@@ -467,7 +470,9 @@ def test_merge_of_equal_constants_in_a_compiled_function():
     two_b = T.constant(np.array([2.0, 2.0]))
     three = T.constant(np.array([3.0, 3.0]))
     assert two_a is not two_b
-    f = tensorjit.function([x], [x * two_a, x + two_b, x - three])
+    # without the algebra and fusion rewrites, which would fold x - 3 into x + -3
+    mode = tensorjit.FAST_RUN.excluding("algebra", "fusion")
+    f = tensorjit.function([x], [x * two_a, x + two_b, x - three], mode=mode)
     constants = [v for v in f.fgraph.variables if isinstance(v, Constant)]
     assert len(constants) == 2
     assert sorted(c.data[0] for c in constants) == [2.0, 3.0]

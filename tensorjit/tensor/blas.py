@@ -1,0 +1,93 @@
+"""GEMM and GEMV: ``beta * z + alpha * dot(x, y)`` in one BLAS call.
+
+The kernels call the BLAS that SciPy ships (``scipy.linalg.blas``), so there is nothing
+to detect or link. Row-major arrays are handed to the column-major BLAS as their
+transposes: ``C = aAB + bC`` is computed as ``C.T = aB.T A.T + bC.T``, which needs no
+copies for C-contiguous operands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import blas as scipy_blas
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.core.graph.op import Op
+from tensorjit.tensor.math import dot, mul, reusable_buffer
+from tensorjit.tensor.type import TensorType
+from tensorjit.tensor.variable import as_tensor_variable
+
+BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+class Gemm(Op):
+    """``beta * z + alpha * dot(x, y)`` for a matrix x and a matrix (GEMM) or vector
+    (GEMV) y; alpha and beta are scalars. ``inplace=True`` overwrites z."""
+
+    __props__ = ("inplace",)
+
+    def __init__(self, inplace: bool = False):
+        self.inplace = inplace
+        if inplace:
+            self.destroy_map = {0: [0]}
+
+    def __str__(self) -> str:
+        return "Gemm_inplace" if self.inplace else "Gemm"
+
+    def make_node(self, z: Any, alpha: Any, x: Any, y: Any, beta: Any) -> Apply:
+        z, alpha, x, y, beta = (as_tensor_variable(v) for v in (z, alpha, x, y, beta))
+        dtype = z.type.dtype
+        if dtype not in BLAS_DTYPES or any(v.type.dtype != dtype for v in (x, y)):
+            raise TypeError(f"Gemm needs x, y and z of one BLAS dtype, got {x}, {y}, {z}")
+        if x.type.ndim != 2 or y.type.ndim not in (1, 2) or z.type.ndim != y.type.ndim:
+            raise TypeError("Gemm: x must be a matrix, y and z both matrices or both vectors")
+        if alpha.type.ndim != 0 or beta.type.ndim != 0:
+            raise TypeError("Gemm: alpha and beta must be scalars")
+        return Apply(self, [z, alpha, x, y, beta], [z.type.make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        z, alpha, x, y, beta = inputs
+        alpha, beta = alpha.item(), beta.item()
+        if self.inplace:
+            target = z
+        else:
+            target = reusable_buffer(output_storage[0][0], z.shape, z.dtype)
+            if target is None:
+                target = np.array(z, order="C", copy=True)
+            else:
+                target[...] = z
+        if x.shape[1] != y.shape[0] or target.shape != x.shape[:1] + y.shape[1:]:
+            raise ValueError(f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned")
+        if target.flags.c_contiguous and target.size and x.size and y.size:
+            _blas_into(target, alpha, x, y, beta)
+        else:  # an odd-strided or empty target: still in place, without BLAS
+            target *= beta
+            target += alpha * np.dot(x, y)
+        output_storage[0][0] = target
+
+
+def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) -> None:
+    if y.ndim == 2:
+        gemm = scipy_blas.get_blas_funcs("gemm", (x, y, target))
+        result = gemm(alpha, y.T, x.T, beta, target.T, overwrite_c=True)
+        if not np.shares_memory(result, target):  # the wrapper had to copy: store back
+            target[...] = result.T
+    else:
+        gemv = scipy_blas.get_blas_funcs("gemv", (x, y, target))
+        # x (C order) is x.T in column-major order: ask BLAS for trans(x.T) = x.
+        result = gemv(alpha, x.T, y, beta=beta, y=target, overwrite_y=True, trans=1)
+        if not np.shares_memory(result, target):
+            target[...] = result
+
+
+def gemm_reference(z, alpha, x, y, beta):
+    """The symbolic meaning of Gemm, for tests and DebugMode."""
+    return mul(beta, z) + mul(alpha, dot(x, y))
+
+
+__all__ = ["BLAS_DTYPES", "Gemm", "TensorType", "gemm_reference"]

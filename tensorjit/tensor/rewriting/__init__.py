@@ -1,0 +1,54 @@
+"""The dense tensor family's rewrites, registered through ``tensorjit_register_rewrites``.
+
+canonicalize: canonical sums and products (fraction cancellation), exp/log inverses,
+dimshuffle/reshape/sum simplifications, shapes from infer_shape.
+stabilize: softplus, log1p, expm1, sigmoid forms.
+specialize: powers, GEMM/GEMV.
+fusion: elementwise subgraphs into one Composite node.
+"""
+
+from __future__ import annotations
+
+from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.tensor.rewriting.algebra import (
+    canonical_product,
+    canonical_sum,
+    exp_of_log,
+    log_of_exp,
+)
+from tensorjit.tensor.rewriting.blas import local_gemm
+from tensorjit.tensor.rewriting.fusion import FusionRewriter
+from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
+from tensorjit.tensor.rewriting.specialize import local_pow_specialize
+from tensorjit.tensor.rewriting.stabilize import local_expm1, local_log_stable, local_sigmoid
+from tensorjit.tensor.rewriting.structure import (
+    local_dimshuffle_lift,
+    local_reshape_chain,
+    local_sum_of_sum,
+)
+
+PLUGIN = "tensor"
+
+# (name, rewriter, phase, extra tags)
+REWRITES = [
+    ("canonical_sum", canonical_sum, "canonicalize", ("fast_compile", "algebra")),
+    ("canonical_product", canonical_product, "canonicalize", ("fast_compile", "algebra")),
+    ("local_exp_log", exp_of_log, "canonicalize", ("fast_compile",)),
+    ("local_log_exp", log_of_exp, "canonicalize", ("fast_compile",)),
+    ("local_dimshuffle_lift", local_dimshuffle_lift, "canonicalize", ("fast_compile",)),
+    ("local_reshape_chain", local_reshape_chain, "canonicalize", ("fast_compile",)),
+    ("local_sum_of_sum", local_sum_of_sum, "canonicalize", ("fast_compile",)),
+    ("local_shape_i", local_shape_i, "canonicalize", ("fast_compile", "shape")),
+    ("local_shape", local_shape, "canonicalize", ("fast_compile", "shape")),
+    ("local_log_stable", local_log_stable, "stabilize", ()),
+    ("local_expm1", local_expm1, "stabilize", ()),
+    ("local_sigmoid", local_sigmoid, "stabilize", ()),
+    ("local_pow_specialize", local_pow_specialize, "specialize", ()),
+    ("local_gemm", local_gemm, "specialize", ("blas",)),
+    ("elemwise_fusion", FusionRewriter(), "fusion", ()),
+]
+
+
+def register(db: RewriteDB) -> None:
+    for name, rewriter, phase, tags in REWRITES:
+        db.register(name, rewriter, phase, "fast_run", *tags, plugin=PLUGIN)

@@ -1,0 +1,173 @@
+"""Canonical forms of sums and products (the canonicalize phase).
+
+A sum (add/sub/neg tree) becomes its terms sorted, with ``x - x`` cancelled, constants
+folded into one and ``+ 0`` dropped; ``--x`` becomes ``x``. A product (mul/true_div tree,
+float only) becomes ``(c * n1 * n2 ...) / (d1 * d2 ...)`` with common factors of the
+numerator and denominator cancelled (the paper's ``a / (((a*b)/c)/d)`` becomes
+``(c*d)/b``), constants folded and ``* 1`` dropped. Each rewrite looks only at the root
+of a tree, descends only into subexpressions used nowhere else, and does nothing when the
+canonical form is what is already there.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Variable
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.rewrites import node_rewriter
+from tensorjit.tensor import math as tm
+from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.rewriting.shape import shape_of
+from tensorjit.tensor.rewriting.util import (
+    constant_data,
+    fits,
+    op_name,
+    order_key,
+    same_expression,
+    scalar_name,
+    single_client,
+)
+from tensorjit.tensor.variable import constant
+
+ADDITIVE = {"add", "sub", "neg"}
+MULTIPLICATIVE = {"mul", "true_div"}
+
+
+def _is_root(fgraph: FunctionGraph, node, family: set[str]) -> bool:
+    client = single_client(fgraph, node.outputs[0])
+    return not (
+        client is not None
+        and scalar_name(client) in family
+        and client.outputs[0].type.dtype == node.outputs[0].type.dtype
+    )
+
+
+def _collect(fgraph, root: Variable, family: set[str], flip: dict[str, tuple]):
+    """Leaves of the ``family`` tree under ``root`` as (sign_or_side, var) pairs."""
+    dtype = root.type.dtype
+    leaves = []
+    stack = [(root, 1)]
+    while stack:
+        var, sign = stack.pop()
+        name = op_name(var)
+        inner = name in family and var.type.dtype == dtype
+        if inner and var is not root and single_client(fgraph, var) is None:
+            inner = False  # shared subexpression: keep it whole
+        if not inner:
+            leaves.append((sign, var))
+            continue
+        signs = flip[name]
+        for inp, s in zip(var.owner.inputs, signs):
+            stack.append((inp, sign * s))
+    return leaves
+
+
+def _fold(op, items: list[Variable]) -> Variable:
+    result = items[0]
+    for item in items[1:]:
+        result = op(result, item)
+    return result
+
+
+def _zeros_like_output(fgraph, var: Variable) -> Variable:
+    return tm.alloc(constant(np.zeros((), dtype=var.type.dtype)), *shape_of(fgraph, var))
+
+
+@node_rewriter([Elemwise], name="canonical_sum")
+def canonical_sum(fgraph: FunctionGraph, node):
+    name = scalar_name(node)
+    out = node.outputs[0]
+    if name not in ADDITIVE or out.type.numpy_dtype.kind not in "iufc":
+        return None
+    if not _is_root(fgraph, node, ADDITIVE):
+        return None
+    leaves = _collect(fgraph, out, ADDITIVE, {"add": (1, 1), "sub": (1, -1), "neg": (-1,)})
+    const_total = None
+    counts: Counter = Counter()
+    order: dict[Variable, tuple] = {}
+    for sign, var in leaves:
+        data = constant_data(var)
+        if data is not None:
+            value = data * sign
+            const_total = value if const_total is None else const_total + value
+        else:
+            counts[var] += sign
+            order[var] = order_key(var)
+    positives, negatives = [], []
+    for var in sorted(counts, key=order.__getitem__):
+        n = counts[var]
+        (positives if n > 0 else negatives).extend([var] * abs(n))
+    if const_total is not None and np.any(const_total != 0):
+        positives.append(constant(np.asarray(const_total, dtype=out.type.dtype)))
+    if positives:
+        new = _fold(tm.add, positives)
+        for neg in negatives:
+            new = tm.sub(new, neg)
+    elif negatives:
+        new = tm.neg(_fold(tm.add, negatives))
+    else:
+        new = _zeros_like_output(fgraph, out)
+    if same_expression(new, out):
+        return None
+    new = fits(out, new)
+    return None if new is None else [new]
+
+
+@node_rewriter([Elemwise], name="canonical_product")
+def canonical_product(fgraph: FunctionGraph, node):
+    name = scalar_name(node)
+    out = node.outputs[0]
+    if name not in MULTIPLICATIVE or out.type.numpy_dtype.kind not in "fc":
+        return None
+    if not _is_root(fgraph, node, MULTIPLICATIVE):
+        return None
+    leaves = _collect(fgraph, out, MULTIPLICATIVE, {"mul": (1, 1), "true_div": (1, -1)})
+    if any(v.type.dtype != out.type.dtype and constant_data(v) is None for _, v in leaves):
+        return None  # mixed dtypes: reordering could change the arithmetic's dtype
+    coefficient = None
+    counts: Counter = Counter()
+    order: dict[Variable, tuple] = {}
+    for side, var in leaves:
+        data = constant_data(var)
+        if data is not None:
+            value = data if side > 0 else 1.0 / data
+            coefficient = value if coefficient is None else coefficient * value
+        else:
+            counts[var] += side
+            order[var] = order_key(var)
+    numerator, denominator = [], []
+    for var in sorted(counts, key=order.__getitem__):
+        n = counts[var]
+        (numerator if n > 0 else denominator).extend([var] * abs(n))
+    if coefficient is not None and not np.all(coefficient == 1):
+        numerator.insert(0, constant(np.asarray(coefficient, dtype=out.type.dtype)))
+    if numerator:
+        new = _fold(tm.mul, numerator)
+    else:
+        new = constant(np.ones((1,) * out.type.ndim, dtype=out.type.dtype))
+    if denominator:
+        new = tm.true_div(new, _fold(tm.mul, denominator))
+    if not numerator and not denominator:
+        new = tm.alloc(constant(np.ones((), dtype=out.type.dtype)), *shape_of(fgraph, out))
+    if same_expression(new, out):
+        return None
+    new = fits(out, new)
+    return None if new is None else [new]
+
+
+def _inverse_pair(outer: str, inner: str):
+    @node_rewriter([Elemwise], name=f"local_{outer}_{inner}")
+    def rewrite(fgraph: FunctionGraph, node):
+        if scalar_name(node) != outer or op_name(node.inputs[0]) != inner:
+            return None
+        new = fits(node.outputs[0], node.inputs[0].owner.inputs[0])
+        return None if new is None else [new]
+
+    return rewrite
+
+
+exp_of_log = _inverse_pair("exp", "log")
+log_of_exp = _inverse_pair("log", "exp")

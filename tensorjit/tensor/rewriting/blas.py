@@ -1,0 +1,70 @@
+"""``alpha * dot(x, y) + beta * z`` -> Gemm (the specialize phase)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Constant, Variable
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.rewrites import node_rewriter
+from tensorjit.tensor.blas import BLAS_DTYPES, Gemm
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.math import Dot, neg
+from tensorjit.tensor.rewriting.util import fits, op_name, scalar_name, single_client
+from tensorjit.tensor.variable import constant
+
+
+def _scalar(var: Variable, dtype: str) -> Variable | None:
+    """``var`` as a 0-d variable if it is a broadcast scalar (constant or padded)."""
+    if isinstance(var, Constant) and var.data.size == 1:
+        return constant(np.asarray(var.data.reshape(()), dtype=dtype))
+    owner = var.owner
+    if owner is not None and isinstance(owner.op, DimShuffle) and owner.inputs[0].type.ndim == 0:
+        source = owner.inputs[0]
+        return source if source.type.dtype == dtype else None
+    return None
+
+
+def _scaled_dot(fgraph: FunctionGraph, var: Variable, dtype: str):
+    """(alpha, x, y) if ``var`` is ``dot(x, y)`` or ``alpha * dot(x, y)`` used only here."""
+    if single_client(fgraph, var) is None:
+        return None
+    owner = var.owner
+    if owner is not None and isinstance(owner.op, Dot):
+        return constant(np.asarray(1, dtype=dtype)), *owner.inputs
+    if op_name(var) != "mul":
+        return None
+    for d, s in (owner.inputs, owner.inputs[::-1]):
+        if d.owner is not None and isinstance(d.owner.op, Dot) and single_client(fgraph, d):
+            alpha = _scalar(s, dtype)
+            if alpha is not None:
+                return alpha, *d.owner.inputs
+    return None
+
+
+@node_rewriter([Elemwise], name="local_gemm")
+def local_gemm(fgraph: FunctionGraph, node):
+    name = scalar_name(node)
+    out = node.outputs[0]
+    dtype = out.type.dtype
+    if name not in ("add", "sub") or dtype not in BLAS_DTYPES:
+        return None
+    a, b = node.inputs
+    for term, z, term_first in ((b, a, False), (a, b, True)):
+        found = _scaled_dot(fgraph, term, dtype)
+        if found is None or z.type != out.type:
+            continue
+        alpha, x, y = found
+        if x.type.ndim != 2 or x.type.dtype != dtype or y.type.dtype != dtype:
+            continue
+        one = constant(np.asarray(1, dtype=dtype))
+        beta = one
+        if name == "sub":
+            if term_first:
+                beta = constant(np.asarray(-1, dtype=dtype))  # alpha*dot - z
+            else:
+                alpha = neg(alpha)  # z - alpha*dot
+        new = fits(out, Gemm()(z, alpha, x, y, beta))
+        if new is not None:
+            return [new]
+    return None

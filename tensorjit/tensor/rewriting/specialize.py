@@ -1,0 +1,55 @@
+"""Faster equivalent forms (the specialize phase): powers."""
+
+from __future__ import annotations
+
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.rewrites import node_rewriter
+from tensorjit.tensor import math as tm
+from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name
+
+MAX_MUL_POWER = 6  # x**n for integer |n| <= this becomes multiplications
+
+
+@node_rewriter([Elemwise], name="local_pow_specialize")
+def local_pow_specialize(fgraph: FunctionGraph, node):
+    """x**2 -> sqr(x), x**0.5 -> sqrt(x), x**-1 -> 1/x, x**1 -> x, x**0 -> 1, small
+    integer powers -> a few multiplications (squaring)."""
+    if scalar_name(node) != "pow":
+        return None
+    x, exponent = node.inputs
+    data = constant_data(exponent)
+    out = node.outputs[0]
+    if data is None or data.size == 0 or not (data == data.flat[0]).all():
+        return None
+    if out.type.numpy_dtype.kind not in "fc" or x.type.dtype != out.type.dtype:
+        return None
+    p = float(data.flat[0])
+    if p == 0.5:
+        new = tm.sqrt(x)
+    elif p == -0.5:
+        new = tm.true_div(1.0, tm.sqrt(x))
+    elif p.is_integer() and abs(p) <= MAX_MUL_POWER:
+        n = int(abs(p))
+        if n == 0:
+            new = tm.ones_like(out)
+        else:
+            new = _power_by_squaring(x, n)
+            if p < 0:
+                new = tm.true_div(1.0, new)
+    else:
+        return None
+    new = fits(out, new)
+    return None if new is None else [new]
+
+
+def _power_by_squaring(x, n: int):
+    result = None
+    square = x
+    while n:
+        if n & 1:
+            result = square if result is None else tm.mul(result, square)
+        n >>= 1
+        if n:
+            square = tm.sqr(square)
+    return result

@@ -1,0 +1,61 @@
+"""Useless or mergeable structure: dimshuffles, reshapes, nested sums (canonicalize)."""
+
+from __future__ import annotations
+
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.rewrites import node_rewriter
+from tensorjit.tensor.elemwise import DimShuffle
+from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.rewriting.util import fits
+from tensorjit.tensor.shape_ops import Reshape
+
+
+@node_rewriter([DimShuffle], name="local_dimshuffle_lift")
+def local_dimshuffle_lift(fgraph: FunctionGraph, node):
+    """An identity dimshuffle disappears; a dimshuffle of a dimshuffle becomes one."""
+    op = node.op
+    x = node.inputs[0]
+    if op.new_order == tuple(range(op.input_ndim)):
+        return [x]
+    inner = x.owner
+    if inner is None or not isinstance(inner.op, DimShuffle):
+        return None
+    composed = tuple("x" if d == "x" else inner.op.new_order[d] for d in op.new_order)
+    source = inner.inputs[0]
+    if composed == tuple(range(source.type.ndim)):
+        new = source
+    else:
+        new = DimShuffle(source.type.ndim, composed)(source)
+    new = fits(node.outputs[0], new)
+    return None if new is None else [new]
+
+
+@node_rewriter([Reshape], name="local_reshape_chain")
+def local_reshape_chain(fgraph: FunctionGraph, node):
+    """reshape(reshape(x, s1), s2) -> reshape(x, s2); a reshape to x's own static shape
+    disappears."""
+    x, shape = node.inputs
+    out = node.outputs[0]
+    inner = x.owner
+    if inner is not None and isinstance(inner.op, Reshape):
+        new = fits(out, Reshape(node.op.ndim)(inner.inputs[0], shape))
+        return None if new is None else [new]
+    if None not in x.type.shape and x.type.shape == out.type.shape:
+        return [x]
+    return None
+
+
+@node_rewriter([Reduce], name="local_sum_of_sum")
+def local_sum_of_sum(fgraph: FunctionGraph, node):
+    """sum(sum(x, a1), a2) -> sum(x, a1 + a2) (axes of the outer sum renumbered)."""
+    if node.op.kind != "sum" or node.op.dtype is not None:
+        return None
+    inner = node.inputs[0].owner
+    if inner is None or not isinstance(inner.op, Reduce) or inner.op.kind != "sum":
+        return None
+    if inner.op.dtype is not None or len(fgraph.clients.get(node.inputs[0], ())) != 1:
+        return None
+    kept = [a for a in range(inner.inputs[0].type.ndim) if a not in inner.op.axis]
+    axes = tuple(sorted(set(inner.op.axis) | {kept[a] for a in node.op.axis}))
+    new = fits(node.outputs[0], Reduce("sum", axes)(inner.inputs[0]))
+    return None if new is None else [new]

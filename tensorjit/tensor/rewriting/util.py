@@ -1,0 +1,72 @@
+"""Small helpers shared by the tensor rewrites."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
+from tensorjit.tensor.elemwise import Elemwise
+
+
+def scalar_name(node: Apply | None) -> str | None:
+    """The scalar op name of a (non-inplace) Elemwise node, else None."""
+    if node is None or not isinstance(node.op, Elemwise) or node.op.inplace is not None:
+        return None
+    return node.op.scalar_op.name
+
+
+def op_name(var: Variable) -> str | None:
+    return scalar_name(var.owner)
+
+
+def single_client(fgraph: FunctionGraph, var: Variable) -> Apply | None:
+    """The only node using ``var`` (None if several, or if it is a graph output)."""
+    clients = fgraph.clients.get(var, {})
+    if len(clients) != 1:
+        return None
+    ((client, _),) = clients
+    return None if client == OUTPUT else client
+
+
+def constant_data(var: Variable) -> np.ndarray | None:
+    return var.data if isinstance(var, Constant) else None
+
+
+def is_constant_value(var: Variable, value: float) -> bool:
+    data = constant_data(var)
+    return data is not None and bool(np.all(data == value))
+
+
+def fits(old: Variable, new: Variable) -> Variable | None:
+    """``new`` as a replacement for ``old`` (same type), or None if it can not be."""
+    if new.type == old.type:
+        return new
+    return old.type.convert_variable(new)
+
+
+def same_expression(a: Variable, b: Variable) -> bool:
+    """Whether two graphs compute the same thing node for node (leaves by identity,
+    constants by value). Iterative."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if isinstance(x, Constant) and isinstance(y, Constant):
+            if x.signature() != y.signature():
+                return False
+            continue
+        if x.owner is None or y.owner is None:
+            return False
+        if x.owner.op != y.owner.op or x.index != y.index:
+            return False
+        if len(x.owner.inputs) != len(y.owner.inputs):
+            return False
+        stack.extend(zip(x.owner.inputs, y.owner.inputs))
+    return True
+
+
+def order_key(var: Variable) -> tuple:
+    """A deterministic order for the terms of a sum or product (constants last)."""
+    return (isinstance(var, Constant), int(var.auto_name[1:]))
