@@ -71,18 +71,52 @@ class Gemm(Op):
         output_storage[0][0] = target
 
 
+def _as_fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(array, trans) such that trans(array) == m, with array Fortran-contiguous."""
+    if m.flags.f_contiguous:
+        return m, 0
+    if m.flags.c_contiguous:
+        return m.T, 1
+    return None
+
+
 def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) -> None:
+    """target = alpha * x @ y + beta * target, target C-contiguous, no operand copies."""
+    fx = _as_fortran_operand(x)
     if y.ndim == 2:
-        gemm = scipy_blas.get_blas_funcs("gemm", (x, y, target))
-        result = gemm(alpha, y.T, x.T, beta, target.T, overwrite_c=True)
+        # Row-major C is column-major C.T = y.T @ x.T.
+        fyt = _as_fortran_operand(y.T)
+        fxt = _as_fortran_operand(x.T)
+        if fyt is None or fxt is None:
+            target *= beta
+            target += alpha * np.dot(x, y)
+            return
+        gemm = _blas("gemm", target.dtype)
+        (a, trans_a), (b, trans_b) = fyt, fxt
+        result = gemm(alpha, a, b, beta, target.T, trans_a=trans_a, trans_b=trans_b,
+                      overwrite_c=True)
         if not np.shares_memory(result, target):  # the wrapper had to copy: store back
             target[...] = result.T
-    else:
-        gemv = scipy_blas.get_blas_funcs("gemv", (x, y, target))
-        # x (C order) is x.T in column-major order: ask BLAS for trans(x.T) = x.
-        result = gemv(alpha, x.T, y, beta=beta, y=target, overwrite_y=True, trans=1)
-        if not np.shares_memory(result, target):
-            target[...] = result
+        return
+    if fx is None:
+        target *= beta
+        target += alpha * np.dot(x, y)
+        return
+    a, trans = fx
+    gemv = _blas("gemv", target.dtype)
+    result = gemv(alpha, a, y, beta=beta, y=target, overwrite_y=True, trans=trans)
+    if not np.shares_memory(result, target):
+        target[...] = result
+
+
+_BLAS_CACHE: dict[tuple[str, np.dtype], object] = {}
+
+
+def _blas(name: str, dtype: np.dtype):
+    fn = _BLAS_CACHE.get((name, dtype))
+    if fn is None:
+        fn = _BLAS_CACHE[(name, dtype)] = scipy_blas.get_blas_funcs(name, dtype=dtype)
+    return fn
 
 
 def gemm_reference(z, alpha, x, y, beta):
