@@ -93,8 +93,9 @@ def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) ->
             return
         gemm = _blas("gemm", target.dtype)
         (a, trans_a), (b, trans_b) = fyt, fxt
-        result = gemm(alpha, a, b, beta, target.T, trans_a=trans_a, trans_b=trans_b,
-                      overwrite_c=True)
+        result = gemm(
+            alpha, a, b, beta, target.T, trans_a=trans_a, trans_b=trans_b, overwrite_c=True
+        )
         if not np.shares_memory(result, target):  # the wrapper had to copy: store back
             target[...] = result.T
         return

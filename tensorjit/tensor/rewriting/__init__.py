@@ -23,8 +23,11 @@ from tensorjit.tensor.rewriting.specialize import local_pow_specialize
 from tensorjit.tensor.rewriting.stabilize import local_expm1, local_log_stable, local_sigmoid
 from tensorjit.tensor.rewriting.structure import (
     local_dimshuffle_lift,
+    local_reduce_of_new_axes,
     local_reshape_chain,
+    local_subtensor_of_makevector,
     local_sum_of_sum,
+    local_useless_alloc,
 )
 
 PLUGIN = "tensor"
@@ -38,6 +41,14 @@ REWRITES = [
     ("local_dimshuffle_lift", local_dimshuffle_lift, "canonicalize", ("fast_compile",)),
     ("local_reshape_chain", local_reshape_chain, "canonicalize", ("fast_compile",)),
     ("local_sum_of_sum", local_sum_of_sum, "canonicalize", ("fast_compile",)),
+    ("local_reduce_of_new_axes", local_reduce_of_new_axes, "canonicalize", ("fast_compile",)),
+    (
+        "local_subtensor_of_makevector",
+        local_subtensor_of_makevector,
+        "canonicalize",
+        ("fast_compile", "shape"),
+    ),
+    ("local_useless_alloc", local_useless_alloc, "canonicalize", ("fast_compile",)),
     ("local_shape_i", local_shape_i, "canonicalize", ("fast_compile", "shape")),
     ("local_shape", local_shape, "canonicalize", ("fast_compile", "shape")),
     ("local_log_stable", local_log_stable, "stabilize", ()),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from tensorjit.core.graph.basic import Constant
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor.elemwise import DimShuffle
-from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.math import Alloc, Reduce
 from tensorjit.tensor.rewriting.util import fits
-from tensorjit.tensor.shape_ops import Reshape
+from tensorjit.tensor.shape_ops import MakeVector, Reshape
+from tensorjit.tensor.subtensor import Subtensor
 
 
 @node_rewriter([DimShuffle], name="local_dimshuffle_lift")
@@ -58,4 +60,48 @@ def local_sum_of_sum(fgraph: FunctionGraph, node):
     kept = [a for a in range(inner.inputs[0].type.ndim) if a not in inner.op.axis]
     axes = tuple(sorted(set(inner.op.axis) | {kept[a] for a in node.op.axis}))
     new = fits(node.outputs[0], Reduce("sum", axes)(inner.inputs[0]))
+    return None if new is None else [new]
+
+
+@node_rewriter([Subtensor], name="local_subtensor_of_makevector")
+def local_subtensor_of_makevector(fgraph: FunctionGraph, node):
+    """MakeVector(a, b, c)[1] -> b."""
+    source = node.inputs[0].owner
+    if source is None or not isinstance(source.op, MakeVector) or node.op.entries != ("i",):
+        return None
+    index = node.inputs[1]
+    if not isinstance(index, Constant):
+        return None
+    new = fits(node.outputs[0], source.inputs[int(index.data)])
+    return None if new is None else [new]
+
+
+@node_rewriter([Alloc], name="local_useless_alloc")
+def local_useless_alloc(fgraph: FunctionGraph, node):
+    """alloc(v) with v already of the output's type (e.g. 0-d alloc) -> v."""
+    value = node.inputs[0]
+    if value.type == node.outputs[0].type and len(node.inputs) == 1:
+        return [value]
+    return None
+
+
+@node_rewriter([Reduce], name="local_reduce_of_new_axes")
+def local_reduce_of_new_axes(fgraph: FunctionGraph, node):
+    """sum/max/... over axes a dimshuffle only added -> drop those axes instead."""
+    inner = node.inputs[0].owner
+    if inner is None or not isinstance(inner.op, DimShuffle) or node.op.kind == "prod":
+        return None
+    order = inner.op.new_order
+    if not node.op.axis or any(order[a] != "x" for a in node.op.axis):
+        return None
+    kept = tuple(d for a, d in enumerate(order) if a not in node.op.axis)
+    source = inner.inputs[0]
+    new = (
+        source
+        if kept == tuple(range(source.type.ndim))
+        else DimShuffle(source.type.ndim, kept)(source)
+    )
+    if node.op.dtype is not None:
+        return None
+    new = fits(node.outputs[0], new)
     return None if new is None else [new]
