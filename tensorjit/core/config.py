@@ -70,6 +70,13 @@ _OPTIONS = [
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption("plugins_blocklist", (), "entry-point names of plugins not to load", _name_list),
     ConfigOption(
+        "excluded_rewrites",
+        (),
+        "names of rewrites no mode runs (e.g. local_gemm;elemwise_fusion)",
+        _name_list,
+    ),
+    ConfigOption("profile_rewrites", False, "print each compiled function's rewrite report", _bool),
+    ConfigOption(
         "on_unused_input",
         "raise",
         "default for function(on_unused_input=...)",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
@@ -124,6 +126,11 @@ class Function:
         for i, inp in enumerate(inputs):
             if inp.value is None:
                 self._n_required = i + 1
+
+    @property
+    def profile(self) -> RewriteStats:
+        """Which rewrites fired (or were vetoed) how often, and seconds per phase."""
+        return self.rewrite_stats
 
     def free(self) -> None:
         """Release the buffers the function keeps for reuse between calls."""
@@ -264,6 +271,20 @@ def _as_out(item: Any) -> Out:
     )
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Compiling creates many objects and no garbage cycles worth collecting; Python's
+    cyclic collector would rescan the whole growing heap again and again (superlinear
+    compile time), so it waits until compilation ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def function(
     inputs: Sequence[Variable | In],
     outputs: Any = None,
@@ -283,6 +304,31 @@ def function(
     inplace ops need ``accept_inplace=True``; such ops then work on copies of values they
     may not destroy (inputs that are not ``In(x, mutable=True)``, constants, ...).
     """
+    with _cyclic_gc_paused():
+        return _compile(
+            inputs,
+            outputs,
+            updates,
+            givens,
+            mode,
+            name,
+            on_unused_input,
+            allow_input_downcast,
+            accept_inplace,
+        )
+
+
+def _compile(
+    inputs,
+    outputs,
+    updates,
+    givens,
+    mode,
+    name,
+    on_unused_input,
+    allow_input_downcast,
+    accept_inplace,
+) -> Function:
     on_unused_input = on_unused_input or config.on_unused_input
     if on_unused_input not in ("raise", "warn", "ignore"):
         raise ValueError(
@@ -378,7 +424,10 @@ def function(
     if recorder is not None:
         fgraph.attach_feature(recorder)
     stats = RewriteStats()
-    run_phases(fgraph, system.registries.rewrites.query(mode_obj.query), stats)
+    query = mode_obj.query.without(*config.excluded_rewrites)
+    run_phases(fgraph, system.registries.rewrites.query(query), stats)
+    if config.profile_rewrites:
+        print(f"rewrites of function {name or '<unnamed>'}:\n{stats.report()}")
     checker = None
     if recorder is not None:
         fgraph.remove_feature(recorder)
@@ -515,7 +564,7 @@ def _check_inputs(
             if on_unused_input == "raise":
                 raise UnusedInputError(msg)
             if on_unused_input == "warn":
-                warnings.warn(msg, stacklevel=3)
+                warnings.warn(msg, stacklevel=4)
     root_set = set(roots)
     for var in graph_inputs(targets, roots):
         if var in root_set or isinstance(var, (Constant, SharedVariable)):
