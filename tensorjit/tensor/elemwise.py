@@ -126,13 +126,21 @@ class Elemwise(Op):
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
         out_dtype = node.outputs[0].type.numpy_dtype
+        shape = inputs[0].shape
+        if any(value.shape != shape for value in inputs):
+            # Check broadcasting before anything is written (an inplace op must not
+            # modify its input on the way to an error).
+            shape = np.broadcast_shapes(*(value.shape for value in inputs))
+            for var, value in zip(node.inputs, inputs):
+                if value.shape != shape and value.ndim:
+                    _check_runtime_broadcast(node, var, value.shape, shape)
         if self.inplace is not None:
             out = inputs[self.inplace]
         else:
             # A buffer left in the output cell (Out(borrow=True), the VM's pool) is reused
             # when it has the result's shape and dtype.
             out = output_storage[0][0]
-            if out is not None and not (out.dtype == out_dtype and _result_shape_is(out, inputs)):
+            if out is not None and not (out.dtype == out_dtype and out.shape == shape):
                 out = None
         if out is not None:
             result = self.scalar_op.impl_into(inputs, out)
@@ -140,10 +148,6 @@ class Elemwise(Op):
             result = self.scalar_op.impl(*inputs)  # NumPy's warnings pass through
             if not isinstance(result, np.ndarray) or result.dtype != out_dtype:
                 result = np.asarray(result, dtype=out_dtype)
-        shape = result.shape
-        for var, value in zip(node.inputs, inputs):
-            if value.shape != shape and value.ndim:
-                _check_runtime_broadcast(node, var, value.shape, shape)
         output_storage[0][0] = result
 
     def L_op(self, inputs, outputs, output_grads):
@@ -180,15 +184,6 @@ class Elemwise(Op):
         if len(input_strs) == 1:
             return f"{symbol}{input_strs[0]}"
         return f"({f' {symbol} '.join(input_strs)})"
-
-
-def _result_shape_is(out: np.ndarray, inputs: list) -> bool:
-    """Whether broadcasting ``inputs`` (all of one ndim) gives ``out``'s shape."""
-    shape = out.shape
-    for value in inputs:  # fast path: an input of the full shape fixes the result's shape
-        if value.shape == shape:
-            return True
-    return np.broadcast_shapes(*(i.shape for i in inputs)) == shape
 
 
 def _check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:

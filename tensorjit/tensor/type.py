@@ -145,7 +145,11 @@ class TensorType(Type):
         )
 
     def values_eq(self, a: Any, b: Any) -> bool:
-        return a.shape == b.shape and a.dtype == b.dtype and bool(np.all(a == b))
+        return (
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        )
 
     def values_eq_approx(self, a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
         return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))

@@ -52,14 +52,17 @@ def checked_kernel(kernel: Kernel) -> Kernel:
             in_types = [v.type for v in node.inputs]
             before = [t.copy_value(v) for t, v in zip(in_types, inputs)]
             run(inputs, output_storage)
+            # An input that is (or overlaps) a destroyed input may change with it.
+            changeable = _overlapping(in_types, inputs, destroyed)
             for i, (t, old, new) in enumerate(zip(in_types, before, inputs)):
-                if i not in destroyed and not t.values_eq(old, new):
+                if i not in changeable and not t.values_eq(old, new):
                     raise BadDestroyMap(
                         f"{_where(node)} modified input {i} ({node.inputs[i]}), which its "
                         f"destroy_map {node.op.destroy_map} does not declare"
                     )
             for j, out in enumerate(node.outputs):
-                allowed = set(node.op.view_map.get(j, ())) | set(node.op.destroy_map.get(j, ()))
+                declared = set(node.op.view_map.get(j, ())) | set(node.op.destroy_map.get(j, ()))
+                allowed = _overlapping(in_types, inputs, declared)
                 value = output_storage[j][0]
                 for i, inp in enumerate(inputs):
                     if i not in allowed and out.type.shares_memory(value, inp):
@@ -84,6 +87,15 @@ def checked_kernel(kernel: Kernel) -> Kernel:
         return checked
 
     return Kernel(f"debug:{kernel.name}", kernel.backend, factory, kernel.plugin)
+
+
+def _overlapping(types: list, inputs: list, indices: set[int]) -> set[int]:
+    """``indices`` plus every input sharing memory with one of them."""
+    result = set(indices)
+    for i, value in enumerate(inputs):
+        if i not in result and any(types[i].shares_memory(value, inputs[j]) for j in indices):
+            result.add(i)
+    return result
 
 
 class ReplacementRecorder(Feature):

@@ -15,7 +15,13 @@ from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Constant, Variable
-from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, MissingInputError
+from tensorjit.core.graph.fgraph import (
+    OUTPUT,
+    Feature,
+    FunctionGraph,
+    InconsistencyError,
+    MissingInputError,
+)
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.aliasing import alias_root
@@ -104,10 +110,11 @@ class Function:
                 storage[var] = [var.data] if isinstance(var, Constant) else [None]
         self._input_cells = [storage[v] for v in input_vars]
         self._all_input_cells = [(v, storage[v]) for v in fgraph.inputs]
+        self._arg_values: list[Any] = []
         self._output_cells = [storage[v] for v in fgraph.outputs]
 
         backends = backends_for(mode.backends, config.device)
-        order = fgraph.toposort()
+        order = _shared_updates_last(fgraph, fgraph.toposort())
         kernels = [choose_kernel(node, backends) for node in order]
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
@@ -135,9 +142,9 @@ class Function:
     def free(self) -> None:
         """Release the buffers the function keeps for reuse between calls."""
         self.vm.free()
-        for cell in self._output_cells:
-            if cell not in self._input_cells:
-                cell[0] = None
+        for var in self.fgraph.outputs:
+            if var.owner is not None:  # never an input's, a shared variable's or a constant's
+                self.vm.storage[var][0] = None
 
     def _plan_output_copies(self, input_vars: list[Variable], n_out: int) -> list[bool]:
         """Which outputs (user outputs, then updates) must be copied to stay un-aliased.
@@ -151,11 +158,19 @@ class Function:
             n_out + k: self.fgraph.inputs[len(input_vars) + self.shared_inputs.index(shared)]
             for k, shared in enumerate(self._updated_shared)
         }
+        # A buffer an Out(borrow=True) keeps is overwritten by the next call: every other
+        # output living in it must be a copy, wherever it stands in the list.
+        kept_by_borrow = {
+            alias_root(out)
+            for k, out in enumerate(self.fgraph.outputs[:n_out])
+            if self.outputs[k].borrow
+        }
         plan = []
         seen_roots: set[Variable] = set()
         for k, out in enumerate(self.fgraph.outputs):
             root = alias_root(out)
-            if root in seen_roots:
+            borrowed_out = k < n_out and self.outputs[k].borrow
+            if root in seen_roots or (root in kept_by_borrow and not borrowed_out):
                 copy = True
             elif root.owner is not None or root is own_input.get(k):
                 copy = False
@@ -175,6 +190,7 @@ class Function:
                 self._checker.check(snapshot)
             values = [cell[0] for cell in self._output_cells]
         finally:
+            self._arg_values = []
             for cell in self._input_cells:
                 cell[0] = None
             for cell in self._computed_output_cells:
@@ -194,6 +210,16 @@ class Function:
             return outputs[0]
         return outputs
 
+    def _aliases_another(self, i: int, value: Any) -> bool:
+        may_share = self.inputs[i].variable.type.may_share_memory
+        for j, other in enumerate(self._arg_values):
+            if j != i and other is not _MISSING and may_share(value, other):
+                return True
+        for _, cell in self._all_input_cells[len(self.inputs) :]:
+            if may_share(value, cell[0]):
+                return True
+        return False
+
     def _load_inputs(self, args: tuple, kwargs: dict) -> None:
         n = len(self.inputs)
         label = f"compiled function {self.name!r}" if self.name else "compiled function"
@@ -201,6 +227,7 @@ class Function:
             names = ", ".join(i.variable.describe() for i in self.inputs) or "none"
             raise TypeError(f"{label} takes {n} arguments, got {len(args)}; its inputs: {names}")
         values: list[Any] = list(args) + [_MISSING] * (n - len(args))
+        self._arg_values = values  # the raw arguments, for the aliasing check
         for key, value in kwargs.items():
             pos = self._positions.get(key)
             if pos is None:
@@ -238,11 +265,15 @@ class Function:
                     f"bad argument {i} to {label}: input {inp.variable.describe()} expects "
                     f"{inp.variable.type}, got {_describe_value(value)}: {exc}{hint}"
                 ) from None
-            if inp.borrow and (from_default or not _writeable(filtered)):
-                # A destroyable input must not be a default (reused by later calls) or a
-                # read-only array: the function gets a private copy.
+            if inp.borrow and (
+                from_default or not _writeable(filtered) or self._aliases_another(i, filtered)
+            ):
+                # A destroyable input must not be a default (reused by later calls), a
+                # read-only array, or memory another argument or a shared variable reads:
+                # the function gets a private copy.
                 filtered = inp.variable.type.copy_value(filtered)
             self._input_cells[i][0] = filtered
+            self._arg_values[i] = value
 
 
 _MISSING = object()
@@ -457,6 +488,30 @@ def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Fun
     )
 
 
+def _shared_updates_last(fgraph: FunctionGraph, order: list) -> list:
+    """Move the nodes that overwrite shared storage (and what depends on them) to the end
+    of the schedule, so that a call failing anywhere else leaves shared values as they
+    were: updates then happen as if all at once, after everything else."""
+    handler = fgraph.destroy_handler
+    shared_roots = set(handler.update_outputs)
+    deferred: set = set()
+    stack = [
+        node
+        for node in handler.destroyers
+        if any(handler.root(node.inputs[i]) in shared_roots for i in destroyed_inputs(node))
+    ]
+    while stack:
+        node = stack.pop()
+        if node in deferred:
+            continue
+        deferred.add(node)
+        for out in node.outputs:
+            stack.extend(c for c, _ in fgraph.clients.get(out, ()) if c != OUTPUT)
+    if not deferred:
+        return order
+    return [n for n in order if n not in deferred] + [n for n in order if n in deferred]
+
+
 def _refuse_inplace_ops(targets: list[Variable], roots: list[Variable]) -> None:
     for node in toposort(targets, roots):
         if node.op.destroy_map:
@@ -492,10 +547,15 @@ def protect_hand_built_destroyers(fgraph: FunctionGraph, handler: DestroyHandler
                 or handler.reads_destroyed_through_alias(node, i) is not None
                 or _reaches(fgraph, node, readers)
             )
+            if not needs_copy:
+                owner_of_root[root] = node
+                try:
+                    fgraph.toposort()  # with orderings: would running it here need a cycle?
+                except InconsistencyError:
+                    del owner_of_root[root]
+                    needs_copy = True
             if needs_copy:
                 fgraph.change_node_input(node, i, deep_copy(var), reason="protect_input")
-            else:
-                owner_of_root[root] = node
     handler.on_validate(fgraph, [], "accept_inplace")
 
 

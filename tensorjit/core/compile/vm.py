@@ -80,6 +80,17 @@ class VM:
         self._temporary_cells = [
             cell for var, cell in storage.items() if var.owner is not None and var not in keep
         ]
+        # Without GC, cells keep their values for the kernels to reuse next call, except
+        # those whose buffer left the function (as an output or update, maybe via views).
+        self._leaving_cells = (
+            []
+            if allow_gc
+            else [
+                storage[var]
+                for var in last_use
+                if var.owner is not None and var not in keep and alias_root(var) in kept_roots
+            ]
+        )
         # Fresh (non-aliasing) outputs of temporaries are offered pooled buffers.
         self._expected: list[tuple | None] = []
         offers: list[list[tuple[list, int]]] = []
@@ -148,6 +159,8 @@ class VM:
             for cell in self._temporary_cells:  # a failed call keeps no value alive
                 cell[0] = None
             raise error from None
+        for cell in self._leaving_cells:
+            cell[0] = None
         if changed:
             # Next call, keep as many free buffers of each kind as nodes produced now.
             self._wanted = Counter(k for k in expected if k is not None)

@@ -42,8 +42,10 @@ class SharedVariable(Variable):
             raise type(exc)(f"shared variable {self.describe()}: {exc}") from None
         if not borrow and self.type.may_share_memory(filtered, value):
             filtered = self.type.copy_value(filtered)
-        elif borrow and self._aliases_another_shared(filtered):
-            filtered = self.type.copy_value(filtered)  # shared variables never alias
+        elif borrow and (not _writeable(filtered) or self._aliases_another_shared(filtered)):
+            # Shared variables never alias each other, and their storage must be writable
+            # (updates may run in place).
+            filtered = self.type.copy_value(filtered)
         self.storage[0] = filtered
         _live_shared.add(self)
 
@@ -68,6 +70,11 @@ class SharedVariable(Variable):
     def set_value(self, value: Any, borrow: bool = False) -> None:
         """Replace the value; it is copied unless ``borrow=True``."""
         self._set_filtered(value, borrow, strict=False, allow_downcast=None)
+
+
+def _writeable(value: Any) -> bool:
+    flags = getattr(value, "flags", None)
+    return True if flags is None else bool(flags.writeable)
 
 
 def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Variable:

@@ -72,6 +72,15 @@ def _fold(op, items: list[Variable]) -> Variable:
     return result
 
 
+def _keep_shape(fgraph, out: Variable, new: Variable) -> Variable | None:
+    """``new`` as a replacement for ``out``: cancelled terms may have been what made the
+    result broadcast to its full shape, so broadcast it back when the static patterns
+    differ (a (1, n) result must not stand for an (m, n) one)."""
+    if new.type.ndim != out.type.ndim or new.type.broadcastable != out.type.broadcastable:
+        new = tm.alloc(new, *shape_of(fgraph, out))
+    return fits(out, new)
+
+
 def _zeros_like_output(fgraph, var: Variable) -> Variable:
     return tm.alloc(constant(np.zeros((), dtype=var.type.dtype)), *shape_of(fgraph, var))
 
@@ -112,7 +121,7 @@ def canonical_sum(fgraph: FunctionGraph, node):
         new = _zeros_like_output(fgraph, out)
     if same_expression(new, out):
         return None
-    new = fits(out, new)
+    new = _keep_shape(fgraph, out, new)
     return None if new is None else [new]
 
 
@@ -154,7 +163,7 @@ def canonical_product(fgraph: FunctionGraph, node):
         new = tm.alloc(constant(np.ones((), dtype=out.type.dtype)), *shape_of(fgraph, out))
     if same_expression(new, out):
         return None
-    new = fits(out, new)
+    new = _keep_shape(fgraph, out, new)
     return None if new is None else [new]
 
 
