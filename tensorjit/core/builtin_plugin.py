@@ -51,6 +51,22 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
         plugin="core",
     )
     db.register(
+        "late_constant_folding",
+        constant_folding,
+        "specialize",
+        "fast_run",
+        plugin="core",
+    )
+    db.register(
+        "pre_fusion_merge",
+        MergeRewriter(),
+        "fusion",
+        "fast_run",
+        "merge",
+        position=-1,
+        plugin="core",
+    )
+    db.register(
         "inplace",
         InplacePass(lambda: registries().inplace),
         "inplace",

@@ -16,7 +16,7 @@ from typing import Any
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.graph.op import Op
-from tensorjit.core.rewrites.basic import NodeRewriter
+from tensorjit.core.rewrites.basic import NodeRewriter, RewriteError
 
 Pattern = Any
 
@@ -88,12 +88,13 @@ class PatternRewriter(NodeRewriter):
         if self.condition is not None and not self.condition(bindings):
             return None
         new = build(self.out_pattern, bindings)
-        old = node.outputs[0]
-        if new.type != old.type:
-            converted = old.type.convert_variable(new)
-            if converted is None:
-                return None  # e.g. the replacement broadcasts differently: leave it
-            new = converted
+        if not isinstance(new, Variable):
+            raise RewriteError(
+                f"pattern rewriter {self.name}: the replacement pattern must build a "
+                f"Variable, got {new!r} (wrap constants in an op or a callable)"
+            )
+        if new.type != node.outputs[0].type:
+            return None  # e.g. the replacement broadcasts differently: leave it
         return [new]
 
     def __repr__(self) -> str:

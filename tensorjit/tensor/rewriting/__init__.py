@@ -20,7 +20,12 @@ from tensorjit.tensor.rewriting.blas import local_gemm
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import local_pow_specialize
-from tensorjit.tensor.rewriting.stabilize import local_expm1, local_log_stable, local_sigmoid
+from tensorjit.tensor.rewriting.stabilize import (
+    local_exp_over_1_plus_exp,
+    local_expm1,
+    local_log_stable,
+    local_sigmoid,
+)
 from tensorjit.tensor.rewriting.structure import (
     local_dimshuffle_lift,
     local_reduce_of_new_axes,
@@ -54,6 +59,11 @@ REWRITES = [
     ("local_log_stable", local_log_stable, "stabilize", ()),
     ("local_expm1", local_expm1, "stabilize", ()),
     ("local_sigmoid", local_sigmoid, "stabilize", ()),
+    ("local_exp_over_1_plus_exp", local_exp_over_1_plus_exp, "stabilize", ()),
+    # Canonical forms again after stabilize (it creates e.g. neg(neg(x))) and constants
+    # folded, so that fusion sees merged, simplified graphs.
+    ("late_canonical_sum", canonical_sum, "specialize", ("algebra",)),
+    ("late_canonical_product", canonical_product, "specialize", ("algebra",)),
     ("local_pow_specialize", local_pow_specialize, "specialize", ()),
     ("local_gemm", local_gemm, "specialize", ("blas",)),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),

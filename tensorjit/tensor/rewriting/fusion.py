@@ -42,6 +42,7 @@ class FusionRewriter(GraphRewriter):
         group = [root]
         members = {root}
         out_ndim = root.outputs[0].type.ndim
+        external = set(root.inputs)  # the group's inputs so far
         frontier = list(root.inputs)
         while frontier:
             var = frontier.pop()
@@ -53,6 +54,10 @@ class FusionRewriter(GraphRewriter):
             clients = fgraph.clients.get(var, {})
             if any(c == OUTPUT or c not in members for c, _ in clients):
                 continue
+            grown = (external - {var}) | set(producer.inputs)
+            if len(grown) > MAX_INPUTS:
+                continue  # stop growing here rather than give up on the whole group
+            external = grown
             group.append(producer)
             members.add(producer)
             frontier.extend(producer.inputs)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name
+from tensorjit.tensor.variable import constant
 
 MAX_MUL_POWER = 6  # x**n for integer |n| <= this becomes multiplications
 
@@ -31,8 +35,8 @@ def local_pow_specialize(fgraph: FunctionGraph, node):
         new = tm.true_div(1.0, tm.sqrt(x))
     elif p.is_integer() and abs(p) <= MAX_MUL_POWER:
         n = int(abs(p))
-        if n == 0:
-            new = tm.ones_like(out)
+        if n == 0:  # ones of the result's shape, without computing the power
+            new = tm.alloc(constant(np.ones((), dtype=out.type.dtype)), *shape_of(fgraph, out))
         else:
             new = _power_by_squaring(x, n)
             if p < 0:

@@ -77,3 +77,43 @@ def local_sigmoid(fgraph: FunctionGraph, node):
         if is_constant_value(a, 1) and op_name(b) == "sigmoid":
             return _replace(node, tm.sigmoid(tm.neg(b.owner.inputs[0])))
     return None
+
+
+def _factors(var: Variable, dtype: str) -> list[Variable]:
+    """The factors of a mul tree (just ``var`` if it is not a product)."""
+    factors, stack = [], [var]
+    while stack:
+        v = stack.pop()
+        if op_name(v) == "mul" and v.type.dtype == dtype:
+            stack.extend(v.owner.inputs)
+        else:
+            factors.append(v)
+    return factors
+
+
+@node_rewriter([Elemwise], name="local_exp_over_1_plus_exp")
+def local_exp_over_1_plus_exp(fgraph: FunctionGraph, node):
+    """(... * exp(t)) / (... * (1 + exp(t))) -> (... * sigmoid(t)) / (...).
+
+    This is the form the gradients of softplus and sigmoid written with exp take; it is
+    inf/inf for large t, while sigmoid(t) is exact."""
+    if scalar_name(node) != "true_div":
+        return None
+    num, den = node.inputs
+    dtype = node.outputs[0].type.dtype
+    num_factors, den_factors = _factors(num, dtype), _factors(den, dtype)
+    for i, d in enumerate(den_factors):
+        t = _plus_one(d)
+        if t is None or op_name(t) != "exp":
+            continue
+        for j, n in enumerate(num_factors):
+            if n is t:
+                new_num = num_factors[:j] + [tm.sigmoid(t.owner.inputs[0])] + num_factors[j + 1 :]
+                rest = den_factors[:i] + den_factors[i + 1 :]
+                new = new_num[0]
+                for f in new_num[1:]:
+                    new = tm.mul(new, f)
+                for f in rest:
+                    new = tm.true_div(new, f)
+                return _replace(node, new)
+    return None
