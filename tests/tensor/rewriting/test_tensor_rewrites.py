@@ -120,7 +120,9 @@ def test_paper_fraction_cancels_to_c_times_d_over_b():
 def test_paper_fraction_is_left_alone_without_canonical_product():
     a, b, c, d = T.vectors("a", "b", "c", "d")
     f = tensorjit.function(
-        [a, b, c, d], a / (((a * b) / c) / d), mode=ISOLATED.without("canonical_product", "late_canonical_product")
+        [a, b, c, d],
+        a / (((a * b) / c) / d),
+        mode=ISOLATED.without("canonical_product", "late_canonical_product"),
     )
     assert elemwise_names(f).count("true_div") == 3
     assert reads(f, a)
