@@ -105,6 +105,12 @@ from tensorjit.tensor.variable import (
 
 globals().update(CONSTRUCTORS)  # scalar, vector, matrix, ..., fmatrix, lvector, matrices, ...
 
+# Table 1 families; each module lists its public names in __all__.
+from tensorjit.tensor import allocation, extra_ops, linalg, nnet, random  # noqa: E402
+from tensorjit.tensor.allocation import *  # noqa: E402, F403
+from tensorjit.tensor.extra_ops import *  # noqa: E402, F403
+from tensorjit.tensor.linalg import *  # noqa: E402, F403
+
 as_tensor = as_tensor_variable
 
 __all__ = [name for name in dir() if not name.startswith("_")]

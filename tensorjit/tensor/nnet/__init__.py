@@ -1,0 +1,3 @@
+"""Neural-network ops (``tensorjit.tensor.nnet``), as in Theano."""
+
+__all__: list[str] = []
