@@ -93,6 +93,7 @@ from tensorjit.tensor.shape_ops import (
     stack,
     transpose,
 )
+from tensorjit.tensor.ifelse import IfElse, ifelse
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor, inc_subtensor, set_subtensor
 from tensorjit.tensor.type import CONSTRUCTORS, DTYPE_PREFIXES, TensorType, tensor
 from tensorjit.tensor.variable import (

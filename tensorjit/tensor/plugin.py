@@ -7,6 +7,7 @@ from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.tensor.blas import Gemm
+from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
@@ -28,6 +29,7 @@ OP_CLASSES = (
     Subtensor,
     IncSubtensor,
     Gemm,
+    IfElse,
 )
 
 

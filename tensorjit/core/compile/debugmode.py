@@ -50,12 +50,12 @@ def checked_kernel(kernel: Kernel) -> Kernel:
 
         def checked(inputs: list, output_storage: list) -> None:
             in_types = [v.type for v in node.inputs]
-            before = [t.copy_value(v) for t, v in zip(in_types, inputs)]
+            before = _copies(in_types, inputs)
             run(inputs, output_storage)
             # An input that is (or overlaps) a destroyed input may change with it.
             changeable = _overlapping(in_types, inputs, destroyed)
             for i, (t, old, new) in enumerate(zip(in_types, before, inputs)):
-                if i not in changeable and not t.values_eq(old, new):
+                if i not in changeable and old is not None and not t.values_eq(old, new):
                     raise BadDestroyMap(
                         f"{_where(node)} modified input {i} ({node.inputs[i]}), which its "
                         f"destroy_map {node.op.destroy_map} does not declare"
@@ -65,7 +65,9 @@ def checked_kernel(kernel: Kernel) -> Kernel:
                 allowed = _overlapping(in_types, inputs, declared)
                 value = output_storage[j][0]
                 for i, inp in enumerate(inputs):
-                    if i not in allowed and out.type.shares_memory(value, inp):
+                    if i in allowed or inp is None:
+                        continue
+                    if out.type.shares_memory(value, inp):
                         raise BadViewMap(
                             f"{_where(node)}: output {j} shares memory with input {i} "
                             f"({node.inputs[i]}), which its view_map {node.op.view_map} "
@@ -73,9 +75,7 @@ def checked_kernel(kernel: Kernel) -> Kernel:
                         )
             if kernel.name != "perform":
                 reference = [[None] for _ in node.outputs]
-                node.op.perform(
-                    node, [t.copy_value(v) for t, v in zip(in_types, before)], reference
-                )
+                node.op.perform(node, _copies(in_types, before), reference)
                 for j, out in enumerate(node.outputs):
                     if not out.type.values_eq_approx(output_storage[j][0], reference[j][0]):
                         raise BadKernel(
@@ -89,11 +89,18 @@ def checked_kernel(kernel: Kernel) -> Kernel:
     return Kernel(f"debug:{kernel.name}", kernel.backend, factory, kernel.plugin)
 
 
+def _copies(types: list, values: list) -> list:
+    # A lazy op's inputs from the branch not taken are None.
+    return [None if v is None else t.copy_value(v) for t, v in zip(types, values)]
+
+
 def _overlapping(types: list, inputs: list, indices: set[int]) -> set[int]:
     """``indices`` plus every input sharing memory with one of them."""
     result = set(indices)
     for i, value in enumerate(inputs):
-        if i not in result and any(types[i].shares_memory(value, inputs[j]) for j in indices):
+        if i in result or value is None:
+            continue
+        if any(inputs[j] is not None and types[i].shares_memory(value, inputs[j]) for j in indices):
             result.add(i)
     return result
 

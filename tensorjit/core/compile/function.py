@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
+from tensorjit.core.compile.lazy import lazy_guards, lazy_schedule
 from tensorjit.core.compile.linker import backends_for, choose_kernel
 from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.vm import VM
@@ -115,12 +116,19 @@ class Function:
 
         backends = backends_for(mode.backends, config.device)
         order = _shared_updates_last(fgraph, fgraph.toposort())
+        lazy_blocks: list = []
+        if any(hasattr(n.op, "lazy_branches") for n in order):
+            ordered = fgraph.destroy_handler.orderings(fgraph)
+            pinned = set(ordered) | {n for before in ordered.values() for n in before}
+            order, lazy_blocks = lazy_schedule(fgraph, order, pinned)
         kernels = [choose_kernel(node, backends) for node in order]
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
         self._checker = checker
         self.kernels = dict(zip(order, kernels))
         self.vm = VM(order, kernels, storage, keep=set(fgraph.outputs), allow_gc=config.allow_gc)
+        if lazy_blocks:
+            self.vm.set_lazy_blocks(lazy_guards(order, lazy_blocks, storage))
         # Cells the VM computed into: cleared after each call so no value is kept alive.
         # Out(borrow=True) keeps its buffer for the next call to compute into.
         borrowed_out = {v for v, o in zip(fgraph.outputs, outputs) if o.borrow}

@@ -47,6 +47,7 @@ class VM:
         self.kernels = list(kernels)
         self.storage = storage
         self.pool: dict[tuple, list[Any]] = {}
+        self._guards: dict[int, tuple[list, int, int, int]] = {}
         self._wanted: Counter = Counter()  # buffer kind -> how many nodes produce one
         self.allow_gc = allow_gc
         last_use: dict[Variable, int] = {}
@@ -115,7 +116,16 @@ class VM:
             for step, (node, kernel) in enumerate(zip(self.nodes, self.kernels))
         ]
 
+    def set_lazy_blocks(self, guards: dict[int, tuple[list, int, int, int]]) -> None:
+        """Enable lazy evaluation: ``guards[g] = (cond_cell, true_end, false_start,
+        resume)``: at step g, if ``cond_cell[0]`` is true run steps g..true_end-1 then
+        continue at ``resume``; otherwise continue at ``false_start``."""
+        self._guards = guards
+
     def __call__(self) -> None:
+        if self._guards:
+            self._run_lazy()
+            return
         step = -1
         pool = self.pool
         wanted = self._wanted
@@ -166,6 +176,41 @@ class VM:
             self._wanted = Counter(k for k in expected if k is not None)
             for key in [k for k in pool if k not in self._wanted]:
                 del pool[key]  # shapes no node produces any more
+
+    def _run_lazy(self) -> None:
+        """The same loop with jumps over the steps of branches not taken (no buffer
+        pooling here: branches change what runs from call to call)."""
+        steps, guards = self.steps, self._guards
+        jump_at: dict[int, int] = {}
+        step = 0
+        try:
+            while step < len(steps):
+                guard = guards.get(step)
+                if guard is not None:
+                    cond_cell, true_end, false_start, resume = guard
+                    if bool(cond_cell[0]):
+                        jump_at[true_end] = resume
+                    elif false_start != step:
+                        step = false_start
+                        continue
+                target = jump_at.pop(step, None)
+                if target is not None:
+                    step = target
+                    continue
+                run, in_cells, out_cells, to_clear, to_pool, _ = steps[step]
+                run([cell[0] for cell in in_cells], out_cells)
+                for cell in to_clear:
+                    cell[0] = None
+                for cell in to_pool:
+                    cell[0] = None
+                step += 1
+        except Exception as exc:
+            error = self._with_context(exc, step)
+            for cell in self._temporary_cells:
+                cell[0] = None
+            raise error from None
+        for cell in self._temporary_cells:  # skipped steps did not clear their inputs
+            cell[0] = None
 
     @staticmethod
     def _keep_for_reuse(buf: Any, pool: dict, wanted: Counter) -> None:
