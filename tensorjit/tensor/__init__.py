@@ -9,6 +9,7 @@ scalars are *weak* like NumPy's (NEP 50): ``float32_vector * 2.0`` stays float32
 from tensorjit.core.gradient import grad
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.gradient_check import GradientError, verify_grad
+from tensorjit.tensor.ifelse import IfElse, ifelse
 from tensorjit.tensor.math import (
     Alloc,
     Argmax,
@@ -93,7 +94,6 @@ from tensorjit.tensor.shape_ops import (
     stack,
     transpose,
 )
-from tensorjit.tensor.ifelse import IfElse, ifelse
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor, inc_subtensor, set_subtensor
 from tensorjit.tensor.type import CONSTRUCTORS, DTYPE_PREFIXES, TensorType, tensor
 from tensorjit.tensor.variable import (

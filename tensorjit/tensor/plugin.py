@@ -7,8 +7,8 @@ from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.tensor.blas import Gemm
-from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
