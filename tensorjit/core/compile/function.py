@@ -334,6 +334,7 @@ def function(
     on_unused_input: str | None = None,
     allow_input_downcast: bool | None = None,
     accept_inplace: bool = False,
+    no_default_updates: bool = False,
 ) -> Function:
     """Compile a callable computing ``outputs`` from ``inputs``.
 
@@ -342,6 +343,8 @@ def function(
     substitutes variables in the graph before compiling. Graphs built by hand with
     inplace ops need ``accept_inplace=True``; such ops then work on copies of values they
     may not destroy (inputs that are not ``In(x, mutable=True)``, constants, ...).
+    Shared variables with a ``default_update`` are updated by it unless
+    ``no_default_updates=True`` or an explicit update is given.
     """
     with _cyclic_gc_paused():
         return _compile(
@@ -354,6 +357,7 @@ def function(
             on_unused_input,
             allow_input_downcast,
             accept_inplace,
+            no_default_updates,
         )
 
 
@@ -367,6 +371,7 @@ def _compile(
     on_unused_input,
     allow_input_downcast,
     accept_inplace,
+    no_default_updates,
 ) -> Function:
     on_unused_input = on_unused_input or config.on_unused_input
     if on_unused_input not in ("raise", "warn", "ignore"):
@@ -411,6 +416,8 @@ def _compile(
         unpack_single = True
 
     update_pairs = _normalize_updates(updates)
+    if not no_default_updates:
+        _add_default_updates(update_pairs, [o.variable for o in outs])
     given_pairs = _normalize_givens(givens)
 
     # Inputs with an owner cut the graph there: substitute a fresh root variable.
@@ -582,6 +589,22 @@ def _reaches(fgraph: FunctionGraph, node: Any, targets: set) -> bool:
                 seen.add(client)
                 stack.extend(client.outputs)
     return False
+
+
+def _add_default_updates(update_pairs: list, outputs: list[Variable]) -> None:
+    """Shared variables the graph reads that carry a ``default_update`` (e.g. random
+    states) get that update unless the user gave one (Theano's behaviour)."""
+    updated = {s for s, _ in update_pairs}
+    while True:
+        added = False
+        for var in graph_inputs(outputs + [u for _, u in update_pairs]):
+            default = getattr(var, "default_update", None)
+            if isinstance(var, SharedVariable) and default is not None and var not in updated:
+                update_pairs.extend(_normalize_updates([(var, default)]))
+                updated.add(var)
+                added = True
+        if not added:
+            return
 
 
 def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:

@@ -20,7 +20,13 @@ _live_shared: weakref.WeakSet = weakref.WeakSet()
 
 
 class SharedVariable(Variable):
-    """A Variable whose value lives in ``self.storage[0]``, an implicit function input."""
+    """A Variable whose value lives in ``self.storage[0]``, an implicit function input.
+
+    ``default_update``: an expression every function using this variable stores back into
+    it when no explicit update is given (random-number states use this).
+    """
+
+    default_update: Variable | None = None
 
     def __init__(
         self,

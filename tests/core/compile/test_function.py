@@ -633,3 +633,18 @@ def test_in_update_needs_an_initial_value():
     x = T.scalar("x")
     with pytest.raises(ValueError, match="needs an initial value"):
         tensorjit.function([tensorjit.In(x, update=x + 1)], x)
+
+
+def test_default_updates_of_shared_variables():
+    s = tensorjit.shared(np.zeros(2), name="s")
+    s.default_update = s + 1
+    f = tensorjit.function([], s * 2)
+    np.testing.assert_array_equal(f(), [0.0, 0.0])
+    np.testing.assert_array_equal(f(), [2.0, 2.0])
+    np.testing.assert_array_equal(s.get_value(), [2.0, 2.0])
+    frozen = tensorjit.function([], s * 2, no_default_updates=True)
+    np.testing.assert_array_equal(frozen(), [4.0, 4.0])
+    np.testing.assert_array_equal(frozen(), [4.0, 4.0])
+    explicit = tensorjit.function([], s * 2, updates={s: s * 10})  # an explicit one wins
+    explicit()
+    np.testing.assert_array_equal(s.get_value(), [20.0, 20.0])
