@@ -120,9 +120,58 @@ def _blas(name: str, dtype: np.dtype):
     return fn
 
 
+class Ger(Op):
+    """``z + alpha * outer(x, y)`` (BLAS GER) for a matrix z and vectors x, y;
+    ``inplace=True`` overwrites z."""
+
+    __props__ = ("inplace",)
+
+    def __init__(self, inplace: bool = False):
+        self.inplace = inplace
+        if inplace:
+            self.destroy_map = {0: [0]}
+
+    def __str__(self) -> str:
+        return "Ger_inplace" if self.inplace else "Ger"
+
+    def make_node(self, z: Any, alpha: Any, x: Any, y: Any) -> Apply:
+        z, alpha, x, y = (as_tensor_variable(v) for v in (z, alpha, x, y))
+        dtype = z.type.dtype
+        if dtype not in BLAS_DTYPES or any(v.type.dtype != dtype for v in (x, y)):
+            raise TypeError(f"Ger needs z, x and y of one BLAS dtype, got {z}, {x}, {y}")
+        if z.type.ndim != 2 or x.type.ndim != 1 or y.type.ndim != 1 or alpha.type.ndim != 0:
+            raise TypeError("Ger: z must be a matrix, x and y vectors, alpha a scalar")
+        return Apply(self, [z, alpha, x, y], [z.type.make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        z, alpha, x, y = inputs
+        if z.shape != (x.shape[0], y.shape[0]):
+            raise ValueError(f"Ger: z {z.shape} does not match outer({x.shape}, {y.shape})")
+        if self.inplace:
+            target = z
+        else:
+            target = reusable_buffer(output_storage[0][0], z.shape, z.dtype)
+            if target is None:
+                target = np.array(z, order="C", copy=True)
+            else:
+                target[...] = z
+        if target.flags.c_contiguous and target.size:
+            # Row-major z is column-major z.T = z.T + alpha * y x^T.
+            ger = _blas("ger", target.dtype)
+            result = ger(alpha.item(), y, x, a=target.T, overwrite_a=True)
+            if not np.shares_memory(result, target):
+                target[...] = result.T
+        else:
+            target += alpha * np.multiply.outer(x, y)
+        output_storage[0][0] = target
+
+
 def gemm_reference(z, alpha, x, y, beta):
     """The symbolic meaning of Gemm, for tests and DebugMode."""
     return mul(beta, z) + mul(alpha, dot(x, y))
 
 
-__all__ = ["BLAS_DTYPES", "Gemm", "TensorType", "gemm_reference"]
+__all__ = ["BLAS_DTYPES", "Gemm", "Ger", "TensorType", "gemm_reference"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
-from tensorjit.tensor.blas import Gemm
+from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
@@ -29,6 +29,7 @@ OP_CLASSES = (
     Subtensor,
     IncSubtensor,
     Gemm,
+    Ger,
     IfElse,
 )
 
@@ -57,7 +58,7 @@ def incsubtensor_inplace_variant(node, candidates: list[int]):
 
 
 def gemm_inplace_variant(node, candidates: list[int]):
-    return Gemm(inplace=True) if 0 in candidates else None
+    return type(node.op)(inplace=True) if 0 in candidates else None
 
 
 @hookimpl
@@ -65,6 +66,7 @@ def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
+    registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)
 
 
 @hookimpl

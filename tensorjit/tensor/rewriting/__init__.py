@@ -16,7 +16,7 @@ from tensorjit.tensor.rewriting.algebra import (
     exp_of_log,
     log_of_exp,
 )
-from tensorjit.tensor.rewriting.blas import local_gemm
+from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import local_pow_specialize
@@ -66,6 +66,7 @@ REWRITES = [
     ("late_canonical_product", canonical_product, "specialize", ("algebra",)),
     ("local_pow_specialize", local_pow_specialize, "specialize", ()),
     ("local_gemm", local_gemm, "specialize", ("blas",)),
+    ("local_ger", local_ger, "specialize", ("blas",)),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),
 ]
 

@@ -7,7 +7,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
-from tensorjit.tensor.blas import BLAS_DTYPES, Gemm
+from tensorjit.tensor.blas import BLAS_DTYPES, Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Dot, neg
 from tensorjit.tensor.rewriting.util import fits, op_name, scalar_name, single_client
@@ -65,6 +65,62 @@ def local_gemm(fgraph: FunctionGraph, node):
             else:
                 alpha = neg(alpha)  # z - alpha*dot
         new = fits(out, Gemm()(z, alpha, x, y, beta))
+        if new is not None:
+            return [new]
+    return None
+
+
+def _outer_factors(fgraph: FunctionGraph, var: Variable, dtype: str):
+    """(alpha, x, y) if ``var`` is ``[alpha *] x[:, None] * y[None, :]`` used only here."""
+    if op_name(var) != "mul" or single_client(fgraph, var) is None:
+        return None
+    factors, stack = [], [var]
+    while stack:
+        v = stack.pop()
+        if op_name(v) == "mul" and (v is var or single_client(fgraph, v) is not None):
+            stack.extend(v.owner.inputs)
+        else:
+            factors.append(v)
+    column = row = None
+    alpha = constant(np.asarray(1, dtype=dtype))
+    for f in factors:
+        owner = f.owner
+        if owner is not None and isinstance(owner.op, DimShuffle) and owner.op.input_ndim == 1:
+            if owner.op.new_order == (0, "x") and column is None:
+                column = owner.inputs[0]
+                continue
+            if owner.op.new_order == ("x", 0) and row is None:
+                row = owner.inputs[0]
+                continue
+        scalar = _scalar(f, dtype)
+        if scalar is None or alpha.owner is not None or not isinstance(alpha, Constant):
+            return None
+        if not np.all(alpha.data == 1):
+            return None
+        alpha = scalar
+    if column is None or row is None or column.type.dtype != dtype or row.type.dtype != dtype:
+        return None
+    return alpha, column, row
+
+
+@node_rewriter([Elemwise], name="local_ger")
+def local_ger(fgraph: FunctionGraph, node):
+    """z + alpha * outer(x, y) -> Ger (also z - ..., with alpha negated)."""
+    name = scalar_name(node)
+    out = node.outputs[0]
+    dtype = out.type.dtype
+    if name not in ("add", "sub") or dtype not in BLAS_DTYPES or out.type.ndim != 2:
+        return None
+    a, b = node.inputs
+    candidates = [(b, a)] if name == "sub" else [(b, a), (a, b)]
+    for term, z in candidates:
+        found = _outer_factors(fgraph, term, dtype)
+        if found is None or z.type != out.type:
+            continue
+        alpha, x, y = found
+        if name == "sub":
+            alpha = neg(alpha)
+        new = fits(out, Ger()(z, alpha, x, y))
         if new is not None:
             return [new]
     return None

@@ -88,6 +88,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "late_canonical_product",
         "local_pow_specialize",
         "local_gemm",
+        "local_ger",
         "elemwise_fusion",
     }
     assert {name for name, *_ in REWRITES} == tested
@@ -918,3 +919,26 @@ def test_late_canonical_forms_clean_up_what_stabilize_creates():
         [x], T.log(1 - T.sigmoid(x)), mode=ISOLATED.without("late_canonical_sum")
     )
     assert elemwise_names(without).count("neg") == 3
+
+
+def test_outer_product_update_becomes_ger_in_place():
+    rgen = rng(3)
+    a = tensorjit.shared(rgen.standard_normal((3, 4)), name="a")
+    x, y = T.vector("x"), T.vector("y")
+    f = tensorjit.function([x, y], [], updates={a: a - 0.5 * T.outer(x, y)})
+    from tensorjit.tensor.blas import Ger
+
+    (node,) = of_type(f, Ger)
+    assert node.op.inplace
+    start = a.get_value()
+    buffer = a.get_value(borrow=True)
+    xv, yv = rgen.standard_normal(3), rgen.standard_normal(4)
+    f(xv, yv)
+    assert a.get_value(borrow=True) is buffer
+    np.testing.assert_allclose(a.get_value(), start - 0.5 * np.outer(xv, yv))
+    m = T.matrix("m")
+    g, plain = compile_pair([m, x, y], m + T.outer(x, y) * 2)
+    assert of_type(g, Ger)
+    assert_same_values(g, plain, rgen.standard_normal((3, 4)), xv, yv)
+    no_ger = tensorjit.function([m, x, y], m + T.outer(x, y), mode=ISOLATED.without("local_ger"))
+    assert not of_type(no_ger, Ger)
