@@ -22,9 +22,8 @@ from tensorjit.tensor.variable import as_tensor_variable
 BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
 
 
-class Gemm(Op):
-    """``beta * z + alpha * dot(x, y)`` for a matrix x and a matrix (GEMM) or vector
-    (GEMV) y; alpha and beta are scalars. ``inplace=True`` overwrites z."""
+class _BlasUpdate(Op):
+    """A BLAS call that updates its first input z; ``inplace=True`` overwrites z."""
 
     __props__ = ("inplace",)
 
@@ -34,7 +33,25 @@ class Gemm(Op):
             self.destroy_map = {0: [0]}
 
     def __str__(self) -> str:
-        return "Gemm_inplace" if self.inplace else "Gemm"
+        return f"{type(self).__name__}_inplace" if self.inplace else type(self).__name__
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def _target(self, z: np.ndarray, output_storage: list) -> np.ndarray:
+        """Where the result goes: z itself in place, else a (reused) C-ordered copy."""
+        if self.inplace:
+            return z
+        target = reusable_buffer(output_storage[0][0], z.shape, z.dtype)
+        if target is None:
+            return np.array(z, order="C", copy=True)
+        target[...] = z
+        return target
+
+
+class Gemm(_BlasUpdate):
+    """``beta * z + alpha * dot(x, y)`` for a matrix x and a matrix (GEMM) or vector
+    (GEMV) y; alpha and beta are scalars."""
 
     def make_node(self, z: Any, alpha: Any, x: Any, y: Any, beta: Any) -> Apply:
         z, alpha, x, y, beta = (as_tensor_variable(v) for v in (z, alpha, x, y, beta))
@@ -47,20 +64,10 @@ class Gemm(Op):
             raise TypeError("Gemm: alpha and beta must be scalars")
         return Apply(self, [z, alpha, x, y, beta], [z.type.make_variable()])
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[0]]
-
     def perform(self, node, inputs, output_storage):
         z, alpha, x, y, beta = inputs
         alpha, beta = alpha.item(), beta.item()
-        if self.inplace:
-            target = z
-        else:
-            target = reusable_buffer(output_storage[0][0], z.shape, z.dtype)
-            if target is None:
-                target = np.array(z, order="C", copy=True)
-            else:
-                target[...] = z
+        target = self._target(z, output_storage)
         if x.shape[1] != y.shape[0] or target.shape != x.shape[:1] + y.shape[1:]:
             raise ValueError(f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned")
         if target.flags.c_contiguous and target.size and x.size and y.size:
@@ -120,19 +127,8 @@ def _blas(name: str, dtype: np.dtype):
     return fn
 
 
-class Ger(Op):
-    """``z + alpha * outer(x, y)`` (BLAS GER) for a matrix z and vectors x, y;
-    ``inplace=True`` overwrites z."""
-
-    __props__ = ("inplace",)
-
-    def __init__(self, inplace: bool = False):
-        self.inplace = inplace
-        if inplace:
-            self.destroy_map = {0: [0]}
-
-    def __str__(self) -> str:
-        return "Ger_inplace" if self.inplace else "Ger"
+class Ger(_BlasUpdate):
+    """``z + alpha * outer(x, y)`` (BLAS GER) for a matrix z and vectors x, y."""
 
     def make_node(self, z: Any, alpha: Any, x: Any, y: Any) -> Apply:
         z, alpha, x, y = (as_tensor_variable(v) for v in (z, alpha, x, y))
@@ -143,21 +139,11 @@ class Ger(Op):
             raise TypeError("Ger: z must be a matrix, x and y vectors, alpha a scalar")
         return Apply(self, [z, alpha, x, y], [z.type.make_variable()])
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[0]]
-
     def perform(self, node, inputs, output_storage):
         z, alpha, x, y = inputs
         if z.shape != (x.shape[0], y.shape[0]):
             raise ValueError(f"Ger: z {z.shape} does not match outer({x.shape}, {y.shape})")
-        if self.inplace:
-            target = z
-        else:
-            target = reusable_buffer(output_storage[0][0], z.shape, z.dtype)
-            if target is None:
-                target = np.array(z, order="C", copy=True)
-            else:
-                target[...] = z
+        target = self._target(z, output_storage)
         if target.flags.c_contiguous and target.size:
             # Row-major z is column-major z.T = z.T + alpha * y x^T.
             ger = _blas("ger", target.dtype)

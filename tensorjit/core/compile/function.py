@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import functools
 import gc
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
@@ -310,20 +310,25 @@ def _as_out(item: Any) -> Out:
     )
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def _cyclic_gc_paused(fn):
     """Compiling creates many objects and no garbage cycles worth collecting; Python's
     cyclic collector would rescan the whole growing heap again and again (superlinear
     compile time), so it waits until compilation ends."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return wrapper
 
 
+@_cyclic_gc_paused
 def function(
     inputs: Sequence[Variable | In],
     outputs: Any = None,
@@ -346,33 +351,6 @@ def function(
     Shared variables with a ``default_update`` are updated by it unless
     ``no_default_updates=True`` or an explicit update is given.
     """
-    with _cyclic_gc_paused():
-        return _compile(
-            inputs,
-            outputs,
-            updates,
-            givens,
-            mode,
-            name,
-            on_unused_input,
-            allow_input_downcast,
-            accept_inplace,
-            no_default_updates,
-        )
-
-
-def _compile(
-    inputs,
-    outputs,
-    updates,
-    givens,
-    mode,
-    name,
-    on_unused_input,
-    allow_input_downcast,
-    accept_inplace,
-    no_default_updates,
-) -> Function:
     on_unused_input = on_unused_input or config.on_unused_input
     if on_unused_input not in ("raise", "warn", "ignore"):
         raise ValueError(
