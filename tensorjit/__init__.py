@@ -10,8 +10,8 @@ from tensorjit.core.compile import FAST_COMPILE, FAST_RUN, Function, Mode, funct
 from tensorjit.core.config import config
 from tensorjit.core.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
 from tensorjit.core.memory import In, Out, SharedVariable, shared
-from tensorjit.gradient import grad, verify_grad
-from tensorjit.printing import debugprint, pp, pprint
+from tensorjit.gradient import Lop, Rop, grad, hessian, jacobian, verify_grad
+from tensorjit.printing import Print, debugprint, pp, pprint
 
 __version__ = "0.1.0"
 
@@ -25,7 +25,10 @@ __all__ = [
     "In",
     "Mode",
     "Op",
+    "Lop",
     "Out",
+    "Print",
+    "Rop",
     "SharedVariable",
     "Type",
     "Variable",
@@ -33,6 +36,8 @@ __all__ = [
     "debugprint",
     "function",
     "grad",
+    "hessian",
+    "jacobian",
     "pp",
     "pprint",
     "shared",

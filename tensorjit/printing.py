@@ -1,13 +1,15 @@
-"""Readable views of graphs: ``debugprint`` (a tree with ids) and ``pprint`` (infix)."""
+"""Readable views of graphs: ``debugprint`` (a tree with ids) and ``pprint`` (infix),
+and the ``Print`` op (prints a value when it is computed)."""
 
 from __future__ import annotations
 
 import string
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
-from tensorjit.core.graph.basic import Constant, Variable
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.op import Op
 
 
 def _roots(obj: Any) -> tuple[list[Variable], dict]:
@@ -124,3 +126,59 @@ def pprint(obj: Any) -> str:
 
 
 pp = pprint
+
+
+# ---------------------------------------------------------------- Print op
+def _print_fn(op: Print, value: Any) -> None:
+    for attr in op.attrs:
+        shown = getattr(value, attr)
+        if callable(shown):
+            shown = shown()
+        print(op.message, attr, "=", shown)
+
+
+class Print(Op):
+    """Theano's ``printing.Print``: ``Print("x is")(x)`` equals ``x`` and, each time it is
+    computed, prints ``"x is __str__ = <value>"`` (one line per name in ``attrs``, e.g.
+    ``attrs=("shape",)``; a callable attribute is called). ``global_fn(op, value)``
+    replaces the printing. The output is a view of the input; gradients pass through,
+    and the op is never constant-folded (it would print at compile time only)."""
+
+    __props__ = ("message", "attrs", "global_fn")
+    view_map = {0: [0]}
+    constant_folding = False
+
+    def __init__(
+        self,
+        message: str = "",
+        attrs: Sequence[str] = ("__str__",),
+        global_fn: Callable[[Any, Any], None] = _print_fn,
+    ):
+        if isinstance(attrs, str):
+            attrs = (attrs,)
+        self.message = message
+        self.attrs = tuple(attrs)
+        self.global_fn = global_fn
+
+    def make_node(self, x: Any) -> Apply:
+        if not isinstance(x, Variable):
+            from tensorjit.tensor.variable import as_tensor_variable
+
+            x = as_tensor_variable(x)
+        return Apply(self, [x], [x.type.make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        (x,) = inputs
+        output_storage[0][0] = x
+        self.global_fn(self, x)
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def grad(self, inputs, output_grads):
+        return [output_grads[0]]
+
+    def __str__(self) -> str:
+        return f"Print{{{self.message!r}}}"
+
+    __repr__ = __str__

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorjit.core.graph.basic import Variable
-from tensorjit.core.graph.traversal import toposort
+from tensorjit.core.graph.traversal import clone_replace, toposort
 
 
 class NotDifferentiableError(TypeError):
@@ -165,3 +165,95 @@ def _input_grads(node, out_grads: list[Variable]) -> list[Any]:
     if len(grads) != len(node.inputs):
         raise ValueError(f"{op}.grad returned {len(grads)} gradients for {len(node.inputs)} inputs")
     return list(grads)
+
+
+# ---------------------------------------------------------------- L_op / R_op
+def _as_list(x: Any) -> tuple[list, bool]:
+    if isinstance(x, (list, tuple)):
+        return list(x), False
+    return [x], True
+
+
+def Lop(
+    f: Variable | Sequence[Variable],
+    wrt: Variable | Sequence[Variable],
+    eval_points: Any,
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Variable | list[Variable | None]:
+    """Vector-Jacobian product ``v^T (d f / d wrt)``: the gradient with respect to
+    ``wrt`` of ``sum(f * v)``, for ``v = eval_points`` of ``f``'s shape (one per output
+    when ``f`` is a list). Returns one result per ``wrt`` (a single one if ``wrt`` is a
+    Variable)."""
+    fs, single_f = _as_list(f)
+    vs = [eval_points] if single_f else list(eval_points)
+    if len(fs) != len(vs):
+        raise ValueError(f"Lop: {len(fs)} expressions but {len(vs)} eval_points")
+    known: dict[Variable, Any] = {}
+    for fi, vi in zip(fs, vs):
+        if not isinstance(fi, Variable):
+            raise TypeError(f"Lop: f must be symbolic Variables, got {fi!r}")
+        vi = fi.type.filter_variable(vi)
+        known[fi] = fi.type.grad_sum([known[fi], vi]) if fi in known else vi
+    return grad(
+        None,
+        wrt,
+        consider_constant=consider_constant,
+        known_grads=known,
+        disconnected_inputs=disconnected_inputs,
+    )
+
+
+def Rop(
+    f: Variable | Sequence[Variable],
+    wrt: Variable | Sequence[Variable],
+    eval_points: Any,
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Variable | list[Variable]:
+    """Jacobian-vector product ``(d f / d wrt) v`` for ``v = eval_points`` (one per
+    ``wrt``, of its shape); one result per ``f`` (a single one if ``f`` is a Variable).
+
+    No op needs an ``R_op``: with a dummy ``u`` of ``f``'s type, ``g(u) = Lop(f, wrt, u)
+    = J^T u`` is linear in ``u``, and ``J v = d (g(u) . v) / d u = Lop(g, u, v)``. The
+    result does not depend on ``u``'s value; any leftover reference to ``u`` (e.g. to
+    its shape) is replaced by ``f`` itself, which has the same type and shape.
+    """
+    fs, single_f = _as_list(f)
+    ws, single_w = _as_list(wrt)
+    vs = [eval_points] if single_w else list(eval_points)
+    if len(ws) != len(vs):
+        raise ValueError(f"Rop: {len(ws)} wrt variables but {len(vs)} eval_points")
+    for fi in fs:
+        if not isinstance(fi, Variable):
+            raise TypeError(f"Rop: f must be symbolic Variables, got {fi!r}")
+    dummies = [fi.type.make_variable(f"rop_u_{k}") for k, fi in enumerate(fs)]
+    known_u: dict[Variable, Any] = {}
+    for fi, u in zip(fs, dummies):
+        known_u[fi] = fi.type.grad_sum([known_u[fi], u]) if fi in known_u else u
+    gs = grad(
+        None,
+        ws,
+        consider_constant=consider_constant,
+        known_grads=known_u,
+        disconnected_inputs=disconnected_inputs,
+    )
+    known_v: dict[Variable, Any] = {}
+    for g, v in zip(gs, vs):
+        v = g.type.filter_variable(v)
+        known_v[g] = g.type.grad_sum([known_v[g], v]) if g in known_v else v
+    results = grad(
+        None,
+        dummies,
+        known_grads=known_v,
+        disconnected_inputs="ignore",
+        return_disconnected="None",
+        null_gradients="raise",
+    )
+    present = [r for r in results if r is not None]
+    if present:
+        replaced, _ = clone_replace(present, dict(zip(dummies, fs)))
+        it = iter(replaced)
+        results = [None if r is None else next(it) for r in results]
+    out = [fi.type.grad_zeros_like(fi) if r is None else r for fi, r in zip(fs, results)]
+    return out[0] if single_f else out
