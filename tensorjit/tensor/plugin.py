@@ -6,11 +6,12 @@ from __future__ import annotations
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.tensor import extra_ops
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
-from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
+from tensorjit.tensor.shape_ops import Join, MakeVector, Reshape, Shape, Split
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import accepts_tensor_value, tensor_shared_constructor
@@ -31,6 +32,21 @@ OP_CLASSES = (
     Gemm,
     Ger,
     IfElse,
+    Join,
+    Split,
+    extra_ops.Tile,
+    extra_ops.Repeat,
+    extra_ops.RepeatGrad,
+    extra_ops.Roll,
+    extra_ops.Sort,
+    extra_ops.Argsort,
+    extra_ops.TakeAlongAxis,
+    extra_ops.ScatterAddAlongAxis,
+    extra_ops.CumOp,
+    extra_ops.CumprodGrad,
+    extra_ops.Bincount,
+    extra_ops.Unique,
+    extra_ops.SearchSorted,
 )
 
 
