@@ -6,7 +6,7 @@ from __future__ import annotations
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
-from tensorjit.tensor import extra_ops
+from tensorjit.tensor import extra_ops, linalg
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
@@ -47,6 +47,22 @@ OP_CLASSES = (
     extra_ops.Bincount,
     extra_ops.Unique,
     extra_ops.SearchSorted,
+    linalg.MatMul,
+    linalg.TensorDot,
+    linalg.AllocDiag,
+    linalg.ExtractDiag,
+    linalg.IncDiagonal,
+    linalg.TriangularPart,
+    linalg.SolveTriangular,
+    linalg.Cholesky,
+    linalg.MatrixInverse,
+    linalg.MatrixPinv,
+    linalg.Solve,
+    linalg.Det,
+    linalg.SLogDet,
+    linalg.Eigh,
+    linalg.QR,
+    linalg.SVD,
 )
 
 
