@@ -6,7 +6,7 @@ from __future__ import annotations
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
-from tensorjit.tensor import extra_ops, linalg
+from tensorjit.tensor import extra_ops, linalg, nnet
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
@@ -63,6 +63,7 @@ OP_CLASSES = (
     linalg.Eigh,
     linalg.QR,
     linalg.SVD,
+    *nnet.OP_CLASSES,
 )
 
 
