@@ -77,9 +77,7 @@ class IfElse(Op):
         n = self.n_outs
         shapes = []
         for then_s, else_s in zip(input_shapes[1 : 1 + n], input_shapes[1 + n :]):
-            shapes.append(
-                tuple(ifelse(node.inputs[0], a, b) for a, b in zip(then_s, else_s))
-            )
+            shapes.append(tuple(ifelse(node.inputs[0], a, b) for a, b in zip(then_s, else_s)))
         return shapes
 
 

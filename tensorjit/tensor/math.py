@@ -11,7 +11,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.scalar import SCALAR_OPS, Cast
+from tensorjit.tensor.scalar import SCALAR_OPS, Cast, Polygamma
 from tensorjit.tensor.type import TensorType, normalize_dtype
 from tensorjit.tensor.variable import as_tensor_variable, constant
 
@@ -76,6 +76,100 @@ floor_divide = int_div
 power = pow
 bitwise_and, bitwise_or, bitwise_xor, bitwise_not = and_, or_, xor, invert
 abs_ = abs
+
+# Table 1 elementwise functions (NumPy semantics, dtypes and broadcasting).
+arcsin = _elemwise("arcsin")
+arccos = _elemwise("arccos")
+arctan = _elemwise("arctan")
+arctan2 = _elemwise("arctan2")
+sinh = _elemwise("sinh")
+cosh = _elemwise("cosh")
+arcsinh = _elemwise("arcsinh")
+arccosh = _elemwise("arccosh")
+arctanh = _elemwise("arctanh")
+deg2rad = _elemwise("deg2rad")
+rad2deg = _elemwise("rad2deg")
+reciprocal = _elemwise("reciprocal")
+logaddexp = _elemwise("logaddexp")
+trunc = _elemwise("trunc")
+isnan = _elemwise("isnan")
+isinf = _elemwise("isinf")
+isfinite = _elemwise("isfinite")
+real = _elemwise("real")
+imag = _elemwise("imag")
+conj = _elemwise("conj")
+angle = _elemwise("angle")
+erf = _elemwise("erf")
+erfc = _elemwise("erfc")
+erfinv = _elemwise("erfinv")
+gamma = _elemwise("gamma")
+gammaln = _elemwise("gammaln")
+psi = _elemwise("psi")
+tri_gamma = _elemwise("tri_gamma")
+inv = reciprocal
+floor_div = int_div
+conjugate = conj
+digamma = psi
+sgn = sign  # Theano's name
+arcsin.__doc__ = "Elementwise inverse sine (``numpy.arcsin``); the gradient needs |x| < 1."
+real.__doc__ = "Real part (``numpy.real``): complex64 -> float32, complex128 -> float64."
+imag.__doc__ = "Imaginary part (``numpy.imag``): zeros for real inputs."
+angle.__doc__ = "Argument of a complex number (``numpy.angle``), in radians."
+psi.__doc__ = "The digamma function, derivative of ``gammaln`` (``scipy.special.psi``)."
+tri_gamma.__doc__ = "The trigamma function, derivative of ``psi``."
+
+_ROUND_MODES = ("half_to_even", "half_away_from_zero")
+
+
+def round(x: Any, mode: str = "half_to_even") -> Variable:
+    """Round to the nearest integer value, keeping the dtype as ``numpy.round`` does.
+
+    ``mode="half_to_even"`` (NumPy's rule) rounds 2.5 to 2; ``"half_away_from_zero"``
+    rounds 2.5 to 3 and -2.5 to -3. The gradient is zero.
+    """
+    if mode not in _ROUND_MODES:
+        raise ValueError(
+            f"round: mode must be one of {_ROUND_MODES}, got {mode!r} "
+            f"(rounding {as_tensor_variable(x).describe()})"
+        )
+    return _ELEMWISE[f"round_{mode}"](x)
+
+
+def round_half_to_even(x: Any) -> Variable:
+    return round(x, "half_to_even")
+
+
+def round_half_away_from_zero(x: Any) -> Variable:
+    return round(x, "half_away_from_zero")
+
+
+def iround(x: Any, mode: str = "half_to_even") -> Variable:
+    """``round(x, mode)`` as int64."""
+    return cast(round(x, mode), "int64")
+
+
+def clip(x: Any, lo: Any, hi: Any) -> Variable:
+    """``numpy.clip(x, lo, hi)`` with broadcasting; ``lo`` or ``hi`` may be None.
+
+    The gradient w.r.t. ``x`` is 1 where ``lo <= x <= hi`` and 0 elsewhere; w.r.t. ``lo``
+    (``hi``) it is 1 where the result is ``lo`` (``hi``).
+    """
+    if lo is None and hi is None:
+        return as_tensor_variable(x)
+    if lo is None:
+        return minimum(x, hi)
+    if hi is None:
+        return maximum(x, lo)
+    return _ELEMWISE["clip"](x, lo, hi)
+
+
+def polygamma(n: int, x: Any) -> Variable:
+    """The ``n``-th derivative of ``psi`` (``scipy.special.polygamma``), ``n >= 0``."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative Python int, got {n!r}")
+    if n == 0:
+        return psi(x)
+    return Elemwise(Polygamma(int(n)))(x)
 
 
 def cast(x: Any, dtype: Any) -> Variable:
@@ -283,9 +377,28 @@ class Reduce(Op):
             z_full = DimShuffle(outputs[0].type.ndim, keep)(outputs[0])
             return [mul(g_full, eq(x, z_full))]
         if self.kind == "prod":
-            z_full = DimShuffle(outputs[0].type.ndim, keep)(outputs[0])
-            return [true_div(mul(g_full, z_full), x)]
+            return [mul(g_full, self._prod_of_others(x, keep))]
         return [None]
+
+    def _prod_of_others(self, x: Variable, keep: tuple) -> Variable:
+        """For each element, the product of the other elements of its reduction group.
+
+        Written without dividing by zero: with no zero in the group it is
+        prod / x; with exactly one zero it is the product of the non-zeros at the zero
+        and 0 elsewhere; with two or more zeros it is 0 everywhere.
+        """
+        is_zero = eq(x, 0)
+        nonzero = switch(is_zero, constant(np.ones((), x.type.dtype)), x)
+        prod_nz = Reduce("prod", self.axis)(nonzero)
+        prod_nz = DimShuffle(prod_nz.type.ndim, keep)(prod_nz)
+        n_zero = Reduce("sum", self.axis)(cast(is_zero, "int64"))
+        n_zero = DimShuffle(n_zero.type.ndim, keep)(n_zero)
+        zero = constant(np.zeros((), x.type.dtype))
+        return switch(
+            eq(n_zero, 0),
+            true_div(prod_nz, nonzero),
+            switch(eq(n_zero, 1), switch(is_zero, prod_nz, zero), zero),
+        )
 
 
 def _keepdims_pattern(ndim: int, axis: tuple[int, ...]) -> tuple:
@@ -350,6 +463,54 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return true_div(total, cast(count, total.type.dtype))
 
 
+def _count(x: Variable, axes: tuple[int, ...]) -> Variable | None:
+    shape = _shape_of(x)
+    count: Any = None
+    for a in axes:
+        count = shape[a] if count is None else mul(count, shape[a])
+    return count
+
+
+def _axes_of(x: Variable, axis: Any, what: str) -> tuple[int, ...]:
+    """``normalize_axis`` whose errors also name the variable."""
+    try:
+        return normalize_axis(axis, x.type.ndim, what)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{exc} ({x.describe()})") from None
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
+    """Variance over ``axis`` like ``numpy.var``: ``sum(|x - mean|**2) / (n - ddof)``.
+
+    Integer and bool inputs give float64, complex inputs their real dtype.
+    """
+    x = as_tensor_variable(x)
+    axes = _axes_of(x, axis, "var")
+    if not isinstance(ddof, (int, np.integer, float, np.floating)) or isinstance(ddof, bool):
+        raise TypeError(f"var: ddof must be a number, got {ddof!r} for {x.describe()}")
+    kind = np.dtype(x.type.dtype).kind
+    if kind not in "fc":
+        x = cast(x, "float64")
+    centered = sub(x, mean(x, axis=axes, keepdims=True))
+    if kind == "c":
+        squares = real(mul(centered, conj(centered)))
+    else:
+        squares = sqr(centered)
+    total = sum(squares, axis=axes, keepdims=keepdims)
+    count = _count(x, axes)
+    if count is None:
+        count = constant(np.int64(1))
+    denominator = maximum(sub(count, ddof), 0)  # as NumPy: n <= ddof divides by 0
+    return true_div(total, cast(denominator, total.type.dtype))
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Variable:
+    """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, ddof))``."""
+    x = as_tensor_variable(x)
+    _axes_of(x, axis, "std")  # errors name std, not var
+    return sqrt(var(x, axis=axis, keepdims=keepdims, ddof=ddof))
+
+
 def prod_of_shape(x: Any) -> Variable:
     count: Any = constant(np.int64(1))
     for s in _shape_of(as_tensor_variable(x)):
@@ -358,29 +519,45 @@ def prod_of_shape(x: Any) -> Variable:
 
 
 class Argmax(Op):
-    """Index of the maximum (or minimum, ``kind='argmin'``) along one axis or all."""
+    """Index of the maximum (or minimum, ``kind='argmin'``) along one axis or all.
+
+    ``axis`` may also be a sorted tuple of axes: the index is then into those axes
+    flattened in C order (as Theano's argmax over several axes).
+    """
 
     __props__ = ("kind", "axis")
 
-    def __init__(self, kind: str, axis: int | None):
+    def __init__(self, kind: str, axis: int | tuple[int, ...] | None):
         self.kind, self.axis = kind, axis
         self.fn = np.argmax if kind == "argmax" else np.argmin
 
+    def _reduced(self, ndim: int) -> tuple[int, ...]:
+        if self.axis is None:
+            return tuple(range(ndim))
+        return self.axis if isinstance(self.axis, tuple) else (self.axis,)
+
     def make_node(self, x: Any) -> Apply:
         x = as_tensor_variable(x)
-        if self.axis is None:
-            shape: tuple = ()
-        else:
-            shape = tuple(s for a, s in enumerate(x.type.shape) if a != self.axis)
+        reduced = self._reduced(x.type.ndim)
+        for a in reduced:
+            if not 0 <= a < builtins.max(x.type.ndim, 1):
+                raise ValueError(f"{self.kind}: axis {a} out of range for {x.describe()}")
+        shape = tuple(s for a, s in enumerate(x.type.shape) if a not in reduced)
         return Apply(self, [x], [TensorType("int64", shape).make_variable()])
 
     def infer_shape(self, fgraph, node, input_shapes):
-        if self.axis is None:
-            return [()]
-        return [tuple(s for a, s in enumerate(input_shapes[0]) if a != self.axis)]
+        reduced = self._reduced(len(input_shapes[0]))
+        return [tuple(s for a, s in enumerate(input_shapes[0]) if a not in reduced)]
 
     def perform(self, node, inputs, output_storage):
-        output_storage[0][0] = np.asarray(self.fn(inputs[0], axis=self.axis), dtype="int64")
+        x = inputs[0]
+        axis = self.axis
+        if isinstance(axis, tuple):
+            kept = tuple(a for a in range(x.ndim) if a not in axis)
+            x = x.transpose(kept + axis)
+            x = x.reshape(x.shape[: len(kept)] + (-1,))
+            axis = -1
+        output_storage[0][0] = np.asarray(self.fn(x, axis=axis), dtype="int64")
 
     def grad(self, inputs, output_grads):
         # Piecewise constant in x: the gradient is zero wherever it is defined.
@@ -389,11 +566,22 @@ class Argmax(Op):
 
 def _arg(kind: str, x: Any, axis: Any, keepdims: bool) -> Variable:
     x = as_tensor_variable(x)
-    if axis is not None:
-        (axis,) = normalize_axis(axis, x.type.ndim, kind)
-    out = Argmax(kind, axis)(x)
+    if axis is None:
+        axes = tuple(range(x.type.ndim))
+    else:
+        axes = _axes_of(x, axis, kind)
+        if not axes:
+            raise ValueError(f"{kind}: axis={axis!r} selects no axis of {x.describe()}")
+    if axis is None:
+        op_axis: Any = None
+    elif len(axes) == 1:
+        op_axis = axes[0]
+    elif axes == tuple(range(x.type.ndim)):
+        op_axis = None  # every axis: the index into the flattened array
+    else:
+        op_axis = axes
+    out = Argmax(kind, op_axis)(x)
     if keepdims:
-        axes = tuple(range(x.type.ndim)) if axis is None else (axis,)
         out = DimShuffle(out.type.ndim, _keepdims_pattern(x.type.ndim, axes))(out)
     return out
 

@@ -6,13 +6,19 @@ from __future__ import annotations
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
-from tensorjit.tensor import extra_ops, linalg, nnet
+from tensorjit.tensor import allocation, extra_ops, linalg, nnet
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import Join, MakeVector, Reshape, Shape, Split
-from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
+from tensorjit.tensor.subtensor import (
+    AdvancedIncSubtensor,
+    AdvancedSubtensor,
+    IncSubtensor,
+    Subtensor,
+    advanced_incsubtensor_inplace_variant,
+)
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import accepts_tensor_value, tensor_shared_constructor
 
@@ -64,6 +70,12 @@ OP_CLASSES = (
     linalg.QR,
     linalg.SVD,
     *nnet.OP_CLASSES,
+    allocation.Second,
+    allocation.Eye,
+    allocation.Tri,
+    allocation.ARange,
+    AdvancedSubtensor,
+    AdvancedIncSubtensor,
 )
 
 
@@ -100,6 +112,7 @@ def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
     registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)
+    registry.add(AdvancedIncSubtensor, advanced_incsubtensor_inplace_variant, plugin=FAMILY)
 
 
 @hookimpl

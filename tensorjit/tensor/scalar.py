@@ -197,6 +197,97 @@ def _sqr(x):
     return np.multiply(x, x)
 
 
+def _round_half_away_from_zero(x):
+    # trunc(x) + sign(x) where the dropped fraction is >= 1/2; x - trunc(x) is exact, so
+    # unlike floor(x + 0.5) this never rounds 0.49999999999999994 up.
+    x = np.asarray(x)
+    if x.dtype.kind not in "fc":
+        return np.round(x)  # integers (and bools) as numpy.round does
+    t = np.trunc(x)
+    return t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0).astype(t.dtype)
+
+
+def _real(x):
+    return np.array(np.real(x))  # a copy: np.real returns a view (or x itself)
+
+
+def _imag(x):
+    return np.array(np.imag(x))
+
+
+def _angle(x):
+    return np.asarray(np.angle(x))
+
+
+def _clip(x, lo, hi):
+    return np.clip(x, lo, hi)
+
+
+class Polygamma(ScalarOp):
+    """The ``n``-th derivative of the digamma function (``n=1``: trigamma)."""
+
+    def __init__(self, n: int):
+        self.n = int(n)
+        name = "tri_gamma" if self.n == 1 else f"polygamma_{self.n}"
+        super().__init__(name, 1, self._polygamma, _g_unary(self._rule))
+
+    def _polygamma(self, x):
+        x = np.asarray(x)
+        dtype = numpy_result_dtype(scipy.special.psi, (x.dtype.name,))
+        with np.errstate(all="ignore"):
+            return np.asarray(scipy.special.polygamma(self.n, x)).astype(dtype, copy=False)
+
+    def _rule(self, x, z, g):
+        from tensorjit.tensor.elemwise import Elemwise
+
+        return g * Elemwise(Polygamma(self.n + 1))(x)
+
+
+def _complex_input(name, x):
+    if np.dtype(x.dtype).kind == "c":
+        from tensorjit.core.gradient import NotDifferentiableError
+
+        raise NotDifferentiableError(
+            f"{name} of the complex {x.describe()} has no gradient: gradients with respect "
+            "to complex inputs are not implemented"
+        )
+
+
+def _g_real_part(name, real_rule):
+    def grad(i, o, gz):
+        _complex_input(name, i[0])
+        return _only_float(i, [real_rule(i[0], o[0], gz[0])])
+
+    return grad
+
+
+def _g_arctan2(i, o, gz):
+    y, x = i
+    r2 = x * x + y * y
+    return _only_float(i, [gz[0] * x / r2, -gz[0] * y / r2])
+
+
+def _g_logaddexp(i, o, gz):
+    t = _t()
+    x, y = i
+    return _only_float(i, [gz[0] * t.exp(x - o[0]), gz[0] * t.exp(y - o[0])])
+
+
+def _g_clip(i, o, gz):
+    # clip(x, lo, hi) == minimum(maximum(x, lo), hi), with the same tie rules.
+    t = _t()
+    x, lo, hi = i
+    m = t.maximum(x, lo)
+    below_hi = t.le(m, hi)
+    g = gz[0]
+    return _only_float(
+        i, [g * (t.ge(x, lo) & below_hi), g * (t.lt(x, lo) & below_hi), g * t.gt(m, hi)]
+    )
+
+
+_SQRT_PI = float(np.sqrt(np.pi))
+
+
 def _u(name, impl, rule=None, symbol=None, differentiable=True):
     return ScalarOp(
         name, 1, impl, _g_unary(rule) if rule else None, symbol, differentiable=differentiable
@@ -250,5 +341,37 @@ SCALAR_OPS: dict[str, ScalarOp] = {
         _u("floor", np.floor, lambda x, z, g: _t().zeros_like(g)),
         _u("ceil", np.ceil, lambda x, z, g: _t().zeros_like(g)),
         ScalarOp("switch", 3, np.where, _g_switch),
+        # Table 1 additions
+        _u("arcsin", np.arcsin, lambda x, z, g: g / _t().sqrt(1 - x * x)),
+        _u("arccos", np.arccos, lambda x, z, g: -g / _t().sqrt(1 - x * x)),
+        _u("arctan", np.arctan, lambda x, z, g: g / (1 + x * x)),
+        _b("arctan2", np.arctan2, _g_arctan2),
+        _u("sinh", np.sinh, lambda x, z, g: g * _t().cosh(x)),
+        _u("cosh", np.cosh, lambda x, z, g: g * _t().sinh(x)),
+        _u("arcsinh", np.arcsinh, lambda x, z, g: g / _t().sqrt(x * x + 1)),
+        _u("arccosh", np.arccosh, lambda x, z, g: g / _t().sqrt(x * x - 1)),
+        _u("arctanh", np.arctanh, lambda x, z, g: g / (1 - x * x)),
+        _u("deg2rad", np.deg2rad, lambda x, z, g: g * float(np.pi / 180.0)),
+        _u("rad2deg", np.rad2deg, lambda x, z, g: g * float(180.0 / np.pi)),
+        _u("reciprocal", np.reciprocal, lambda x, z, g: -g * z * z),
+        _b("logaddexp", np.logaddexp, _g_logaddexp),
+        _u("round_half_to_even", np.round, differentiable=False),
+        _u("round_half_away_from_zero", _round_half_away_from_zero, differentiable=False),
+        _u("trunc", np.trunc, differentiable=False),
+        _u("isnan", np.isnan, differentiable=False),
+        _u("isinf", np.isinf, differentiable=False),
+        _u("isfinite", np.isfinite, differentiable=False),
+        ScalarOp("clip", 3, _clip, _g_clip),
+        ScalarOp("real", 1, _real, _g_real_part("real", lambda x, z, g: g)),
+        ScalarOp("imag", 1, _imag, _g_real_part("imag", lambda x, z, g: zero_grad(x))),
+        ScalarOp("conj", 1, np.conjugate, _g_real_part("conj", lambda x, z, g: g)),
+        ScalarOp("angle", 1, _angle, _g_real_part("angle", lambda x, z, g: zero_grad(x))),
+        _u("erf", scipy.special.erf, lambda x, z, g: g * (2 / _SQRT_PI) * _t().exp(-x * x)),
+        _u("erfc", scipy.special.erfc, lambda x, z, g: g * (-2 / _SQRT_PI) * _t().exp(-x * x)),
+        _u("erfinv", scipy.special.erfinv, lambda x, z, g: g * (_SQRT_PI / 2) * _t().exp(z * z)),
+        _u("gamma", scipy.special.gamma, lambda x, z, g: g * z * _t().psi(x)),
+        _u("gammaln", scipy.special.gammaln, lambda x, z, g: g * _t().psi(x)),
+        _u("psi", scipy.special.psi, lambda x, z, g: g * _t().tri_gamma(x)),
+        Polygamma(1),
     ]
 }

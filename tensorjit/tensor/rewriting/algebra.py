@@ -142,8 +142,10 @@ def canonical_product(fgraph: FunctionGraph, node):
     for side, var in leaves:
         data = constant_data(var)
         if data is not None:
-            value = data if side > 0 else 1.0 / data
-            coefficient = value if coefficient is None else coefficient * value
+            with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 folds to inf
+                value = data if side > 0 else 1.0 / data
+            with np.errstate(over="ignore", invalid="ignore"):
+                coefficient = value if coefficient is None else coefficient * value
         else:
             counts[var] += side
             order[var] = order_key(var)
