@@ -139,6 +139,19 @@ class Subtensor(Op):
         shape = _static_shape(x, self.entries, idx_vars)
         return Apply(self, [x] + idx_vars, [TensorType(x.type.dtype, shape).make_variable()])
 
+    def infer_shape(self, fgraph, node, input_shapes):
+        x_shape = input_shapes[0]
+        values = iter(node.inputs[1:])
+        shape = []
+        for axis, entry in enumerate(self.entries):
+            if entry == "i":
+                next(values)
+                continue
+            start, stop, step = (next(values) if flag else None for flag in entry[1:])
+            shape.append(slice_length(start, stop, step, x_shape[axis]))
+        shape.extend(x_shape[len(self.entries) :])
+        return [tuple(shape)]
+
     def perform(self, node, inputs, output_storage):
         x, *idx = inputs
         # The trailing Ellipsis keeps a full integer index a 0-d array view, not a scalar.
@@ -832,6 +845,34 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Variable:
         what = item.describe() if isinstance(item, Variable) else repr(item)
         raise TypeError(f"take: indices must be integers or integer arrays, got {what}")
     return getitem(a, (slice(None),) * axis + (item,))
+
+
+def slice_length(start: Any, stop: Any, step: Any, n: Any) -> Any:
+    """Symbolic ``len(range(*slice(start, stop, step).indices(n)))`` (None = omitted)."""
+    from tensorjit.tensor import math as tm
+
+    def normalized(index, low, high):
+        # Negative indices count from the end; then clamp to [low, high].
+        index = tm.switch(tm.lt(index, 0), tm.add(index, n), index)
+        return tm.minimum(tm.maximum(index, low), high)
+
+    def forward(step_value):
+        first = 0 if start is None else normalized(start, 0, n)
+        end = n if stop is None else normalized(stop, 0, n)
+        return tm.maximum(tm.int_div(tm.add(tm.sub(end, first), step_value - 1), step_value), 0)
+
+    def backward(step_value):
+        last = tm.sub(n, 1) if start is None else normalized(start, -1, tm.sub(n, 1))
+        end = -1 if stop is None else normalized(stop, -1, tm.sub(n, 1))
+        size = tm.neg(step_value)
+        return tm.maximum(tm.int_div(tm.add(tm.sub(last, end), tm.sub(size, 1)), size), 0)
+
+    if step is None:
+        return forward(1)
+    if isinstance(step, Constant):
+        value = int(step.data)
+        return forward(value) if value > 0 else backward(value)
+    return tm.switch(tm.gt(step, 0), forward(step), backward(step))
 
 
 def getitem(x: Variable, index: Any) -> Variable:

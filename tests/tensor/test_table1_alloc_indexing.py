@@ -773,3 +773,30 @@ def test_basic_slicing_grad_negative_step_values():
     expected = np.zeros((3, 4, 5))
     expected[::-2, :, ::-3] = w
     check_same(run([x], g, np.zeros((3, 4, 5))), expected)
+
+
+def test_basic_slice_shapes_are_inferred_without_computing_the_value():
+    from tensorjit.tensor.elemwise import Elemwise
+
+    x = T.vector("x")
+    a, b, c = T.lscalars("a", "b", "c")
+    lengths = [x[a:b:c].shape[0], x[a::c].shape[0], x[:b:c].shape[0], x[::c].shape[0]]
+    f = tensorjit.function([x, a, b, c], lengths)
+    for n in (0, 1, 5):
+        v = np.zeros(n)
+        for start in range(-7, 8, 2):
+            for stop in range(-7, 8, 3):
+                for step in (-2, -1, 1, 3):
+                    expected = [
+                        len(range(*slice(start, stop, step).indices(n))),
+                        len(range(*slice(start, None, step).indices(n))),
+                        len(range(*slice(None, stop, step).indices(n))),
+                        len(range(*slice(None, None, step).indices(n))),
+                    ]
+                    assert [int(r) for r in f(v, start, stop, step)] == expected
+    g = tensorjit.function([x], T.exp(x)[1:-1:2].shape)
+    assert not any(
+        isinstance(node.op, Elemwise) and node.op.scalar_op.name == "exp"
+        for node in g.fgraph.apply_nodes
+    )
+    np.testing.assert_array_equal(g(np.zeros(7)), [3])
