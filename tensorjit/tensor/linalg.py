@@ -628,7 +628,31 @@ def _triu(x: Variable, k: int = 0) -> Variable:
 
 
 # ---------------------------------------------------------------- triangular solve
-class SolveTriangular(Op):
+class _LinearSolve(Op):
+    """Shared structure of the solvers: a square ``a``, a vector or matrix ``b`` of
+    matching length, a result shaped like ``b``; subclasses give ``what`` and ``_solve``."""
+
+    what = "solve"
+
+    def make_node(self, a: Any, b: Any) -> Apply:
+        a = _square_matrix(self.what, a)
+        b = as_tensor_variable(b)
+        _require_ndim(self.what, b, (1, 2), "the right-hand side")
+        _check_inner(self.what, a, b, a.type.shape[0], b.type.shape[0])
+        (dtype,) = _out_dtypes(self.what, a, b)
+        return Apply(self, [a, b], [TensorType(dtype, b.type.shape).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[1]]
+
+    def perform(self, node, inputs, output_storage):
+        a, b = inputs
+        _check_square_value(self.what, node, a)
+        _check_rhs(self.what, node, a, b)
+        _store(output_storage, 0, node, self._solve(node, a, b))
+
+
+class SolveTriangular(_LinearSolve):
     """``scipy.linalg.solve_triangular(a, b, lower=lower, trans=trans)``: solves
     ``a x = b`` (trans=0) or ``a.T x = b`` (trans=1) reading one triangle of ``a``."""
 
@@ -644,23 +668,11 @@ class SolveTriangular(Op):
             raise ValueError(f"solve_triangular: trans must be 0/'N' or 1/'T', got {trans!r}")
         self.trans = trans
 
-    def make_node(self, a: Any, b: Any) -> Apply:
-        a = _square_matrix("solve_triangular", a)
-        b = as_tensor_variable(b)
-        _require_ndim("solve_triangular", b, (1, 2), "the right-hand side")
-        _check_inner("solve_triangular", a, b, a.type.shape[0], b.type.shape[0])
-        (dtype,) = _out_dtypes("solve_triangular", a, b)
-        return Apply(self, [a, b], [TensorType(dtype, b.type.shape).make_variable()])
+    what = "solve_triangular"
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[1]]
-
-    def perform(self, node, inputs, output_storage):
-        a, b = inputs
-        _check_square_value("solve_triangular", node, a)
-        _check_rhs("solve_triangular", node, a, b)
-        x = _call(
-            "solve_triangular",
+    def _solve(self, node, a, b):
+        return _call(
+            self.what,
             node,
             scipy.linalg.solve_triangular,
             a,
@@ -668,7 +680,6 @@ class SolveTriangular(Op):
             trans=self.trans,
             lower=self.lower,
         )
-        _store(output_storage, 0, node, x)
 
     def L_op(self, inputs, outputs, output_grads):
         undefined = _complex_result(self, inputs, outputs)
@@ -828,27 +839,13 @@ def pinv(x: Any) -> Variable:
     return MatrixPinv()(x)
 
 
-class Solve(Op):
+class Solve(_LinearSolve):
     """``numpy.linalg.solve(a, b)`` for a square matrix ``a`` and a vector or matrix ``b``."""
 
     __props__ = ()
 
-    def make_node(self, a: Any, b: Any) -> Apply:
-        a = _square_matrix("solve", a)
-        b = as_tensor_variable(b)
-        _require_ndim("solve", b, (1, 2), "the right-hand side")
-        _check_inner("solve", a, b, a.type.shape[0], b.type.shape[0])
-        (dtype,) = _out_dtypes("solve", a, b)
-        return Apply(self, [a, b], [TensorType(dtype, b.type.shape).make_variable()])
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[1]]
-
-    def perform(self, node, inputs, output_storage):
-        a, b = inputs
-        _check_square_value("solve", node, a)
-        _check_rhs("solve", node, a, b)
-        _store(output_storage, 0, node, _call("solve", node, np.linalg.solve, a, b))
+    def _solve(self, node, a, b):
+        return _call(self.what, node, np.linalg.solve, a, b)
 
     def L_op(self, inputs, outputs, output_grads):
         undefined = _complex_result(self, inputs, outputs)
