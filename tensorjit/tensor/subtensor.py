@@ -209,15 +209,7 @@ class IncSubtensor(Op):
         y = as_tensor_variable(y)
         idx_vars = [_as_index_var(i) for i in idx]
         region = _static_shape(x, self.entries, idx_vars)
-        if y.type.ndim > len(region):
-            raise ValueError(
-                f"{self}: value {y.describe()} has more dimensions than the indexed region "
-                f"({len(region)})"
-            )
-        if y.type.dtype != x.type.dtype:
-            from tensorjit.tensor.math import cast
-
-            y = cast(y, x.type.dtype)
+        y = _value_for_region(self, x, y, region)
         return Apply(self, [x, y] + idx_vars, [x.type.make_variable()])
 
     def infer_shape(self, fgraph, node, input_shapes):
@@ -739,22 +731,7 @@ class AdvancedIncSubtensor(Op):
         y = as_tensor_variable(y)
         idx_vars = [_as_index_var(i) if _is_int_index(i) else as_tensor_variable(i) for i in idx]
         region = _advanced_static_shape(self, x, self.entries, idx_vars)
-        if y.type.ndim > len(region):
-            raise ValueError(
-                f"{self}: value {y.describe()} has more dimensions than the indexed region "
-                f"({len(region)})"
-            )
-        for j in range(1, y.type.ndim + 1):
-            n, m = y.type.shape[-j], region[-j]
-            if n is not None and m is not None and n != 1 and n != m:
-                raise ValueError(
-                    f"{self}: value {y.describe()} of static shape {y.type.shape} can not be "
-                    f"broadcast to the indexed region's static shape {region}"
-                )
-        if y.type.dtype != x.type.dtype:
-            from tensorjit.tensor.math import cast
-
-            y = cast(y, x.type.dtype)
+        y = _value_for_region(self, x, y, region)
         return Apply(self, [x, y] + idx_vars, [x.type.make_variable()])
 
     def infer_shape(self, fgraph, node, input_shapes):
@@ -845,6 +822,28 @@ def take(a: Any, indices: Any, axis: int | None = None) -> Variable:
         what = item.describe() if isinstance(item, Variable) else repr(item)
         raise TypeError(f"take: indices must be integers or integer arrays, got {what}")
     return getitem(a, (slice(None),) * axis + (item,))
+
+
+def _value_for_region(op: Op, x: Variable, y: Variable, region: tuple) -> Variable:
+    """``y`` checked against the static shape of the region it is written into, and cast
+    to ``x``'s dtype."""
+    if y.type.ndim > len(region):
+        raise ValueError(
+            f"{op}: value {y.describe()} has more dimensions than the indexed region "
+            f"({len(region)})"
+        )
+    for j in range(1, y.type.ndim + 1):
+        n, m = y.type.shape[-j], region[-j]
+        if n is not None and m is not None and n != 1 and n != m:
+            raise ValueError(
+                f"{op}: value {y.describe()} of static shape {y.type.shape} can not be "
+                f"broadcast to the indexed region's static shape {region}"
+            )
+    if y.type.dtype != x.type.dtype:
+        from tensorjit.tensor.math import cast
+
+        y = cast(y, x.type.dtype)
+    return y
 
 
 def slice_length(start: Any, stop: Any, step: Any, n: Any) -> Any:
