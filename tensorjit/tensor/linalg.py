@@ -714,7 +714,28 @@ def solve_triangular(a: Any, b: Any, lower: bool = False, trans: int | str = 0) 
 
 
 # ---------------------------------------------------------------- cholesky
-class Cholesky(Op):
+class _SquareMatrixMap(Op):
+    """A map from a square matrix to a matrix of the same shape (cholesky, inv); the
+    subclass gives ``what`` and ``_compute``."""
+
+    what = ""
+
+    def make_node(self, x: Any) -> Apply:
+        x = _square_matrix(self.what, x)
+        (dtype,) = _out_dtypes(self.what, x)
+        return Apply(self, [x], [TensorType(dtype, x.type.shape).make_variable()])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def perform(self, node, inputs, output_storage):
+        (x,) = inputs
+        _check_square_value(self.what, node, x)
+        result = np.empty(x.shape) if x.size == 0 else self._compute(node, x)
+        _store(output_storage, 0, node, result)
+
+
+class Cholesky(_SquareMatrixMap):
     """``scipy.linalg.cholesky(x, lower=lower)``: L with x = L L^T (or U with x = U^T U).
     Only the lower (upper) triangle of x is read."""
 
@@ -723,22 +744,10 @@ class Cholesky(Op):
     def __init__(self, lower: bool = True):
         self.lower = bool(lower)
 
-    def make_node(self, x: Any) -> Apply:
-        x = _square_matrix("cholesky", x)
-        (dtype,) = _out_dtypes("cholesky", x)
-        return Apply(self, [x], [TensorType(dtype, x.type.shape).make_variable()])
+    what = "cholesky"
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[0]]
-
-    def perform(self, node, inputs, output_storage):
-        (x,) = inputs
-        _check_square_value("cholesky", node, x)
-        if x.size == 0:
-            _store(output_storage, 0, node, np.empty(x.shape))
-            return
-        chol = _call("cholesky", node, scipy.linalg.cholesky, x, lower=self.lower)
-        _store(output_storage, 0, node, chol)
+    def _compute(self, node, x):
+        return _call(self.what, node, scipy.linalg.cholesky, x, lower=self.lower)
 
     def L_op(self, inputs, outputs, output_grads):
         (x,) = inputs
@@ -764,23 +773,15 @@ def cholesky(x: Any, lower: bool = True) -> Variable:
 
 
 # ---------------------------------------------------------------- inverse & co.
-class MatrixInverse(Op):
+class MatrixInverse(_SquareMatrixMap):
     """``numpy.linalg.inv`` of a square matrix."""
 
     __props__ = ()
 
-    def make_node(self, x: Any) -> Apply:
-        x = _square_matrix("inv", x)
-        (dtype,) = _out_dtypes("inv", x)
-        return Apply(self, [x], [TensorType(dtype, x.type.shape).make_variable()])
+    what = "inv"
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[0]]
-
-    def perform(self, node, inputs, output_storage):
-        (x,) = inputs
-        _check_square_value("inv", node, x)
-        _store(output_storage, 0, node, _call("inv", node, np.linalg.inv, x))
+    def _compute(self, node, x):
+        return _call(self.what, node, np.linalg.inv, x)
 
     def L_op(self, inputs, outputs, output_grads):
         (x,) = inputs
