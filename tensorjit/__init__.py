@@ -12,6 +12,7 @@ from tensorjit.core.graph import Apply, Constant, FunctionGraph, Op, Type, Varia
 from tensorjit.core.memory import In, Out, SharedVariable, shared
 from tensorjit.gradient import Lop, Rop, grad, hessian, jacobian, verify_grad
 from tensorjit.printing import Print, debugprint, pp, pprint
+from tensorjit.scan import scan
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,7 @@ __all__ = [
     "jacobian",
     "pp",
     "pprint",
+    "scan",
     "shared",
     "tensor",
     "verify_grad",

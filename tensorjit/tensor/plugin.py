@@ -124,5 +124,8 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
 
 @hookimpl
 def tensorjit_register_ops(registry: OpRegistry) -> None:
+    from tensorjit.scan import Scan
+
     for op_class in OP_CLASSES:
         registry.add(op_class, FAMILY)
+    registry.add(Scan, "scan")

@@ -575,7 +575,13 @@ def _add_default_updates(update_pairs: list, outputs: list[Variable]) -> None:
     updated = {s for s, _ in update_pairs}
     while True:
         added = False
-        for var in graph_inputs(outputs + [u for _, u in update_pairs]):
+        targets = outputs + [u for _, u in update_pairs]
+        # An op that carries shared state inside (a loop) says so: the states it reads
+        # are updated by what it returns, not by their default update.
+        for node in toposort(targets):
+            if getattr(node.op, "skip_default_updates", False):
+                updated.update(v for v in node.inputs if isinstance(v, SharedVariable))
+        for var in graph_inputs(targets):
             default = getattr(var, "default_update", None)
             if isinstance(var, SharedVariable) and default is not None and var not in updated:
                 update_pairs.extend(_normalize_updates([(var, default)]))
