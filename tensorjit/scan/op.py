@@ -243,7 +243,8 @@ class Scan(Op):
                 args.extend(buf[t + lag + tap] for tap in taps)
             args.extend(carries)
             args.extend(nonseqs)
-            results = fn(*args)
+            # Step 0 checks the argument types; later steps pass the same kinds of values.
+            results = fn.call_trusted(args) if t else fn(*args)
             for k in range(n_mit):
                 buf = bufs[k]
                 value = results[k]

@@ -135,6 +135,11 @@ class Function:
         self._computed_output_cells = [
             storage[v] for v in fgraph.outputs if v.owner is not None and v not in borrowed_out
         ]
+        self._borrowed_output_cells = [
+            (v.type, storage[v])
+            for v in fgraph.outputs
+            if v.owner is not None and v in borrowed_out
+        ]
         self._copy_plan = self._plan_output_copies(input_vars, n_out)
         self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
         self._n_required = 0
@@ -191,6 +196,8 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             self._load_inputs(args, kwargs)
+            if self._borrowed_output_cells:
+                self._release_borrowed_buffers([c[0] for c in self._input_cells])
             if self._checker is not None:
                 snapshot = [v.type.copy_value(c[0]) for v, c in self._all_input_cells]
             self.vm()
@@ -217,6 +224,36 @@ class Function:
         if self.unpack_single:
             return outputs[0]
         return outputs
+
+    def call_trusted(self, values: Sequence[Any]) -> list[Any]:
+        """A fast path for internal callers such as loops: ``values`` are already of the
+        inputs' types (one per input, no defaults or keywords) and the caller copies the
+        outputs it keeps before the next call (they are not copied here)."""
+        if self._checker is not None or len(values) != len(self._input_cells):
+            return self(*values)
+        for cell, value in zip(self._input_cells, values):
+            cell[0] = value
+        self._release_borrowed_buffers(values)
+        try:
+            self.vm()
+            results = [cell[0] for cell in self._output_cells]
+        finally:
+            for cell in self._input_cells:
+                cell[0] = None
+            for cell in self._computed_output_cells:
+                cell[0] = None
+        n_out = len(self.outputs)
+        for shared, value in zip(self._updated_shared, results[n_out:]):
+            shared.storage[0] = value
+        return results[:n_out]
+
+    def _release_borrowed_buffers(self, values: Sequence[Any]) -> None:
+        """An Out(borrow=True) buffer that comes back as an argument (a loop's carried
+        state) must not be overwritten while this call still reads it."""
+        for out_type, cell in self._borrowed_output_cells:
+            kept = cell[0]
+            if kept is not None and any(out_type.may_share_memory(kept, v) for v in values):
+                cell[0] = None
 
     def _aliases_another(self, i: int, value: Any) -> bool:
         may_share = self.inputs[i].variable.type.may_share_memory

@@ -135,3 +135,13 @@ def test_cancelling_terms_keeps_the_broadcast_shape():
     np.testing.assert_array_equal(f(np.ones(2), np.ones((3, 2))), np.ones((3, 2)))
     g = function([v, m], v * m / m)
     np.testing.assert_array_equal(g(np.full(2, 2.0), np.full((3, 2), 3.0)), np.full((3, 2), 2.0))
+
+
+def test_a_borrowed_output_passed_back_as_input_is_not_overwritten_while_read():
+    x = T.vector("x")
+    f = function([x], Out(T.exp(x) + x[::-1], borrow=True))
+    state = f(np.array([0.0, 1.0]))
+    expected = np.exp(state) + state[::-1]
+    np.testing.assert_allclose(f(state), expected)
+    state = f(np.array([0.0, 1.0]))
+    np.testing.assert_allclose(f.call_trusted([state])[0], expected)
