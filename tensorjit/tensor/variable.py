@@ -12,6 +12,20 @@ from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.tensor.type import TensorType
 
 
+def _defer_to_other_families(method):
+    """A binary operator returns NotImplemented for a Variable of another family (e.g. a
+    sparse matrix), so that Python tries that operand's reflected operator."""
+
+    def wrapper(self, other):
+        if isinstance(other, Variable) and not isinstance(other.type, TensorType):
+            return NotImplemented
+        return method(self, other)
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
 class _TensorMethods:
     """Operators and methods shared by symbolic tensors, constants and shared tensors."""
 
@@ -22,45 +36,59 @@ class _TensorMethods:
     __array_priority__ = 1000
 
     # -- arithmetic
+    @_defer_to_other_families
     def __add__(self, other):
         return _m().add(self, other)
 
+    @_defer_to_other_families
     def __radd__(self, other):
         return _m().add(other, self)
 
+    @_defer_to_other_families
     def __sub__(self, other):
         return _m().sub(self, other)
 
+    @_defer_to_other_families
     def __rsub__(self, other):
         return _m().sub(other, self)
 
+    @_defer_to_other_families
     def __mul__(self, other):
         return _m().mul(self, other)
 
+    @_defer_to_other_families
     def __rmul__(self, other):
         return _m().mul(other, self)
 
+    @_defer_to_other_families
     def __truediv__(self, other):
         return _m().true_div(self, other)
 
+    @_defer_to_other_families
     def __rtruediv__(self, other):
         return _m().true_div(other, self)
 
+    @_defer_to_other_families
     def __floordiv__(self, other):
         return _m().int_div(self, other)
 
+    @_defer_to_other_families
     def __rfloordiv__(self, other):
         return _m().int_div(other, self)
 
+    @_defer_to_other_families
     def __mod__(self, other):
         return _m().mod(self, other)
 
+    @_defer_to_other_families
     def __rmod__(self, other):
         return _m().mod(other, self)
 
+    @_defer_to_other_families
     def __pow__(self, other):
         return _m().pow(self, other)
 
+    @_defer_to_other_families
     def __rpow__(self, other):
         return _m().pow(other, self)
 
@@ -73,41 +101,53 @@ class _TensorMethods:
     def __abs__(self):
         return _m().abs(self)
 
+    @_defer_to_other_families
     def __matmul__(self, other):
         return _m().dot(self, other)
 
+    @_defer_to_other_families
     def __rmatmul__(self, other):
         return _m().dot(other, self)
 
     # -- comparisons (``==`` stays identity, as in Theano: use eq()/neq())
+    @_defer_to_other_families
     def __lt__(self, other):
         return _m().lt(self, other)
 
+    @_defer_to_other_families
     def __le__(self, other):
         return _m().le(self, other)
 
+    @_defer_to_other_families
     def __gt__(self, other):
         return _m().gt(self, other)
 
+    @_defer_to_other_families
     def __ge__(self, other):
         return _m().ge(self, other)
 
     # -- bitwise / logical
+    @_defer_to_other_families
     def __and__(self, other):
         return _m().and_(self, other)
 
+    @_defer_to_other_families
     def __rand__(self, other):
         return _m().and_(other, self)
 
+    @_defer_to_other_families
     def __or__(self, other):
         return _m().or_(self, other)
 
+    @_defer_to_other_families
     def __ror__(self, other):
         return _m().or_(other, self)
 
+    @_defer_to_other_families
     def __xor__(self, other):
         return _m().xor(self, other)
 
+    @_defer_to_other_families
     def __rxor__(self, other):
         return _m().xor(other, self)
 

@@ -17,6 +17,7 @@ from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor.math import cast
 from tensorjit.tensor.shape_ops import MakeVector, Shape
 from tensorjit.tensor.subtensor import Subtensor, getitem
+from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable, constant
 
 _CACHE_ATTR = "_tensor_shape_cache"
@@ -29,7 +30,10 @@ def _as_int64(value) -> Variable:
     return var if var.type.dtype == "int64" else cast(var, "int64")
 
 
-def _runtime_shape(var: Variable) -> tuple[Variable, ...]:
+def _runtime_shape(var: Variable) -> tuple[Variable, ...] | None:
+    """Shape entries read from the value at run time (None for non-tensor variables)."""
+    if not isinstance(var.type, TensorType):
+        return None
     shape_var = None
     entries = []
     for axis, static in enumerate(var.type.shape):
@@ -61,9 +65,15 @@ def shape_of(fgraph: FunctionGraph, var: Variable) -> tuple[Variable, ...]:
             stack.extend(missing)
             continue
         stack.pop()
+        if any(cache[i] is None for i in node.inputs):
+            # An input of another family (e.g. sparse) has no tensor shape entries here:
+            # the outputs' shapes are read at run time.
+            for out in node.outputs:
+                cache[out] = _runtime_shape(out)
+            continue
         shapes = infer(fgraph, node, [cache[i] for i in node.inputs])
         for out, shape in zip(node.outputs, shapes or [None] * len(node.outputs)):
-            if shape is None or len(shape) != out.type.ndim:
+            if shape is None or not isinstance(out.type, TensorType) or len(shape) != out.type.ndim:
                 cache[out] = _runtime_shape(out)
             else:
                 cache[out] = tuple(
