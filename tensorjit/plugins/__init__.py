@@ -1,0 +1,2 @@
+"""Built-in plugins, loaded through the ``tensorjit.plugins`` entry points like any
+third party's."""
