@@ -1,0 +1,3 @@
+"""``theano.compile.sharedvalue``."""
+
+from tensorjit.core.memory import SharedVariable, shared  # noqa: F401

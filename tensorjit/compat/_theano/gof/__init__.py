@@ -1,0 +1,16 @@
+"""``theano.gof``: the graph objects."""
+
+from theano.gof import graph  # noqa: F401
+
+from tensorjit.compat.op import Op, PureOp  # noqa: F401
+from tensorjit.core.graph import (  # noqa: F401
+    Apply,
+    Constant,
+    Feature,
+    FunctionGraph,
+    InconsistencyError,
+    MissingInputError,
+    Type,
+    Variable,
+)
+from tensorjit.core.memory.destroy_handler import DestroyHandler  # noqa: F401

@@ -1,0 +1,3 @@
+"""``theano.gof.op``."""
+
+from tensorjit.compat.op import Op, PureOp  # noqa: F401

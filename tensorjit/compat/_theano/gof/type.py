@@ -1,0 +1,3 @@
+"""``theano.gof.type``."""
+
+from tensorjit.core.graph import Type  # noqa: F401

@@ -1,0 +1,3 @@
+"""``theano.ifelse``: the lazy conditional."""
+
+from tensorjit.ifelse import IfElse, ifelse  # noqa: F401

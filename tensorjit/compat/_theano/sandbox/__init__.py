@@ -1,0 +1,1 @@
+"""``theano.sandbox``: only ``rng_mrg`` is provided (no ``cuda``/``gpuarray``)."""

@@ -1,0 +1,3 @@
+"""``theano.sandbox.rng_mrg``."""
+
+from tensorjit.compat.random import MRG_RandomStreams  # noqa: F401

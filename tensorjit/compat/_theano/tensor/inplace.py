@@ -1,0 +1,3 @@
+"""``theano.tensor.inplace``."""
+
+from tensorjit.tensor.inplace import *  # noqa: F403

@@ -1,0 +1,3 @@
+"""``theano.tensor.shared_randomstreams``."""
+
+from tensorjit.compat.random import RandomStreams  # noqa: F401

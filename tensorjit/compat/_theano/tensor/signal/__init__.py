@@ -1,0 +1,3 @@
+"""``theano.tensor.signal``."""
+
+from theano.tensor.signal import downsample, pool  # noqa: F401
