@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ class Variable:
         "created_at",
         "auto_name",
         "_eval_fns",
+        "_tag",
         "__weakref__",
     )
 
@@ -42,6 +44,14 @@ class Variable:
         self.created_at = user_source_location(2)
         self.auto_name = f"_{next(_ids)}"
         self._eval_fns = None
+        self._tag = None
+
+    @property
+    def tag(self) -> SimpleNamespace:
+        """Free-form annotations (Theano's ``var.tag``, e.g. ``tag.test_value``)."""
+        if self._tag is None:
+            self._tag = SimpleNamespace()
+        return self._tag
 
     def clone(self) -> Variable:
         """A new, ownerless Variable of the same type and name."""

@@ -346,3 +346,10 @@ def test_constant_clone_keeps_data_type_and_signature():
     tcp = tc.clone()
     assert type(tcp) is type(tc)
     assert tcp.signature() == tc.signature()
+
+
+def test_variables_carry_a_free_form_tag():
+    x = Kind("a")("x")
+    x.tag.test_value = 3
+    assert x.tag.test_value == 3
+    assert not hasattr(Kind("a")("y").tag, "test_value")
