@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from tensorjit.core.graph.type import Type
