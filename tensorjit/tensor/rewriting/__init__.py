@@ -16,6 +16,7 @@ from tensorjit.tensor.rewriting.algebra import (
     exp_of_log,
     log_of_exp,
 )
+from tensorjit.tensor.nnet.rewriting import local_log_softmax
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
@@ -60,6 +61,7 @@ REWRITES = [
     ("local_expm1", local_expm1, "stabilize", ()),
     ("local_sigmoid", local_sigmoid, "stabilize", ()),
     ("local_exp_over_1_plus_exp", local_exp_over_1_plus_exp, "stabilize", ()),
+    ("local_log_softmax", local_log_softmax, "stabilize", ()),
     # Canonical forms again after stabilize (it creates e.g. neg(neg(x))) and constants
     # folded, so that fusion sees merged, simplified graphs.
     ("late_canonical_sum", canonical_sum, "specialize", ("algebra",)),

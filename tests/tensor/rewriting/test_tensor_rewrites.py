@@ -84,6 +84,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_expm1",
         "local_sigmoid",
         "local_exp_over_1_plus_exp",
+        "local_log_softmax",
         "late_canonical_sum",
         "late_canonical_product",
         "local_pow_specialize",
@@ -942,3 +943,25 @@ def test_outer_product_update_becomes_ger_in_place():
     assert_same_values(g, plain, rgen.standard_normal((3, 4)), xv, yv)
     no_ger = tensorjit.function([m, x, y], m + T.outer(x, y), mode=ISOLATED.without("local_ger"))
     assert not of_type(no_ger, Ger)
+
+
+def test_log_of_softmax_and_softmax_cross_entropy_become_log_softmax():
+    from tensorjit.tensor.nnet import LogSoftmax, categorical_crossentropy, softmax
+
+    x, y = T.matrix("x"), T.lvector("y")
+    f = tensorjit.function([x], T.log(softmax(x)), mode=ISOLATED)
+    assert of_type(f, LogSoftmax)
+    logits = np.array([[1000.0, 0.0, -1000.0], [0.0, 1.0, 2.0]])
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(f(logits), expected)
+    g = tensorjit.function([x, y], categorical_crossentropy(softmax(x), y), mode=ISOLATED)
+    assert of_type(g, LogSoftmax)
+    losses = g(logits, np.array([2, 0]))
+    assert np.all(np.isfinite(losses))
+    np.testing.assert_allclose(losses, [-expected[0, 2], -expected[1, 0]])
+    unstable = tensorjit.function(
+        [x, y], categorical_crossentropy(softmax(x), y), mode=ISOLATED.excluding("stabilize")
+    )
+    with np.errstate(divide="ignore"):
+        assert np.isinf(unstable(logits, np.array([2, 0]))[0])
