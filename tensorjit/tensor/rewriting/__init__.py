@@ -10,13 +10,13 @@ fusion: elementwise subgraphs into one Composite node.
 from __future__ import annotations
 
 from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.tensor.nnet.rewriting import local_log_softmax
 from tensorjit.tensor.rewriting.algebra import (
     canonical_product,
     canonical_sum,
     exp_of_log,
     log_of_exp,
 )
-from tensorjit.tensor.nnet.rewriting import local_log_softmax
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
