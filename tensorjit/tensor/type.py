@@ -43,6 +43,8 @@ class TensorType(Type):
     """Dense N-d arrays of one dtype, with a static shape: an int per known dimension,
     None where unknown. A static length of 1 is what makes a dimension broadcastable."""
 
+    __props__ = ("dtype", "shape")
+
     def __init__(
         self,
         dtype: Any = None,
@@ -65,16 +67,6 @@ class TensorType(Type):
         self.ndim = len(self.shape)
         self.broadcastable = tuple(s == 1 for s in self.shape)
         self.numpy_dtype = np.dtype(self.dtype)
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and other.dtype == self.dtype  # type: ignore[attr-defined]
-            and other.shape == self.shape  # type: ignore[attr-defined]
-        )
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.dtype, self.shape))
 
     def __str__(self) -> str:
         shape = ", ".join("?" if s is None else str(s) for s in self.shape)

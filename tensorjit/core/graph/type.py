@@ -18,6 +18,21 @@ class Type:
 
     variable_class: type = None  # type: ignore[assignment]  # set below to Variable
     constant_class: type = None  # type: ignore[assignment]
+    # Attributes that define the type: equal props mean equal types (as for Ops).
+    __props__: tuple[str, ...] = ()
+
+    def _props(self) -> tuple:
+        return tuple(getattr(self, p) for p in self.__props__)
+
+    def __eq__(self, other: object) -> bool:
+        if not self.__props__:
+            return self is other
+        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        if not self.__props__:
+            return id(self)
+        return hash((type(self), self._props()))
 
     def filter(self, value: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
         """Return ``value`` converted to this type, or raise TypeError/ValueError."""

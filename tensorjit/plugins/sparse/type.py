@@ -82,22 +82,14 @@ class SparseType(Type):
     shape = (None, None)
     broadcastable = (False, False)
 
+    __props__ = ("format", "dtype")
+
     def __init__(self, format: str, dtype: Any = None):
         if format not in FORMATS:
             raise ValueError(f"sparse format must be one of {FORMATS}, got {format!r}")
         self.format = format
         self.dtype = _normalize_dtype(dtype)
         self.numpy_dtype = np.dtype(self.dtype)
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            type(other) is type(self)
-            and other.format == self.format  # type: ignore[attr-defined]
-            and other.dtype == self.dtype  # type: ignore[attr-defined]
-        )
-
-    def __hash__(self) -> int:
-        return hash((type(self), self.format, self.dtype))
 
     def __str__(self) -> str:
         return f"SparseType({self.format}, {self.dtype})"
