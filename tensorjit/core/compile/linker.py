@@ -36,6 +36,8 @@ def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
         kernel = table.lookup(backend.name, node.op)
         if kernel is not None:
             return kernel
+        if backend.name == PERFORM.backend:
+            return PERFORM  # Op.perform is the Python backend's kernel for every op
         key = (node.op, tuple(i.type for i in node.inputs), backend.name)
         if key not in _select_cache:
             factory = system.pm.hook.tensorjit_select_kernel(node=node, backend=backend.name)
