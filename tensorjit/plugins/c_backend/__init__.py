@@ -1,0 +1,1 @@
+"""The C backend: generated C compiled with cffi (a plugin)."""

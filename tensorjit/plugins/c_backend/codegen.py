@@ -1,0 +1,482 @@
+"""C source generation for Elemwise (scalar ops and fused Composite programs) and Reduce.
+
+Generated code is specialised to the dtypes, the number of dimensions, the static
+broadcast pattern (a statically broadcastable dimension has stride 0 in the code) and
+scalar constants (inlined as literals). Each Elemwise module has two entry points:
+``tj_contig`` (every operand C-contiguous with the output's shape, or a single element:
+one flat loop) and ``tj_strided`` (any byte strides, negative or zero, as NumPy gives
+them). Semantics follow NumPy: values are converted to the dtype NumPy computes in, and
+integer division and modulo round toward minus infinity (0 for a zero divisor).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from tensorjit.tensor.composite import Composite
+from tensorjit.tensor.scalar import Cast, ScalarOp
+
+C_TYPES = {
+    "bool": "_Bool",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "float32": "float",
+    "float64": "double",
+}
+
+
+class Unsupported(Exception):
+    """This node has no C implementation here (its Python kernel is used instead)."""
+
+
+def _float_helpers(t: str, s: str, suffix: str) -> str:
+    """NumPy's floor division and remainder for a float type (npy_divmod)."""
+    return f"""
+static inline {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
+    {t} div, mod, floordiv;
+    mod = fmod{suffix}(a, b);
+    div = (a - mod) / b;
+    if (mod) {{
+        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
+    }} else {{
+        mod = copysign{suffix}(0, b);
+    }}
+    if (div) {{
+        floordiv = floor{suffix}(div);
+        if (div - floordiv > ({t})0.5) floordiv += 1;
+    }} else {{
+        floordiv = copysign{suffix}(0, a / b);
+    }}
+    *modulus = mod;
+    return floordiv;
+}}
+static inline {t} tj_floordiv_{s}({t} a, {t} b) {{
+    {t} m;
+    if (!b) return a / b;
+    return tj_divmod_{s}(a, b, &m);
+}}
+static inline {t} tj_mod_{s}({t} a, {t} b) {{
+    {t} m;
+    if (!b) return fmod{suffix}(a, b);
+    tj_divmod_{s}(a, b, &m);
+    return m;
+}}
+static inline {t} tj_powi_{s}({t} x, int n) {{
+    /* x**n for a constant 0 <= n <= 64, by squaring (unrolled once inlined) */
+    {t} r = 1;
+    while (n) {{
+        if (n & 1) r *= x;
+        x *= x;
+        n >>= 1;
+    }}
+    return r;
+}}
+static inline {t} tj_sigmoid_{s}({t} x) {{ return 1 / (1 + exp{suffix}(-x)); }}
+static inline {t} tj_softplus_{s}({t} x) {{
+    return x > 0 ? x + log1p{suffix}(exp{suffix}(-x)) : log1p{suffix}(exp{suffix}(x));
+}}
+"""
+
+
+PREAMBLE = (
+    """#include <stdint.h>
+#include <math.h>
+
+static inline int64_t tj_floordiv_i(int64_t a, int64_t b) {
+    int64_t q;
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0 - (uint64_t)a);
+    q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+static inline int64_t tj_mod_i(int64_t a, int64_t b) {
+    int64_t r;
+    if (b == 0 || b == -1) return 0;
+    r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline uint64_t tj_floordiv_u(uint64_t a, uint64_t b) { return b ? a / b : 0; }
+static inline uint64_t tj_mod_u(uint64_t a, uint64_t b) { return b ? a % b : 0; }
+"""
+    + _float_helpers("double", "d", "")
+    + _float_helpers("float", "f", "f")
+)
+
+
+def ctype(dtype: str) -> str:
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise Unsupported(f"dtype {dtype}") from None
+
+
+def convert(expr: str, src: str, dst: str) -> str:
+    return expr if src == dst else f"(({ctype(dst)})({expr}))"
+
+
+def literal(value: np.ndarray) -> str:
+    """A C expression for a scalar constant, exactly its value."""
+    value = np.asarray(value).reshape(())
+    dtype = value.dtype.name
+    t = ctype(dtype)
+    if value.dtype.kind == "b":
+        return "1" if value else "0"
+    if value.dtype.kind == "f":
+        x = float(value)
+        if math.isnan(x):
+            text = "NAN"
+        elif math.isinf(x):
+            text = "INFINITY" if x > 0 else "(-INFINITY)"
+        else:
+            text = repr(x)  # shortest repr that round-trips: exact as a C double literal
+        return f"(({t})({text}))"
+    x = int(value)
+    if value.dtype.kind == "u":
+        return f"(({t})UINT64_C({x}))"
+    if x == -(2**63):
+        return "INT64_MIN"
+    return f"(({t})INT64_C({x}))"
+
+
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "neq": "!="}
+_UNARY_FLOAT = {"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"}
+_BITWISE = {"and_": "&", "or_": "|", "xor": "^"}
+SUPPORTED_NAMES = (
+    {"add", "sub", "mul", "true_div", "int_div", "mod", "pow", "neg", "abs", "sign", "sqr"}
+    | {"sigmoid", "softplus", "maximum", "minimum", "floor", "ceil", "switch", "invert"}
+    | _UNARY_FLOAT
+    | set(_COMPARE)
+    | set(_BITWISE)
+)
+
+
+def _math(fn: str, dtype: str) -> str:
+    return fn + ("f" if dtype == "float32" else "")
+
+
+def _suffix(dtype: str) -> str:
+    return "f" if dtype == "float32" else "d"
+
+
+def scalar_expr(
+    op: ScalarOp, args: Sequence[str], dtypes: Sequence[str], values: dict | None = None
+) -> tuple[str, str]:
+    """(C expression, its dtype) for ``op`` applied to C expressions of ``dtypes``;
+    ``values`` maps the expressions of inlined constants to their values."""
+    out = op.output_dtype(list(dtypes))
+    ctype(out)
+    for d in dtypes:
+        ctype(d)
+    if isinstance(op, Cast):
+        return convert(args[0], dtypes[0], out), out
+    if type(op) is not ScalarOp or op.name not in SUPPORTED_NAMES:
+        raise Unsupported(f"scalar op {op.name}")
+    name = op.name
+    if name in _COMPARE:
+        compute = np.result_type(*dtypes).name
+        if {"int64", "uint64"} <= set(dtypes) or compute not in C_TYPES:
+            raise Unsupported(f"{name} of {dtypes}")
+        a, b = (convert(x, d, compute) for x, d in zip(args, dtypes))
+        return f"({a} {_COMPARE[name]} {b})", "bool"
+    if name == "switch":
+        c = convert(args[0], dtypes[0], "bool")
+        a, b = (convert(x, d, out) for x, d in zip(args[1:], dtypes[1:]))
+        return f"({c} ? {a} : {b})", out
+    kind = np.dtype(out).kind
+    v = [convert(x, d, out) for x, d in zip(args, dtypes)]
+    if name in ("add", "sub", "mul"):
+        expr = f"({v[0]} {dict(add='+', sub='-', mul='*')[name]} {v[1]})"
+    elif name == "sqr":
+        expr = f"({v[0]} * {v[0]})"
+    elif name == "true_div" and kind == "f":
+        expr = f"({v[0]} / {v[1]})"
+    elif name in ("int_div", "mod"):
+        fn = "floordiv" if name == "int_div" else "mod"
+        if kind == "f":
+            expr = f"tj_{fn}_{_suffix(out)}({v[0]}, {v[1]})"
+        elif kind == "i":
+            expr = f"tj_{fn}_i({v[0]}, {v[1]})"
+        elif kind == "u":
+            expr = f"tj_{fn}_u({v[0]}, {v[1]})"
+        else:
+            raise Unsupported(f"{name} of {dtypes}")
+    elif name == "pow" and kind == "f" and _small_int((values or {}).get(args[1])):
+        expr = f"tj_powi_{_suffix(out)}({v[0]}, {int((values or {})[args[1]])})"
+    elif name == "pow" and kind == "f":
+        expr = f"{_math('pow', out)}({v[0]}, {v[1]})"
+    elif name == "neg" and kind in "iuf":
+        expr = f"(-{v[0]})"
+    elif name == "abs":
+        if kind == "f":
+            expr = f"{_math('fabs', out)}({v[0]})"
+        elif kind == "i":
+            expr = f"({v[0]} < 0 ? -{v[0]} : {v[0]})"
+        else:
+            expr = v[0]
+    elif name == "sign" and kind in "iuf":
+        x = v[0]
+        if kind == "f":
+            expr = f"({x} > 0 ? 1 : ({x} < 0 ? -1 : {x}))"
+        elif kind == "i":
+            expr = f"(({x} > 0) - ({x} < 0))"
+        else:
+            expr = f"({x} > 0)"
+    elif name in _UNARY_FLOAT and kind == "f":
+        expr = f"{_math(name, out)}({v[0]})"
+    elif name in ("floor", "ceil"):
+        expr = f"{_math(name, out)}({v[0]})" if kind == "f" else v[0]
+    elif name in ("sigmoid", "softplus") and kind == "f":
+        expr = f"tj_{name}_{_suffix(out)}({v[0]})"
+    elif name == "maximum":
+        expr = f"(({v[0]} >= {v[1]} || {v[0]} != {v[0]}) ? {v[0]} : {v[1]})"
+    elif name == "minimum":
+        expr = f"(({v[0]} <= {v[1]} || {v[0]} != {v[0]}) ? {v[0]} : {v[1]})"
+    elif name in _BITWISE and kind in "iub":
+        expr = f"({v[0]} {_BITWISE[name]} {v[1]})"
+    elif name == "invert" and kind in "iub":
+        expr = f"(!{v[0]})" if kind == "b" else f"(~{v[0]})"
+    else:
+        raise Unsupported(f"{name} of {dtypes}")
+    return f"(({ctype(out)}){expr})", out
+
+
+def _small_int(value) -> bool:
+    return value is not None and float(value).is_integer() and 0 <= float(value) <= 64
+
+
+class _Emitter:
+    """Turns a scalar op (a Composite inlined step by step) into C statements."""
+
+    def __init__(self, values: dict[str, object]) -> None:
+        self.lines: list[str] = []
+        self.count = 0
+        self.values = values
+
+    def emit(self, op: ScalarOp, args: list[str], dtypes: list[str]) -> tuple[str, str]:
+        if isinstance(op, Composite):
+            values: list[tuple[str, str]] = []
+            for step_op, refs in op.program:
+                step_args = [(args[i], dtypes[i]) if k == "in" else values[i] for k, i in refs]
+                values.append(
+                    self.emit(step_op, [a for a, _ in step_args], [d for _, d in step_args])
+                )
+            return values[-1]
+        expr, dtype = scalar_expr(op, args, dtypes, self.values)
+        name = f"v{self.count}"
+        self.count += 1
+        self.lines.append(f"    const {ctype(dtype)} {name} = {expr};")
+        return name, dtype
+
+
+def elemwise_source(
+    scalar_op: ScalarOp,
+    in_dtypes: Sequence[str],
+    out_dtype: str,
+    kinds: Sequence[str],
+    bcast: Sequence[tuple[bool, ...]],
+    consts: dict[int, np.ndarray],
+    inplace: int | None,
+) -> tuple[str, str]:
+    """(C source, cffi cdef) for an Elemwise node.
+
+    ``kinds[i]`` is "const" (inlined), "scalar" (a single element: every dimension
+    statically broadcastable) or "full". Variable inputs become operands in order; the
+    output is the last operand, except in place, where input ``inplace`` is written.
+    """
+    ndim = len(bcast[0]) if bcast else 0
+    var = [i for i, k in enumerate(kinds) if k != "const"]
+    args = [literal(consts[i]) if kinds[i] == "const" else f"x{i}" for i in range(len(kinds))]
+    emitter = _Emitter({args[i]: consts[i].item() for i in consts})
+    result, dtype = emitter.emit(scalar_op, args, list(in_dtypes))
+    tout = ctype(out_dtype)
+    params = ", ".join(f"{ctype(in_dtypes[i])} x{i}" for i in var) or "void"
+    body = "\n".join(emitter.lines)
+    lines = [
+        PREAMBLE,
+        f"static inline {tout} tj_f({params}) {{",
+        body,
+        f"    return {convert(result, dtype, out_dtype)};",
+        "}",
+    ]
+    # Operands: the variable inputs, then the output unless it is written in place.
+    ops = [(f"d{i}", in_dtypes[i], kinds[i], bcast[i]) for i in var]
+    if inplace is None:
+        ops.append(("dout", out_dtype, "full", (False,) * ndim))
+    out_ptr = "dout" if inplace is None else f"d{inplace}"
+
+    def call(load: dict[str, str]) -> str:
+        return "tj_f(" + ", ".join(load[f"d{i}"] for i in var) + ")"
+
+    # The contiguous entry point: one flat loop.
+    sig = ", ".join(f"char *{name}" for name, *_ in ops)
+    lines.append(f"void tj_contig(int64_t n, {sig}) {{")
+    load = {}
+    for name, dt, kind, _ in ops:
+        t = ctype(dt)
+        if kind == "scalar" and name != out_ptr:
+            lines.append(f"    const {t} s_{name} = *(const {t} *){name};")
+            load[name] = f"s_{name}"
+        elif name == out_ptr:
+            restrict = " restrict" if inplace is None else ""
+            lines.append(f"    {t} *{restrict} p_{name} = ({t} *){name};")
+            load[name] = f"p_{name}[i]"
+        else:
+            lines.append(f"    const {t} *p_{name} = (const {t} *){name};")
+            load[name] = f"p_{name}[i]"
+    lines.append(f"    for (int64_t i = 0; i < n; i++) p_{out_ptr}[i] = {call(load)};")
+    lines.append("}")
+
+    # The strided entry point: nested loops over byte strides.
+    shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
+    stride_args = "".join(f", int64_t st_{name}_{a}" for name, *_ in ops for a in range(ndim))
+    lines.append(f"void tj_strided({shape_args}{sig}{stride_args}) {{")
+
+    def stride(name: str, b: tuple, a: int) -> str | None:
+        return None if b[a] else f"st_{name}_{a}"
+
+    for name, *_ in ops:
+        lines.append(f"    char *b_{name}_0 = {name};")
+    indent = "    "
+    for a in range(ndim - 1):
+        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        indent += "    "
+        for name, _, _, b in ops:
+            s = stride(name, b, a)
+            step = f" + i{a} * {s}" if s else ""
+            lines.append(f"{indent}char *b_{name}_{a + 1} = b_{name}_{a}{step};")
+    last = max(ndim - 1, 0)
+    if ndim == 0:
+        load = {n: f"*(const {ctype(dt)} *)b_{n}_0" for n, dt, *_ in ops}
+        lines.append(f"{indent}*({tout} *)b_{out_ptr}_0 = {call(load)};")
+    else:
+        a = ndim - 1
+        moving = [(n, dt) for n, dt, _, b in ops if not b[a]]
+        check = " && ".join(f"st_{n}_{a} == sizeof({ctype(dt)})" for n, dt in moving) or "1"
+        lines.append(f"{indent}if ({check}) {{")
+        load = {}
+        for name, dt, _, b in ops:
+            t = ctype(dt)
+            if b[a] and name != out_ptr:
+                lines.append(f"{indent}    const {t} s_{name} = *(const {t} *)b_{name}_{last};")
+                load[name] = f"s_{name}"
+            elif name == out_ptr:
+                lines.append(f"{indent}    {t} *p_{name} = ({t} *)b_{name}_{last};")
+                load[name] = f"p_{name}[i]"
+            else:
+                lines.append(f"{indent}    const {t} *p_{name} = (const {t} *)b_{name}_{last};")
+                load[name] = f"p_{name}[i]"
+        lines.append(
+            f"{indent}    for (int64_t i = 0; i < n{a}; i++) p_{out_ptr}[i] = {call(load)};"
+        )
+        lines.append(f"{indent}}} else {{")
+        load = {}
+        for name, dt, _, b in ops:
+            s = stride(name, b, a)
+            offset = f" + i * {s}" if s else ""
+            load[name] = f"*(const {ctype(dt)} *)(b_{name}_{last}{offset})"
+        s = stride(out_ptr, {n: b for n, _, _, b in ops}[out_ptr], a)
+        target = f"*({tout} *)(b_{out_ptr}_{last}{f' + i * {s}' if s else ''})"
+        lines.append(f"{indent}    for (int64_t i = 0; i < n{a}; i++) {target} = {call(load)};")
+        lines.append(f"{indent}}}")
+    for _ in range(ndim - 1):
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+    lines.append("}")
+    shape_decl = "".join("int64_t, " for _ in range(ndim))
+    ptr_decl = ", ".join("char *" for _ in ops)
+    stride_decl = "".join(", int64_t" for _ in ops for _ in range(ndim))
+    cdef = (
+        f"void tj_contig(int64_t, {ptr_decl});\n"
+        f"void tj_strided({shape_decl}{ptr_decl}{stride_decl});\n"
+    )
+    return "\n".join(lines) + "\n", cdef
+
+
+REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
+
+
+def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: int) -> tuple:
+    """(C source, cdef) of ``tj_reduce(n..., x, out, strides...)``: the input's axes come
+    kept ones first, then reduced ones; the output is C-contiguous."""
+    if kind not in REDUCE_KINDS:
+        raise Unsupported(f"reduction {kind}")
+    tin, tout = ctype(in_dtype), ctype(out_dtype)
+    if kind in ("sum", "prod"):
+        acc_dtype = "float64" if out_dtype == "float32" else out_dtype
+    elif kind in ("all", "any"):
+        acc_dtype = "bool"
+    else:
+        acc_dtype = in_dtype
+        if in_dtype != out_dtype:
+            raise Unsupported(f"{kind} from {in_dtype} to {out_dtype}")
+    tacc = ctype(acc_dtype)
+    ndim = n_kept + n_red
+    x = convert("v", in_dtype, acc_dtype)
+    combine = {
+        "sum": f"acc = acc + {x};",
+        "prod": f"acc = acc * {x};",
+        "max": "acc = (acc >= v || acc != acc) ? acc : v;",
+        "min": "acc = (acc <= v || acc != acc) ? acc : v;",
+        "all": "acc = acc && (v != 0);",
+        "any": "acc = acc || (v != 0);",
+    }[kind]
+    init = {
+        "sum": "0",
+        "prod": "1",
+        "all": "1",
+        "any": "0",
+        "max": f"*(const {tin} *)b_{n_kept}",
+        "min": f"*(const {tin} *)b_{n_kept}",
+    }[kind]
+    shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
+    stride_args = "".join(f", int64_t st{a}" for a in range(ndim))
+    lines = [
+        PREAMBLE,
+        f"void tj_reduce({shape_args}char *x, char *out{stride_args}) {{",
+        f"    {tout} *po = ({tout} *)out;",
+        "    int64_t o = 0;",
+        "    char *b_0 = x;",
+    ]
+    indent = "    "
+    for a in range(ndim):
+        if a == n_kept:
+            lines.append(f"{indent}{tacc} acc = {init};")
+        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        indent += "    "
+        lines.append(f"{indent}char *b_{a + 1} = b_{a} + i{a} * st{a};")
+    if n_kept == ndim:
+        lines.append(f"{indent}{tacc} acc = {init};")
+    lines.append(f"{indent}{{ const {tin} v = *(const {tin} *)b_{ndim}; {combine} }}")
+    for a in reversed(range(ndim)):
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+        if a == n_kept:
+            lines.append(f"{indent}po[o++] = {convert('acc', acc_dtype, out_dtype)};")
+    if n_kept == ndim:
+        # No reduced axis: the store happens inside the innermost loop.
+        lines = _store_inside(lines, ndim, acc_dtype, out_dtype)
+    lines.append("}")
+    cdef = f"void tj_reduce({''.join('int64_t, ' for _ in range(ndim))}char *, char *"
+    cdef += "".join(", int64_t" for _ in range(ndim)) + ");\n"
+    return "\n".join(lines) + "\n", cdef
+
+
+def _store_inside(lines: list[str], ndim: int, acc_dtype: str, out_dtype: str) -> list[str]:
+    # Insert the store after the combine line (the innermost statement).
+    for i, line in enumerate(lines):
+        if line.strip().startswith("{ const"):
+            pad = line[: len(line) - len(line.lstrip())]
+            store = f"{pad}po[o++] = {convert('acc', acc_dtype, out_dtype)};"
+            return lines[: i + 1] + [store] + lines[i + 1 :]
+    raise AssertionError("no innermost statement")  # pragma: no cover

@@ -1,0 +1,228 @@
+"""Compiling generated C into shared libraries, cached on disk, loaded with cffi.
+
+An entry of the cache is ``<compiledir>/c_backend/<key>.so`` (with the source beside it
+as ``<key>.c``), where ``key`` hashes the source, the compiler's path and version, the
+flags, NumPy's ABI version and tensorjit's version. Each entry is built in a temporary
+directory of the cache and moved into place with ``os.replace`` while holding a lock on
+``<key>.lock`` (one lock per key, so unrelated builds never wait on each other and two
+processes never build the same entry twice). An entry that fails to load is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+CFLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno")
+LIBS = ("-lm",)
+CODEGEN_VERSION = "1"  # bump when the generated code's conventions change
+
+
+class CompilerUnavailable(RuntimeError):
+    """No usable C compiler (or cffi) on this machine."""
+
+
+class CCompileError(RuntimeError):
+    """The C compiler rejected generated code; the message names the kept source."""
+
+
+# What this process did, for tests and `info`: entries built, loaded from disk, reused.
+stats = {"built": 0, "loaded": 0, "memory_hits": 0}
+_loaded: dict[str, tuple[Any, Any]] = {}
+_thread_lock = threading.Lock()
+_identity: tuple[tuple[str, ...], str] | None = None
+
+
+def compiler_command() -> list[str]:
+    """The compiler's argv prefix: ``$CC`` if set, else ``cc``, else ``gcc``."""
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        argv, origin = shlex.split(cc), "from $CC"
+    else:
+        found = next((n for n in ("cc", "gcc") if shutil.which(n)), None)
+        if found is None:
+            raise CompilerUnavailable("no C compiler found: neither 'cc' nor 'gcc' is on PATH")
+        argv, origin = [found], "on PATH"
+    path = shutil.which(argv[0])
+    if path is None:
+        raise CompilerUnavailable(f"C compiler {argv[0]!r} ({origin}) was not found")
+    return [path, *argv[1:]]
+
+
+def compiler_identity() -> tuple[tuple[str, ...], str]:
+    """(argv, first line of ``--version``); checked once per process."""
+    global _identity
+    if _identity is None:
+        argv = compiler_command()
+        try:
+            proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise CompilerUnavailable(f"C compiler {argv[0]!r} does not run: {exc}") from None
+        if proc.returncode != 0:
+            raise CompilerUnavailable(
+                f"C compiler {argv[0]!r} does not run: '--version' exited with "
+                f"{proc.returncode}: {proc.stderr.strip()[:200]}"
+            )
+        lines = (proc.stdout or proc.stderr).strip().splitlines()
+        _identity = (tuple(argv), lines[0] if lines else "unknown version")
+    return _identity
+
+
+def unavailable_reason() -> str | None:
+    """None if cffi imports and a C compiler runs, else why not (the backend's check)."""
+    try:
+        import cffi  # noqa: F401
+    except ImportError as exc:
+        return f"cffi is not importable ({exc}); install it with 'pip install cffi'"
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return "the on-disk kernel cache needs fcntl (POSIX)"
+    try:
+        compiler_identity()
+    except CompilerUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _numpy_abi() -> str:
+    import numpy as np
+
+    try:
+        from numpy._core._multiarray_umath import _get_ndarray_c_version
+
+        return f"{np.__version__}/{_get_ndarray_c_version()}"
+    except ImportError:  # pragma: no cover - older NumPy layouts
+        return np.__version__
+
+
+def _tensorjit_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tensorjit")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def cache_key(source: str) -> str:
+    argv, cc_version = compiler_identity()
+    parts = [
+        source,
+        " ".join(argv),
+        cc_version,
+        " ".join(CFLAGS + LIBS),
+        _numpy_abi(),
+        _tensorjit_version(),
+        CODEGEN_VERSION,
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def cache_dir() -> str:
+    from tensorjit.core.config import config
+
+    return os.path.join(config.compiledir, "c_backend")
+
+
+@contextlib.contextmanager
+def _key_lock(path: str) -> Iterator[None]:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any] | None:
+    """(ffi, lib) for the library at ``path``; None if it is missing or unusable."""
+    if not os.path.exists(path):
+        return None
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    try:
+        lib = ffi.dlopen(path)
+        for name in symbols:
+            getattr(lib, name)
+    except (OSError, AttributeError):
+        return None
+    return ffi, lib
+
+
+def _build(source: str, directory: str, key: str, what: str) -> None:
+    argv, _ = compiler_identity()
+    tmp = tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=directory)
+    try:
+        c_path = os.path.join(tmp, "kernel.c")
+        so_path = os.path.join(tmp, "kernel.so")
+        with open(c_path, "w") as f:
+            f.write(source)
+        cmd = [*argv, *CFLAGS, "-o", so_path, c_path, *LIBS]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            proc = subprocess.CompletedProcess(cmd, -1, "", str(exc))
+        if proc.returncode != 0:
+            kept = os.path.join(directory, f"{key}.failed.c")
+            shutil.copyfile(c_path, kept)
+            raise CCompileError(
+                f"C compilation of {what} failed (exit status {proc.returncode}).\n"
+                f"  generated source: {kept}\n"
+                f"  command: {shlex.join(cmd)}\n"
+                f"  compiler output:\n{(proc.stderr or proc.stdout).rstrip()}"
+            )
+        os.replace(c_path, os.path.join(directory, f"{key}.c"))
+        os.replace(so_path, os.path.join(directory, f"{key}.so"))  # the entry appears whole
+        stats["built"] += 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[Any, Any]:
+    """(ffi, lib) for ``source``: from memory, from the disk cache, or compiled now."""
+    key = cache_key(source)
+    found = _loaded.get(key)
+    if found is not None:
+        stats["memory_hits"] += 1
+        return found
+    with _thread_lock:
+        found = _loaded.get(key)
+        if found is not None:
+            return found
+        directory = cache_dir()
+        os.makedirs(directory, exist_ok=True)
+        so_path = os.path.join(directory, f"{key}.so")
+        found = _try_load(so_path, cdef, symbols)
+        if found is None:
+            with _key_lock(os.path.join(directory, f"{key}.lock")):
+                found = _try_load(so_path, cdef, symbols)  # another process built it
+                if found is None:  # missing or corrupt: (re)build
+                    _build(source, directory, key, what)
+                    found = _try_load(so_path, cdef, symbols)
+                    if found is None:
+                        raise CCompileError(
+                            f"C kernel for {what} was built but does not load: {so_path}"
+                        )
+        else:
+            stats["loaded"] += 1
+        _loaded[key] = found
+        return found
+
+
+def clear_memory_cache() -> None:
+    """Forget loaded modules (the disk cache stays); later loads read the disk again."""
+    _loaded.clear()

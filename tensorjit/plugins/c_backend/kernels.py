@@ -1,0 +1,203 @@
+"""Kernel factories of the C backend: generate, compile (cached) and call C per node.
+
+A factory runs when a function is compiled; the ``run(inputs, output_storage)`` it
+returns only checks shapes and contiguity, allocates (or reuses) the output and calls C.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant
+from tensorjit.plugins.c_backend import codegen, compiler
+from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.math import Reduce
+
+Run = Callable[[list, list], None]
+
+
+def _reusable(buf, shape: tuple, dtype: np.dtype, inputs: list) -> bool:
+    return (
+        type(buf) is np.ndarray
+        and buf.shape == shape
+        and buf.dtype == dtype
+        and buf.flags.c_contiguous
+        and buf.flags.writeable
+        and not any(buf is x for x in inputs)
+    )
+
+
+# ---------------------------------------------------------------- Elemwise
+def _elemwise_plan(node: Apply) -> tuple:
+    op = node.op
+    target = op.inplace
+    kinds, consts, bcast = [], {}, []
+    for i, var in enumerate(node.inputs):
+        b = tuple(s == 1 for s in var.type.shape)
+        bcast.append(b)
+        if i == target:
+            kinds.append("full")
+        elif all(b) and isinstance(var, Constant):
+            kinds.append("const")
+            consts[i] = np.asarray(var.data)
+        elif all(b):
+            kinds.append("scalar")
+        else:
+            kinds.append("full")
+    dtypes = [v.type.dtype for v in node.inputs]
+    out_dtype = node.outputs[0].type.dtype
+    source, cdef = codegen.elemwise_source(
+        op.scalar_op, dtypes, out_dtype, kinds, bcast, consts, target
+    )
+    return kinds, bcast, source, cdef
+
+
+def elemwise_supported(node: Apply) -> bool:
+    try:
+        _elemwise_plan(node)
+    except codegen.Unsupported:
+        return False
+    return True
+
+
+def elemwise_factory(node: Apply) -> Run:
+    kinds, bcast, source, cdef = _elemwise_plan(node)
+    ffi, lib = compiler.load(source, cdef, ("tj_contig", "tj_strided"), what=str(node.op))
+    contig, strided = lib.tj_contig, lib.tj_strided
+    from_buffer, cast = ffi.from_buffer, ffi.cast
+    perform = node.op.perform
+    var_idx = [i for i, k in enumerate(kinds) if k != "const"]
+    full = [k for k, i in enumerate(var_idx) if kinds[i] == "full"]
+    out_type = node.outputs[0].type
+    out_dtype = out_type.numpy_dtype
+    ndim = out_type.ndim
+    static = out_type.shape
+    ones = tuple(1 for _ in range(ndim))
+    # Per axis, the operands (positions among the variable inputs) that move along it.
+    moving = [[k for k in full if not bcast[var_idx[k]][a]] for a in range(ndim)]
+    checks = [(k, [a for a in range(ndim) if not bcast[var_idx[k]][a]]) for k in full]
+    target = None if node.op.inplace is None else var_idx.index(node.op.inplace)
+
+    def ptr(a: np.ndarray):
+        if a.flags.c_contiguous:
+            return from_buffer(a)
+        return cast("char *", a.ctypes.data)
+
+    def run(inputs: list, output_storage: list) -> None:
+        vals = [inputs[i] for i in var_idx]
+        if target is not None and len(vals) > 1:
+            dest = vals[target]
+            for k, a in enumerate(vals):  # a partly overlapping input is read from a copy
+                if k != target and a is not dest and np.may_share_memory(a, dest):
+                    vals[k] = a.copy()
+        if full:
+            shape = vals[full[0]].shape
+            fast = True
+            for k in full:
+                a = vals[k]
+                if a.shape != shape or not a.flags.c_contiguous:
+                    fast = False
+                    break
+        else:
+            shape, fast = ones, True
+        if fast:
+            if target is not None:
+                contig(vals[target].size, *[from_buffer(a) for a in vals])
+                output_storage[0][0] = vals[target]
+                return
+            out = output_storage[0][0]
+            if not _reusable(out, shape, out_dtype, vals):
+                out = np.empty(shape, out_dtype)
+            contig(out.size, *[from_buffer(a) for a in vals], from_buffer(out))
+            output_storage[0][0] = out
+            return
+        shape = list(static)
+        for a in range(ndim):
+            if shape[a] is None:
+                shape[a] = vals[moving[a][0]].shape[a]
+        for k, axes in checks:
+            s = vals[k].shape
+            for a in axes:
+                if s[a] != shape[a]:  # let the reference kernel raise its error
+                    perform(node, inputs, output_storage)
+                    return
+        shape = tuple(shape)
+        if target is not None:
+            ptrs = [ptr(a) for a in vals]
+            strides = [st for a in vals for st in a.strides]
+            strided(*shape, *ptrs, *strides)
+            output_storage[0][0] = vals[target]
+            return
+        out = output_storage[0][0]
+        if not _reusable(out, shape, out_dtype, vals):
+            out = np.empty(shape, out_dtype)
+        ptrs = [ptr(a) for a in vals]
+        strides = [st for a in vals for st in a.strides]
+        strided(*shape, *ptrs, from_buffer(out), *strides, *out.strides)
+        output_storage[0][0] = out
+
+    return run
+
+
+# ---------------------------------------------------------------- Reduce
+def _reduce_plan(node: Apply) -> tuple:
+    op = node.op
+    ndim = node.inputs[0].type.ndim
+    kept = [a for a in range(ndim) if a not in op.axis]
+    source, cdef = codegen.reduce_source(
+        op.kind,
+        node.inputs[0].type.dtype,
+        node.outputs[0].type.dtype,
+        len(kept),
+        len(op.axis),
+    )
+    return kept, source, cdef
+
+
+def reduce_supported(node: Apply) -> bool:
+    try:
+        _reduce_plan(node)
+    except codegen.Unsupported:
+        return False
+    return True
+
+
+def reduce_factory(node: Apply) -> Run:
+    kept, source, cdef = _reduce_plan(node)
+    ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
+    fn = lib.tj_reduce
+    from_buffer, cast = ffi.from_buffer, ffi.cast
+    perform = node.op.perform
+    axis = list(node.op.axis)
+    order = kept + axis
+    out_dtype = node.outputs[0].type.numpy_dtype
+    needs_elements = node.op.kind in ("max", "min")
+
+    def run(inputs: list, output_storage: list) -> None:
+        x = inputs[0]
+        xs = x.shape
+        if needs_elements and any(xs[a] == 0 for a in axis):
+            perform(node, inputs, output_storage)  # NumPy's error for an empty max/min
+            return
+        shape = tuple(xs[a] for a in kept)
+        out = output_storage[0][0]
+        if not _reusable(out, shape, out_dtype, inputs):
+            out = np.empty(shape, out_dtype)
+        px = from_buffer(x) if x.flags.c_contiguous else cast("char *", x.ctypes.data)
+        st = x.strides
+        fn(*[xs[a] for a in order], px, from_buffer(out), *[st[a] for a in order])
+        output_storage[0][0] = out
+
+    return run
+
+
+def select(node: Apply) -> Run | None:
+    """The C kernel factory for ``node``, or None (its Python kernel is used)."""
+    op = node.op
+    if type(op) is Elemwise and elemwise_supported(node):
+        return elemwise_factory
+    if type(op) is Reduce and reduce_supported(node):
+        return reduce_factory
+    return None

@@ -1,0 +1,53 @@
+"""Entry point of the C backend (backend and kernel registration hooks).
+
+Registration probes nothing: whether cffi and a C compiler are usable is checked when
+the backend is first asked for. Kernels are chosen per node through
+``tensorjit_select_kernel``, so a node the C code generator does not cover (a scalar op
+without a C equivalent, float16, complex) falls back to the next backend.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from tensorjit.core.hooks import hookimpl
+from tensorjit.core.registries import Backend, BackendRegistry
+
+BACKEND = "c"
+PLUGIN = "c_backend"
+# Below the Python backend (priority 0) for now: C kernels run only where a mode names
+# the backend, e.g. tensorjit.FAST_RUN.with_backends("c", "python").
+PRIORITY = -10
+
+
+def check_available() -> str | None:
+    from tensorjit.plugins.c_backend.compiler import unavailable_reason
+
+    return unavailable_reason()
+
+
+@hookimpl
+def tensorjit_register_backends(registry: BackendRegistry) -> None:
+    registry.add(
+        Backend(
+            BACKEND,
+            device="cpu",
+            priority=PRIORITY,
+            check_available=check_available,
+            description="generated C (elementwise, fused, reductions) compiled with cffi",
+            plugin=PLUGIN,
+        )
+    )
+
+
+def _perform_factory(node):
+    return partial(node.op.perform, node)
+
+
+@hookimpl
+def tensorjit_select_kernel(node, backend: str):
+    if backend != BACKEND:
+        return None
+    from tensorjit.plugins.c_backend.kernels import select
+
+    return select(node)

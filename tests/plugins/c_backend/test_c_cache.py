@@ -1,0 +1,174 @@
+"""The C backend's on-disk cache, compile errors, and the unavailable-compiler path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tensorjit
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.plugins.c_backend import compiler
+
+REASON = get_plugin_system().registries.backends.unavailable_reason("c")
+needs_cc = pytest.mark.skipif(REASON is not None, reason=f"no C compiler: {REASON}")
+
+# Compiles one fused kernel, checks its value, prints what the cache did.
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import tensorjit, tensorjit.tensor as T
+    from tensorjit.plugins.c_backend import compiler
+
+    a, b = T.vector("a"), T.vector("b")
+    mode = tensorjit.FAST_RUN.with_backends("c", "python")
+    f = tensorjit.function([a, b], 2 * a + 3 * b, mode=mode)
+    x = np.arange(5.0)
+    assert np.allclose(f(x, x), 5 * x)
+    names = [k.name for k in f.kernels.values()]
+    print(json.dumps({"stats": compiler.stats, "kernels": names}))
+    """
+)
+
+
+def run_script(tmp_path, compiledir, script=SCRIPT, env_extra=None, check=True):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    env = dict(os.environ, TENSORJIT_FLAGS=f"compiledir={compiledir}", **(env_extra or {}))
+    return subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, check=check
+    )
+
+
+def result(proc):
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def entries(directory):
+    names = os.listdir(os.path.join(directory, "c_backend"))
+    return sorted(n for n in names if n.endswith(".so")), names
+
+
+@needs_cc
+def test_hit_in_new_process_and_corrupt_entry_rebuilt(tmp_path):
+    cache = tmp_path / "cache"
+    first = result(run_script(tmp_path, cache))
+    assert first["kernels"] == ["c:selected"]
+    assert first["stats"]["built"] == 1
+    second = result(run_script(tmp_path, cache))
+    assert second["stats"] == {"built": 0, "loaded": 1, "memory_hits": 0}
+    (so,), _ = entries(cache)
+    (cache / "c_backend" / so).write_bytes(b"not a shared library")
+    third = result(run_script(tmp_path, cache))
+    assert third["stats"]["built"] == 1  # the corrupt entry was rebuilt
+    assert entries(cache)[0] == [so]
+
+
+@needs_cc
+def test_concurrent_builds_of_one_kernel(tmp_path):
+    cache = tmp_path / "cache"
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, TENSORJIT_FLAGS=f"compiledir={cache}")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outputs]
+    built = [json.loads(out.strip().splitlines()[-1])["stats"]["built"] for out, _ in outputs]
+    assert sorted(built) == [0, 1]  # one process built it, the other waited and loaded it
+    sos, names = entries(cache)
+    assert len(sos) == 1
+    assert not [n for n in names if n.startswith(".build-")]  # no temporary left behind
+
+
+@needs_cc
+def test_in_process_memory_cache(tmp_path):
+    source = "int tj_answer(void) { return 42; }\n"
+    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
+        _, lib = compiler.load(source, "int tj_answer(void);", ("tj_answer",), "answer")
+        hits = compiler.stats["memory_hits"]
+        _, again = compiler.load(source, "int tj_answer(void);", ("tj_answer",), "answer")
+    assert lib.tj_answer() == 42 and again is lib
+    assert compiler.stats["memory_hits"] == hits + 1
+
+
+@needs_cc
+def test_compile_error_names_source_and_message(tmp_path):
+    source = "int tj_broken(void) { return undeclared_name; }\n"
+    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
+        with pytest.raises(compiler.CCompileError) as info:
+            compiler.load(source, "int tj_broken(void);", ("tj_broken",), "a broken kernel")
+    message = str(info.value)
+    assert "a broken kernel" in message and "undeclared_name" in message
+    kept = message.split("generated source: ")[1].splitlines()[0]
+    assert open(kept).read() == source
+
+
+def test_registration_does_not_probe_the_compiler(tmp_path):
+    script = textwrap.dedent(
+        """
+        import tensorjit
+        from tensorjit.core.hooks import get_plugin_system
+        from tensorjit.plugins.c_backend import compiler
+        system = get_plugin_system()
+        assert "c" in system.registries.backends.backends
+        print(compiler._identity is None)
+        """
+    )
+    proc = run_script(tmp_path, tmp_path / "cache", script)
+    assert proc.stdout.strip() == "True"
+
+
+def test_missing_compiler_reason_and_python_kernels(tmp_path):
+    env = {"CC": "/nonexistent/bin/cc"}
+    info = subprocess.run(
+        [sys.executable, "-m", "tensorjit", "info"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, **env),
+    ).stdout
+    (line,) = [ln for ln in info.splitlines() if ln.strip().startswith("c ")]
+    assert "unavailable: C compiler '/nonexistent/bin/cc' (from $CC) was not found" in line
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        import tensorjit, tensorjit.tensor as T
+        a = T.vector("a")
+        f = tensorjit.function([a], T.exp(a) + 1)
+        assert [k.name for k in f.kernels.values()] == ["perform"]
+        assert np.allclose(f(np.zeros(3)), 2.0)
+        try:
+            tensorjit.function([a], a + 1, mode=tensorjit.FAST_RUN.with_backends("c", "python"))
+        except RuntimeError as exc:
+            print(exc)
+        """
+    )
+    proc = run_script(tmp_path, tmp_path / "cache", script, env_extra=env)
+    assert "backend 'c' is unavailable: C compiler '/nonexistent/bin/cc'" in proc.stdout
+    assert not (tmp_path / "cache" / "c_backend").exists()
+
+
+@needs_cc
+def test_kernel_values_in_this_process(tmp_path):
+    import tensorjit.tensor as T
+
+    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
+        a = T.vector("a")
+        f = tensorjit.function([a], a + 1, mode=tensorjit.FAST_RUN.with_backends("c", "python"))
+    np.testing.assert_array_equal(f(np.arange(3.0)), [1.0, 2.0, 3.0])
+    assert entries(tmp_path)[0]
