@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+from pathlib import Path
 
 from tensorjit.core.config import config
 from tensorjit.core.hooks import HookSpecs, get_plugin_system
@@ -46,12 +48,32 @@ def info(out=sys.stdout) -> None:
         print(f"  {name:<18} = {value!r:<24} {doc}", file=out)
 
 
+def cache(action: str, out=sys.stdout) -> None:
+    """List, measure or clear the compiled-code cache under ``config.compiledir``."""
+    root = Path(config.compiledir)
+    files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+    if action == "clear":
+        shutil.rmtree(root, ignore_errors=True)
+        print(f"removed {len(files)} files from {root}", file=out)
+        return
+    size = sum(p.stat().st_size for p in files)
+    print(f"compile cache {root}: {len(files)} files, {size / 2**20:.1f} MiB", file=out)
+    if action == "list":
+        for p in sorted(files):
+            print(f"  {p.relative_to(root)}  {p.stat().st_size} bytes", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tensorjit")
-    parser.add_argument("command", choices=["info"], help="what to show")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="plugins, backends, op families, rewrites, hooks, config")
+    cache_parser = sub.add_parser("cache", help="the compiled-code cache")
+    cache_parser.add_argument("action", choices=["list", "stats", "clear"])
     args = parser.parse_args(argv)
     if args.command == "info":
         info()
+    else:
+        cache(args.action)
     return 0
 
 

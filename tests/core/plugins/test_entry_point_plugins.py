@@ -167,3 +167,21 @@ def test_info_says_why_a_backend_is_unavailable(cube_site):
     assert result.returncode == 0, result.stderr
     assert "fake-accel" in result.stdout
     assert "unavailable: no fake accelerator is attached" in result.stdout
+
+
+def test_cache_command_lists_and_clears_the_compile_cache(tmp_path):
+    import io
+
+    from tensorjit.__main__ import cache
+    from tensorjit.core.config import config
+
+    (tmp_path / "c_backend").mkdir()
+    (tmp_path / "c_backend" / "abc.so").write_bytes(b"x" * 10)
+    with config.change_flags(compiledir=str(tmp_path)):
+        out = io.StringIO()
+        cache("list", out)
+        assert "1 files" in out.getvalue() and "abc.so" in out.getvalue()
+        out = io.StringIO()
+        cache("clear", out)
+        assert "removed 1 files" in out.getvalue()
+        assert not tmp_path.exists()
