@@ -11,9 +11,10 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import codegen, compiler
+from tensorjit.plugins.c_backend import blas, codegen, compiler
+from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import Elemwise
-from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.math import Dot, Reduce
 
 Run = Callable[[list, list], None]
 
@@ -200,4 +201,6 @@ def select(node: Apply) -> Run | None:
         return elemwise_factory
     if type(op) is Reduce and reduce_supported(node):
         return reduce_factory
+    if type(op) in (Dot, Gemm, Ger) and blas.supported(node):
+        return blas.factory
     return None

@@ -34,7 +34,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             device="cpu",
             priority=PRIORITY,
             check_available=check_available,
-            description="generated C (elementwise, fused, reductions) compiled with cffi",
+            description="generated C (elementwise, fused, reductions, BLAS) compiled with cffi",
             plugin=PLUGIN,
         )
     )

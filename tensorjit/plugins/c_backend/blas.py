@@ -1,0 +1,556 @@
+"""C kernels for Dot, Gemm and Ger that call the BLAS SciPy ships, through pointers.
+
+``scipy.linalg.cython_blas`` exports its BLAS routines as PyCapsules holding C function
+pointers (Fortran calling convention: every argument by pointer). The pointers are read
+once per process with ``PyCapsule_GetPointer`` and handed to the compiled library's
+``tj_blas_init``, so nothing is linked against BLAS and no link flags are needed.
+
+Row-major arrays are column-major transposes: the C code maps each operand's strides to
+a transpose flag and a leading dimension (C-ordered, Fortran-ordered and sliced
+submatrices need no copy) and computes ``C = A B`` as ``C.T = B.T A.T`` when C is
+row-major. An operand BLAS cannot address (negative or zero strides, overlapping rows,
+misaligned data) is reported back and copied to a C-contiguous array, once; an inplace
+target BLAS cannot address is computed in a contiguous copy and written back. Empty
+dimensions never reach BLAS: the C code returns (m or n is 0) or scales the output by
+beta (k is 0).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend import compiler
+from tensorjit.tensor.blas import Gemm, Ger
+from tensorjit.tensor.math import Dot
+
+Run = Callable[[list, list], None]
+
+DTYPES = {"float64": ("d", "double"), "float32": ("s", "float")}
+ROUTINES = ("dgemm", "sgemm", "dgemv", "sgemv", "dger", "sger", "ddot", "sdot")
+LL = "long long"
+
+_HEADER = r"""
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Status of every entry point: 0 done; -1 a dimension does not fit BLAS's int (the
+   caller falls back); otherwise a bit mask of the array arguments (1: first, 2: second,
+   4: third) BLAS cannot address as they are, to be copied by the caller and retried. */
+
+static void *tj_fn[8];
+
+int tj_blas_init(void **fns)
+{
+    for (int i = 0; i < 8; i++) {
+        if (fns[i] == NULL)
+            return 1;
+        tj_fn[i] = fns[i];
+    }
+    return 0;
+}
+
+/* An r x c matrix at byte strides (sr, sc) as a column-major BLAS operand: *trans 'N'
+   when the memory holds the matrix with leading dimension *ld, 'T' when it holds its
+   transpose. 0 when neither works (negative, zero or overlapping strides). */
+static int tj_layout(long long r, long long c, long long sr, long long sc, long long size,
+                     char *data, char *trans, int *ld)
+{
+    long long mr = r > 1 ? r : 1, mc = c > 1 ? c : 1, l;
+    if ((uintptr_t)data % (uintptr_t)size || sr % size || sc % size)
+        return 0;
+    sr /= size;
+    sc /= size;
+    if ((r <= 1 || sr == 1) && (c <= 1 || sc >= mr)) {
+        *trans = 'N';
+        l = c <= 1 ? mr : sc;
+    } else if ((c <= 1 || sc == 1) && (r <= 1 || sr >= mc)) {
+        *trans = 'T';
+        l = r <= 1 ? mc : sr;
+    } else {
+        return 0;
+    }
+    if (l > INT_MAX)
+        return 0;
+    *ld = (int)l;
+    return 1;
+}
+
+/* A vector of n elements at byte stride s as a BLAS increment (positive only). */
+static int tj_inc(long long n, long long s, long long size, char *data, int *inc)
+{
+    if (n <= 1) {
+        *inc = 1;
+        return 1;
+    }
+    if ((uintptr_t)data % (uintptr_t)size || s <= 0 || s % size || s / size > INT_MAX)
+        return 0;
+    *inc = (int)(s / size);
+    return 1;
+}
+
+static int tj_too_big(long long a, long long b, long long c)
+{
+    return a > INT_MAX || b > INT_MAX || c > INT_MAX;
+}
+"""
+
+_TEMPLATE = r"""
+typedef void (*tj_gemm_{p}_t)(char *, char *, int *, int *, int *, {T} *, {T} *, int *,
+                              {T} *, int *, {T} *, {T} *, int *);
+typedef void (*tj_gemv_{p}_t)(char *, int *, int *, {T} *, {T} *, int *, {T} *, int *,
+                              {T} *, {T} *, int *);
+typedef void (*tj_ger_{p}_t)(int *, int *, {T} *, {T} *, int *, {T} *, int *, {T} *,
+                             int *);
+typedef {T} (*tj_dot_{p}_t)(int *, {T} *, int *, {T} *, int *);
+
+/* m x n matrix at byte strides (s0, s1) = beta * itself (0 when beta is 0). */
+static void tj_scale_{p}(char *c, long long m, long long n, long long s0, long long s1,
+                         double beta)
+{
+    {T} b = ({T})beta;
+    for (long long i = 0; i < m; i++)
+        for (long long j = 0; j < n; j++) {
+            {T} *q = ({T} *)(c + i * s0 + j * s1);
+            *q = b == 0 ? 0 : *q * b;
+        }
+}
+
+/* C (m x n) = alpha * A (m x k) . B (k x n) + beta * C; C is not read when beta is 0. */
+int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
+               char *b, long long n, long long bs0, long long bs1,
+               char *c, long long cs0, long long cs1, double alpha, double beta)
+{
+    const long long z = sizeof({T});
+    char ta, tb, tc;
+    int lda, ldb, ldc, need = 0, im, in, ik, flip;
+    if (m == 0 || n == 0)
+        return 0;
+    if (tj_too_big(m, n, k))
+        return -1;
+    if (k == 0) {
+        tj_scale_{p}(c, m, n, cs0, cs1, beta);
+        return 0;
+    }
+    if (!tj_layout(m, n, cs0, cs1, z, c, &tc, &ldc))
+        return 4;
+    flip = tc == 'T';  /* row-major C: compute C.T = B.T . A.T */
+    if (flip) {
+        if (!tj_layout(n, k, bs1, bs0, z, b, &tb, &ldb)) need |= 2;
+        if (!tj_layout(k, m, as1, as0, z, a, &ta, &lda)) need |= 1;
+    } else {
+        if (!tj_layout(m, k, as0, as1, z, a, &ta, &lda)) need |= 1;
+        if (!tj_layout(k, n, bs0, bs1, z, b, &tb, &ldb)) need |= 2;
+    }
+    if (need)
+        return need;
+    {
+        {T} al = ({T})alpha, be = ({T})beta;
+        im = (int)m;
+        in = (int)n;
+        ik = (int)k;
+        if (flip)
+            ((tj_gemm_{p}_t)tj_fn[{gemm}])(&tb, &ta, &in, &im, &ik, &al, ({T} *)b, &ldb,
+                                          ({T} *)a, &lda, &be, ({T} *)c, &ldc);
+        else
+            ((tj_gemm_{p}_t)tj_fn[{gemm}])(&ta, &tb, &im, &in, &ik, &al, ({T} *)a, &lda,
+                                          ({T} *)b, &ldb, &be, ({T} *)c, &ldc);
+    }
+    return 0;
+}
+
+/* y (m) = alpha * A (m x k) . x (k) + beta * y; y is not read when beta is 0. */
+int tj_gemv_{p}(char *a, long long m, long long k, long long as0, long long as1,
+               char *x, long long xs, char *y, long long ys, double alpha, double beta)
+{
+    const long long z = sizeof({T});
+    char ta;
+    int lda, incx, incy, need = 0, r, c;
+    if (m == 0)
+        return 0;
+    if (tj_too_big(m, k, 0))
+        return -1;
+    if (k == 0) {
+        tj_scale_{p}(y, m, 1, ys, 0, beta);
+        return 0;
+    }
+    if (!tj_layout(m, k, as0, as1, z, a, &ta, &lda)) need |= 1;
+    if (!tj_inc(k, xs, z, x, &incx)) need |= 2;
+    if (!tj_inc(m, ys, z, y, &incy)) need |= 4;
+    if (need)
+        return need;
+    {
+        {T} al = ({T})alpha, be = ({T})beta;
+        /* 'T': the memory holds A.T (k x m), so y = op(A.T) x with op = transpose. */
+        r = ta == 'N' ? (int)m : (int)k;
+        c = ta == 'N' ? (int)k : (int)m;
+        ((tj_gemv_{p}_t)tj_fn[{gemv}])(&ta, &r, &c, &al, ({T} *)a, &lda, ({T} *)x, &incx,
+                                      &be, ({T} *)y, &incy);
+    }
+    return 0;
+}
+
+/* A (m x n) += alpha * x (m) . y (n)^T */
+int tj_ger_{p}(char *a, long long m, long long n, long long as0, long long as1,
+              char *x, long long xs, char *y, long long ys, double alpha)
+{
+    const long long z = sizeof({T});
+    char ta;
+    int lda, incx, incy, need = 0, im, in;
+    if (m == 0 || n == 0)
+        return 0;
+    if (tj_too_big(m, n, 0))
+        return -1;
+    if (!tj_layout(m, n, as0, as1, z, a, &ta, &lda)) need |= 1;
+    if (!tj_inc(m, xs, z, x, &incx)) need |= 2;
+    if (!tj_inc(n, ys, z, y, &incy)) need |= 4;
+    if (need)
+        return need;
+    {
+        {T} al = ({T})alpha;
+        im = (int)m;
+        in = (int)n;
+        if (ta == 'N')
+            ((tj_ger_{p}_t)tj_fn[{ger}])(&im, &in, &al, ({T} *)x, &incx, ({T} *)y, &incy,
+                                        ({T} *)a, &lda);
+        else  /* the memory holds A.T (n x m): A.T += alpha * y . x^T */
+            ((tj_ger_{p}_t)tj_fn[{ger}])(&in, &im, &al, ({T} *)y, &incy, ({T} *)x, &incx,
+                                        ({T} *)a, &lda);
+    }
+    return 0;
+}
+
+/* *out = x (n) . y (n) */
+int tj_dot_{p}(char *x, long long n, long long xs, char *y, long long ys, char *out)
+{
+    const long long z = sizeof({T});
+    int incx, incy, need = 0, in;
+    if (n == 0) {
+        *({T} *)out = 0;
+        return 0;
+    }
+    if (tj_too_big(n, 0, 0))
+        return -1;
+    if (!tj_inc(n, xs, z, x, &incx)) need |= 1;
+    if (!tj_inc(n, ys, z, y, &incy)) need |= 2;
+    if (need)
+        return need;
+    in = (int)n;
+    *({T} *)out = ((tj_dot_{p}_t)tj_fn[{dot}])(&in, ({T} *)x, &incx, ({T} *)y, &incy);
+    return 0;
+}
+"""
+
+_CDEF_TEMPLATE = """
+int tj_gemm_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, {LL}, {LL}, char *, {LL},
+                {LL}, double, double);
+int tj_gemv_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, char *, {LL}, double, double);
+int tj_ger_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, char *, {LL}, double);
+int tj_dot_{p}(char *, {LL}, {LL}, char *, {LL}, char *);
+"""
+
+
+def blas_source() -> tuple[str, str]:
+    """(C source, cffi cdef) of the BLAS kernels for both float dtypes."""
+    parts, cdefs = [_HEADER], ["int tj_blas_init(void **);"]
+    for p, ctype in DTYPES.values():
+        index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
+        # str.format would trip over C braces: substitute the few names directly.
+        text = _TEMPLATE.replace("{p}", p).replace("{T}", ctype)
+        for name, i in index.items():
+            text = text.replace("{" + name + "}", str(i))
+        parts.append(text)
+        cdefs.append(_CDEF_TEMPLATE.replace("{p}", p).replace("{LL}", LL))
+    return "".join(parts), "".join(cdefs)
+
+
+def blas_pointers() -> list[int]:
+    """Addresses of SciPy's BLAS routines (``ROUTINES`` order), from its capsules."""
+    from scipy.linalg import cython_blas
+
+    api = ctypes.pythonapi
+    # Private prototypes: the shared ctypes.pythonapi attributes stay untouched.
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", api))
+    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", api)
+    )
+    capsules = cython_blas.__pyx_capi__
+    pointers = []
+    for name in ROUTINES:
+        capsule = capsules[name]
+        address = get_pointer(capsule, get_name(capsule))
+        if not address:
+            raise RuntimeError(f"scipy.linalg.cython_blas exports no pointer for {name}")
+        pointers.append(address)
+    return pointers
+
+
+_lock = threading.Lock()
+_library: tuple | None = None
+
+
+def library():
+    """(ffi, lib) of the compiled BLAS kernels, initialised with SciPy's pointers."""
+    global _library
+    source, cdef = blas_source()
+    ffi, lib = compiler.load(source, cdef, ("tj_blas_init", "tj_gemm_d"), what="BLAS kernels")
+    with _lock:
+        if _library is None or _library[1] is not lib:
+            table = ffi.new("void *[]", [ffi.cast("void *", p) for p in blas_pointers()])
+            if lib.tj_blas_init(table) != 0:
+                raise RuntimeError("BLAS kernels: a SciPy BLAS pointer is NULL")
+            _library = (ffi, lib)
+    return ffi, lib
+
+
+# ---------------------------------------------------------------- selection
+def _float_dtype(*variables) -> str | None:
+    dtype = variables[0].type.dtype
+    if dtype in DTYPES and all(v.type.dtype == dtype for v in variables):
+        return dtype
+    return None
+
+
+def supported(node: Apply) -> bool:
+    op = node.op
+    if type(op) is Dot:
+        return _float_dtype(*node.inputs, node.outputs[0]) is not None
+    if type(op) is Gemm:
+        z, alpha, x, y, beta = node.inputs
+        return _float_dtype(z, x, y) is not None and alpha.type.ndim == beta.type.ndim == 0
+    if type(op) is Ger:
+        z, alpha, x, y = node.inputs
+        return _float_dtype(z, x, y) is not None and alpha.type.ndim == 0
+    return False
+
+
+def _fix(status: int, arrays: list, bits: tuple[int, ...]) -> None:
+    """Copies the arrays a kernel could not address (``status`` bits) into C order."""
+    if status < 0:
+        raise OverflowError("a dimension does not fit BLAS's int")
+    copied = False
+    for i, bit in enumerate(bits):
+        if status & bit:
+            arrays[i] = np.ascontiguousarray(arrays[i])
+            copied = True
+    if not copied:  # pragma: no cover - a C-ordered output is always addressable
+        raise RuntimeError(f"BLAS kernel: unexpected status {status}")
+
+
+def _retry(call: Callable[..., int], status: int, arrays: list, bits: tuple[int, ...]) -> list:
+    """Copies what ``status`` names and calls again, until the kernel has run.
+
+    Returns the arrays of the successful call (an inplace target may be a copy, to be
+    written back). Three rounds suffice: a copied target changes its orientation, and
+    with it which operands must be copied.
+    """
+    for _ in range(3):
+        _fix(status, arrays, bits)
+        status = call(*arrays)
+        if status == 0:
+            return arrays
+    raise RuntimeError("BLAS kernel refused C-ordered copies")  # pragma: no cover
+
+
+def factory(node: Apply) -> Run:
+    """The C kernel of a Dot, Gemm or Ger node (``supported(node)`` holds)."""
+    ffi, lib = library()
+    op = node.op
+    p = DTYPES[node.outputs[0].type.dtype][0]
+    if type(op) is Dot:
+        return _dot_kernel(node, ffi, lib, p)
+    if type(op) is Gemm:
+        return _gemm_kernel(node, ffi, lib, p)
+    return _ger_kernel(node, ffi, lib, p)
+
+
+def _helpers(ffi, dtype: np.dtype):
+    """ptr(array): a char * to element 0; output(cell value, shape): the result array."""
+    from_buffer, cast = ffi.from_buffer, ffi.cast
+    empty = np.empty
+
+    def ptr(a: np.ndarray):
+        try:
+            return from_buffer(a)
+        except ValueError:  # not C-contiguous: the address of element 0
+            return cast("char *", a.ctypes.data)
+
+    def output(buf, shape: tuple):
+        """``buf`` if the result may be written into it (C-ordered, writeable), else new."""
+        if type(buf) is np.ndarray and buf.shape == shape and buf.dtype == dtype:
+            try:
+                from_buffer(buf, require_writable=True)
+                return buf
+            except ValueError:  # not C-contiguous or read-only
+                pass
+        return empty(shape, dtype)
+
+    return ptr, output
+
+
+def _dot_kernel(node: Apply, ffi, lib, p: str) -> Run:
+    perform = node.op.perform
+    ptr, output = _helpers(ffi, node.outputs[0].type.numpy_dtype)
+    from_buffer = ffi.from_buffer
+    nx, ny = node.inputs[0].type.ndim, node.inputs[1].type.ndim
+    gemm, gemv = getattr(lib, f"tj_gemm_{p}"), getattr(lib, f"tj_gemv_{p}")
+    dot = getattr(lib, f"tj_dot_{p}")
+
+    if nx == 2 and ny == 2:
+
+        def call(x, y, out):
+            m, k = x.shape
+            return gemm(
+                ptr(x), m, k, *x.strides, ptr(y), y.shape[1], *y.strides,
+                from_buffer(out), *out.strides, 1.0, 0.0,
+            )  # fmt: skip
+
+        bits = (1, 2, 4)
+    elif nx == 2:
+
+        def call(x, y, out):
+            m, k = x.shape
+            return gemv(
+                ptr(x), m, k, *x.strides, ptr(y), y.strides[0], from_buffer(out),
+                out.strides[0], 1.0, 0.0,
+            )  # fmt: skip
+
+        bits = (1, 2, 4)
+    elif ny == 2:
+
+        def call(x, y, out):  # x . y = y.T x, y.T being (n x k) at swapped strides
+            k, n = y.shape
+            s0, s1 = y.strides
+            return gemv(
+                ptr(y), n, k, s1, s0, ptr(x), x.strides[0], from_buffer(out),
+                out.strides[0], 1.0, 0.0,
+            )  # fmt: skip
+
+        bits = (2, 1, 4)
+    else:
+
+        def call(x, y, out):
+            return dot(ptr(x), x.shape[0], x.strides[0], ptr(y), y.strides[0], from_buffer(out))
+
+        bits = (1, 2, 4)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y = inputs
+        xs, ys = x.shape, y.shape
+        if xs[-1] != ys[0]:
+            perform(node, inputs, output_storage)  # the reference error
+            return
+        out = output(output_storage[0][0], xs[:-1] + ys[1:])
+        status = call(x, y, out)
+        if status:
+            try:
+                _retry(call, status, [x, y, out], bits)
+            except OverflowError:
+                perform(node, inputs, output_storage)
+                return
+        output_storage[0][0] = out
+
+    return run
+
+
+def _gemm_kernel(node: Apply, ffi, lib, p: str) -> Run:
+    op = node.op
+    perform = op.perform
+    inplace = op.inplace
+    ptr, output = _helpers(ffi, node.outputs[0].type.numpy_dtype)
+    may_share, copyto = np.may_share_memory, np.copyto
+
+    if node.inputs[3].type.ndim == 2:
+        gemm = getattr(lib, f"tj_gemm_{p}")
+
+        def call(x, y, t, alpha, beta):
+            m, k = x.shape
+            return gemm(
+                ptr(x), m, k, *x.strides, ptr(y), y.shape[1], *y.strides, ptr(t), *t.strides,
+                alpha, beta,
+            )  # fmt: skip
+
+    else:
+        gemv = getattr(lib, f"tj_gemv_{p}")
+
+        def call(x, y, t, alpha, beta):
+            m, k = x.shape
+            return gemv(
+                ptr(x), m, k, *x.strides, ptr(y), y.strides[0], ptr(t), t.strides[0],
+                alpha, beta,
+            )  # fmt: skip
+
+    def run(inputs: list, output_storage: list) -> None:
+        z, alpha, x, y, beta = inputs
+        if x.shape[1] != y.shape[0] or z.shape != x.shape[:1] + y.shape[1:]:
+            perform(node, inputs, output_storage)  # the reference error
+            return
+        a, b = float(alpha), float(beta)
+        if inplace:
+            target = z
+            if may_share(x, z):  # an operand overlapping the target is read from a copy
+                x = x.copy()
+            if may_share(y, z):
+                y = y.copy()
+        else:
+            target = output(output_storage[0][0], z.shape)
+            if b != 0.0:  # with beta 0 BLAS does not read the target
+                copyto(target, z)
+        status = call(x, y, target, a, b)
+        if status:
+            try:
+                done = _retry(lambda *xyt: call(*xyt, a, b), status, [x, y, target], (1, 2, 4))
+            except OverflowError:
+                perform(node, inputs, output_storage)
+                return
+            if done[2] is not target:  # an inplace target BLAS could not address
+                target[...] = done[2]
+        output_storage[0][0] = target
+
+    return run
+
+
+def _ger_kernel(node: Apply, ffi, lib, p: str) -> Run:
+    op = node.op
+    perform = op.perform
+    inplace = op.inplace
+    ptr, output = _helpers(ffi, node.outputs[0].type.numpy_dtype)
+    may_share, copyto = np.may_share_memory, np.copyto
+    ger = getattr(lib, f"tj_ger_{p}")
+
+    def call(t, x, y, alpha):
+        m, n = t.shape
+        return ger(ptr(t), m, n, *t.strides, ptr(x), x.strides[0], ptr(y), y.strides[0], alpha)
+
+    def run(inputs: list, output_storage: list) -> None:
+        z, alpha, x, y = inputs
+        if z.shape != (x.shape[0], y.shape[0]):
+            perform(node, inputs, output_storage)  # the reference error
+            return
+        a = float(alpha)
+        if inplace:
+            target = z
+            if may_share(x, z):
+                x = x.copy()
+            if may_share(y, z):
+                y = y.copy()
+        else:
+            target = output(output_storage[0][0], z.shape)
+            copyto(target, z)
+        status = call(target, x, y, a)
+        if status:
+            try:
+                done = _retry(lambda *txy: call(*txy, a), status, [target, x, y], (1, 2, 4))
+            except OverflowError:
+                perform(node, inputs, output_storage)
+                return
+            if done[0] is not target:
+                target[...] = done[0]
+        output_storage[0][0] = target
+
+    return run

@@ -1,0 +1,361 @@
+"""C BLAS kernels (Dot, Gemm, Ger) against NumPy and Op.perform under DebugMode."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.core.compile.mode import Mode
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.plugins.c_backend import blas
+from tensorjit.tensor.blas import Gemm, Ger
+from tensorjit.tensor.math import Dot
+
+REASON = get_plugin_system().registries.backends.unavailable_reason("c")
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
+)
+
+DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
+FAST_C = tensorjit.FAST_RUN.with_backends("c", "python")
+RNG = np.random.default_rng(0)
+BLAS_OPS = (Dot, Gemm, Ger)
+TOL = {"float64": {"rtol": 1e-12, "atol": 1e-12}, "float32": {"rtol": 2e-5, "atol": 2e-5}}
+# Layouts BLAS addresses as they are (a matrix needs a unit stride, a vector a positive
+# increment); the others are copied.
+NO_COPY = {
+    1: {"contiguous", "submatrix", "strided"},
+    2: {"contiguous", "fortran", "transposed", "submatrix"},
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiledir(tmp_path_factory):
+    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
+        yield
+
+
+@pytest.fixture
+def copies(monkeypatch):
+    """The status of every kernel call that asked for operand copies."""
+    seen: list[int] = []
+    original = blas._fix
+
+    def recording(status, arrays, bits):
+        seen.append(status)
+        return original(status, arrays, bits)
+
+    monkeypatch.setattr(blas, "_fix", recording)
+    return seen
+
+
+def compile_c(inputs, outputs, mode=DEBUG_C, **kwargs):
+    f = tensorjit.function(inputs, outputs, mode=mode, **kwargs)
+    names = [k.name for n, k in f.kernels.items() if isinstance(n.op, BLAS_OPS)]
+    assert names and all(name.endswith("c:selected") for name in names), names
+    return f
+
+
+LAYOUTS_2D = ("contiguous", "fortran", "transposed", "submatrix", "strided", "negative")
+LAYOUTS_1D = ("contiguous", "submatrix", "strided", "negative")
+
+
+def lay_out(value: np.ndarray, layout: str) -> np.ndarray:
+    """A new array holding ``value``'s elements, laid out as ``layout`` says."""
+    pad = tuple(s + 2 for s in value.shape)
+    inner = tuple(slice(1, s + 1) for s in value.shape)
+    if layout == "contiguous":
+        return value.copy()
+    if layout == "fortran":
+        return np.asfortranarray(value)
+    if layout == "transposed":  # the transpose of a C-ordered submatrix
+        base = np.zeros(pad[::-1], value.dtype)
+        base[inner[::-1]] = value.T
+        return base[inner[::-1]].T
+    if layout == "submatrix":  # rows (or elements) inside a larger buffer
+        base = np.zeros(pad, value.dtype)
+        base[inner] = value
+        return base[inner]
+    if layout == "strided":
+        base = np.zeros(tuple(2 * s for s in value.shape), value.dtype)
+        view = base[tuple(slice(None, None, 2) for _ in value.shape)]
+        view[...] = value
+        return view
+    assert layout == "negative"
+    flip = tuple(slice(None, None, -1) for _ in value.shape)
+    return value[flip].copy()[flip]
+
+
+def operands(shape, dtype):
+    value = RNG.uniform(-2, 2, size=shape).astype(dtype)
+    return {lay: lay_out(value, lay) for lay in (LAYOUTS_2D if len(shape) == 2 else LAYOUTS_1D)}
+
+
+def expect_copies(seen, *operands, one_element=False):
+    """``operands``: (layout, array) pairs of one call; copies only where needed."""
+    layouts = [layout for layout, _ in operands]
+    if all(layout in NO_COPY[a.ndim] for layout, a in operands):
+        assert seen == [], (layouts, seen)
+    elif not one_element:
+        assert seen, layouts  # the operand BLAS can not address was copied
+    seen.clear()
+
+
+# ---------------------------------------------------------------- Dot
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("nx,ny", [(2, 2), (2, 1), (1, 2), (1, 1)])
+def test_dot_forms_and_layouts(dtype, nx, ny, copies):
+    x = T.tensor(dtype, shape=(None,) * nx, name="x")
+    y = T.tensor(dtype, shape=(None,) * ny, name="y")
+    f = compile_c([x, y], T.dot(x, y))
+    for m, k, n in [(5, 7, 4), (1, 7, 1), (5, 1, 4)]:
+        for lx, xv in operands((m, k) if nx == 2 else (k,), dtype).items():
+            for ly, yv in operands((k, n) if ny == 2 else (k,), dtype).items():
+                got = f(xv, yv)
+                want = np.dot(xv, yv)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_allclose(got, want, **TOL[dtype])
+                expect_copies(copies, (lx, xv), (ly, yv), one_element=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_dot_empty_dims(dtype):
+    a, b = T.tensor(dtype, shape=(None, None)), T.tensor(dtype, shape=(None, None))
+    mm = compile_c([a, b], T.dot(a, b))
+    u, v = T.tensor(dtype, shape=(None,)), T.tensor(dtype, shape=(None,))
+    mv = compile_c([a, u], T.dot(a, u))
+    vm = compile_c([u, b], T.dot(u, b))
+    vv = compile_c([u, v], T.dot(u, v))
+    z = np.zeros
+    cases = [
+        (mm, z((0, 3), dtype), z((3, 4), dtype)),
+        (mm, z((3, 0), dtype), z((0, 4), dtype)),  # k == 0: zeros, not garbage
+        (mm, z((3, 2), dtype), z((2, 0), dtype)),
+        (mv, z((0, 3), dtype), z(3, dtype)),
+        (mv, z((3, 0), dtype), z(0, dtype)),
+        (vm, z(0, dtype), z((0, 3), dtype)),
+        (vm, z(2, dtype), z((2, 0), dtype)),
+        (vv, z(0, dtype), z(0, dtype)),
+    ]
+    for f, xv, yv in cases:
+        for _ in range(2):  # the second call may reuse the first's buffer
+            got = f(xv, yv)
+            want = np.dot(xv, yv)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_dot_shape_mismatch_is_the_reference_error():
+    a, b = T.matrix("a"), T.matrix("b")
+    f = compile_c([a, b], T.dot(a, b))
+    with pytest.raises(ValueError, match="not aligned"):
+        f(np.ones((2, 3)), np.ones((4, 2)))
+
+
+def test_dot_other_dtypes_fall_back_to_python():
+    for dx, dy in [("float32", "float64"), ("complex128", "complex128"), ("int64", "int64")]:
+        x, y = T.tensor(dx, shape=(None, None)), T.tensor(dy, shape=(None, None))
+        f = tensorjit.function([x, y], T.dot(x, y), mode=DEBUG_C)
+        assert [k.name for k in f.kernels.values()] == ["debug:perform"]
+
+
+# ---------------------------------------------------------------- Gemm
+def gemm_function(dtype, matrix, inplace):
+    z = T.tensor(dtype, shape=(None, None) if matrix else (None,), name="z")
+    x = T.tensor(dtype, shape=(None, None), name="x")
+    y = T.tensor(dtype, shape=(None, None) if matrix else (None,), name="y")
+    alpha, beta = T.scalar("alpha"), T.scalar("beta")
+    out = Gemm(inplace=inplace)(z, alpha, x, y, beta)
+    if inplace:
+        return compile_c(
+            [tensorjit.In(z, mutable=True), alpha, x, y, beta], out, accept_inplace=True
+        )
+    return compile_c([z, alpha, x, y, beta], out)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("matrix", [True, False], ids=["gemm", "gemv"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["copy", "inplace"])
+def test_gemm_forms_and_layouts(dtype, matrix, inplace, copies):
+    f = gemm_function(dtype, matrix, inplace)
+    m, k, n = 4, 6, 3
+    z_shape = (m, n) if matrix else (m,)
+    y_shape = (k, n) if matrix else (k,)
+    zs, xs, ys = operands(z_shape, dtype), operands((m, k), dtype), operands(y_shape, dtype)
+    cases = [(lx, ly, "contiguous") for lx in xs for ly in ys]
+    cases += [("contiguous", "contiguous", lz) for lz in zs]
+    for alpha, beta in [(0.5, -1.5), (2.0, 0.0), (1.0, 1.0)]:
+        for lx, ly, lz in cases:
+            zv, xv, yv = lay_out(zs[lz], lz), xs[lx], ys[ly]
+            want = beta * zs[lz] + alpha * np.dot(xv, yv)
+            got = f(zv, np.float64(alpha), xv, yv, np.float64(beta))
+            assert got.dtype == np.dtype(dtype) and got.shape == z_shape
+            np.testing.assert_allclose(got, want, **TOL[dtype])
+            if inplace:  # the mutable input holds the result
+                np.testing.assert_allclose(zv, want, **TOL[dtype])
+            else:
+                np.testing.assert_array_equal(zv, zs[lz])
+            target = [(lz, zv)] if inplace else []  # else z is copied into a fresh buffer
+            expect_copies(copies, (lx, xv), (ly, yv), *target)
+
+
+@pytest.mark.parametrize("matrix", [True, False], ids=["gemm", "gemv"])
+def test_gemm_empty_dims(matrix):
+    f = gemm_function("float64", matrix, inplace=False)
+    shapes = [(0, 3, 2), (3, 0, 2), (3, 2, 0)] if matrix else [(0, 3, 1), (3, 0, 1)]
+    for m, k, n in shapes:
+        zv = np.full((m, n) if matrix else (m,), 2.0)
+        xv = np.ones((m, k))
+        yv = np.ones((k, n) if matrix else (k,))
+        for beta in (3.0, 0.0):
+            got = f(zv, np.float64(0.5), xv, yv, np.float64(beta))
+            np.testing.assert_array_equal(got, beta * zv + 0.5 * np.dot(xv, yv))
+
+
+def test_gemm_shape_mismatch_is_the_reference_error():
+    f = gemm_function("float64", True, inplace=False)
+    with pytest.raises(ValueError, match="not aligned"):
+        f(np.ones((2, 2)), np.float64(1), np.ones((2, 3)), np.ones((2, 2)), np.float64(1))
+
+
+def test_gemm_rewritten_from_expression():
+    z, x, y = T.matrix("z"), T.matrix("x"), T.matrix("y")
+    f = compile_c([z, x, y], 2.0 * z - 0.25 * T.dot(x, y))
+    assert any(isinstance(n.op, Gemm) for n in f.kernels)
+    zv, xv, yv = (RNG.standard_normal(s) for s in [(3, 5), (3, 4), (4, 5)])
+    np.testing.assert_allclose(f(zv, xv, yv), 2.0 * zv - 0.25 * xv @ yv, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- Ger
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("inplace", [False, True], ids=["copy", "inplace"])
+def test_ger_layouts(dtype, inplace, copies):
+    z, alpha = T.tensor(dtype, shape=(None, None)), T.scalar()
+    x, y = T.tensor(dtype, shape=(None,)), T.tensor(dtype, shape=(None,))
+    out = Ger(inplace=inplace)(z, alpha, x, y)
+    if inplace:
+        f = compile_c([tensorjit.In(z, mutable=True), alpha, x, y], out, accept_inplace=True)
+    else:
+        f = compile_c([z, alpha, x, y], out)
+    m, n = 5, 3
+    zs, xs, ys = operands((m, n), dtype), operands((m,), dtype), operands((n,), dtype)
+    cases = [("contiguous", lx, ly) for lx in xs for ly in ys]
+    cases += [(lz, "contiguous", "contiguous") for lz in zs]
+    for lz, lx, ly in cases:
+        zv = lay_out(zs[lz], lz)
+        want = zs[lz] + 0.75 * np.outer(xs[lx], ys[ly])
+        got = f(zv, np.float64(0.75), xs[lx], ys[ly])
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+        if inplace:
+            np.testing.assert_allclose(zv, want, **TOL[dtype])
+        target = [(lz, zv)] if inplace else []
+        expect_copies(copies, *target, (lx, xs[lx]), (ly, ys[ly]))
+    # empty dims
+    for shape in [(0, 3), (3, 0)]:
+        zv = np.ones(shape, dtype)
+        got = f(zv, np.float64(2), np.ones(shape[0], dtype), np.ones(shape[1], dtype))
+        np.testing.assert_array_equal(got, np.ones(shape, dtype))
+
+
+# ---------------------------------------------------------------- buffers
+def test_output_buffer_reused_when_it_fits():
+    x, y, z = T.matrix("x"), T.matrix("y"), T.matrix("z")
+    u, v = T.vector("u"), T.vector("v")
+    alpha = T.scalar("alpha")
+    xv, yv, zv = np.ones((3, 4)), np.ones((4, 2)), np.ones((3, 2))
+    uv, vv, two = np.ones(3), np.ones(2), np.float64(2)
+    cases = [
+        (T.dot(x, y), [xv, yv], np.full((3, 2), 4.0)),
+        (Gemm()(z, alpha, x, y, alpha), [zv, two, xv, yv, two], np.full((3, 2), 10.0)),
+        (Ger()(z, alpha, u, v), [zv, two, uv, vv], np.full((3, 2), 3.0)),
+    ]
+    for out, values, want in cases:
+        run = blas.factory(out.owner)
+        buf = np.full((3, 2), np.nan)
+        storage = [buf]
+        run(values, [storage])
+        assert storage[0] is buf
+        np.testing.assert_array_equal(buf, want)
+        readonly = np.empty((3, 2))
+        readonly.flags.writeable = False
+        unfits = [np.empty((2, 3)), np.empty((3, 2), order="F"), np.empty((3, 2), "f4"), readonly]
+        for unfit in unfits:
+            cell = [unfit]
+            run(values, [cell])
+            assert cell[0] is not unfit and cell[0].flags.c_contiguous
+            np.testing.assert_array_equal(cell[0], want)
+        np.testing.assert_array_equal(zv, np.ones((3, 2)))  # not inplace: z untouched
+
+
+def test_pointers_come_from_scipy_capsules_without_warnings():
+    pointers = blas.blas_pointers()
+    assert len(pointers) == len(blas.ROUTINES) and all(pointers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a, b = T.matrix("a"), T.matrix("b")
+        f = compile_c([a, b], T.dot(a, b))
+        np.testing.assert_allclose(f(np.eye(2), np.ones((2, 2))), np.ones((2, 2)))
+
+
+# ---------------------------------------------------------------- training steps
+def test_sgd_updates_run_inplace_in_the_shared_buffer():
+    w0 = RNG.standard_normal((4, 3))
+    w = tensorjit.shared(w0.copy(), name="w")
+    x, g = T.matrix("x"), T.matrix("g")
+    u, v = T.vector("u"), T.vector("v")
+    step = compile_c([x, g], [], updates={w: w - 0.1 * T.dot(x.T, g)})
+    assert any(isinstance(n.op, Gemm) and n.op.inplace for n in step.kernels)
+    rank1 = compile_c([u, v], [], updates={w: w + 0.5 * T.outer(u, v)})
+    assert any(isinstance(n.op, Ger) and n.op.inplace for n in rank1.kernels)
+    buf = w.get_value(borrow=True)
+    xv, gv, uv, vv = RNG.standard_normal((5, 4)), RNG.standard_normal((5, 3)), w0[:, 0], w0[0]
+    step(xv, gv)
+    step(xv, gv[::-1])
+    rank1(uv, vv)
+    assert w.get_value(borrow=True) is buf
+    want = w0 - 0.1 * xv.T @ gv - 0.1 * xv.T @ gv[::-1] + 0.5 * np.outer(uv, vv)
+    np.testing.assert_allclose(w.get_value(), want, rtol=1e-12)
+
+
+def mlp_step(mode, dtype, data, steps=4):
+    xv, yv, w1v, w2v = data
+    w1 = tensorjit.shared(w1v.copy(), name="w1")
+    b1 = tensorjit.shared(np.zeros(w1v.shape[1], dtype), name="b1")
+    w2 = tensorjit.shared(w2v.copy(), name="w2")
+    x, y = T.tensor(dtype, shape=(None, None), name="x"), T.tensor(dtype, shape=(None,))
+    h = T.tanh(T.dot(x, w1) + b1)
+    p = T.sigmoid(T.dot(h, w2))
+    cost = (-y * T.log(p) - (1 - y) * T.log(1 - p)).mean() + 0.001 * (w1**2).sum()
+    g1, gb1, g2 = tensorjit.grad(cost, [w1, b1, w2])
+    lr = np.asarray(0.5, dtype)
+    train = tensorjit.function(
+        [x, y], cost, updates=[(w1, w1 - lr * g1), (b1, b1 - lr * gb1), (w2, w2 - lr * g2)],
+        mode=mode,
+    )  # fmt: skip
+    costs = [train(xv, yv) for _ in range(steps)]
+    return train, costs, [s.get_value() for s in (w1, b1, w2)]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_mlp_training_step_matches_the_python_backend(dtype):
+    x = RNG.standard_normal((20, 12)).astype(dtype)
+    y = (RNG.uniform(size=20) > 0.5).astype(dtype)
+    data = (x, y, 0.3 * RNG.standard_normal((12, 8)).astype(dtype))
+    data += (0.3 * RNG.standard_normal(8).astype(dtype),)
+    train_c, costs_c, params_c = mlp_step(FAST_C, dtype, data)
+    _, costs_py, params_py = mlp_step(tensorjit.FAST_RUN, dtype, data)
+    c_blas = [n for n, k in train_c.kernels.items() if isinstance(n.op, BLAS_OPS)]
+    assert len(c_blas) >= 3
+    assert all(train_c.kernels[n].name == "c:selected" for n in c_blas)
+    tol = {"rtol": 1e-11, "atol": 1e-12} if dtype == "float64" else {"rtol": 1e-4, "atol": 1e-5}
+    np.testing.assert_allclose(costs_c, costs_py, **tol)
+    for a, b in zip(params_c, params_py):
+        np.testing.assert_allclose(a, b, **tol)
+    assert costs_c[-1] < costs_c[0]
+    # And under DebugMode every C kernel agrees with Op.perform along the way.
+    mlp_step(DEBUG_C, dtype, data, steps=2)
