@@ -155,9 +155,56 @@ class Ger(_BlasUpdate):
         output_storage[0][0] = target
 
 
+def numpy_blas_kernel(node: Apply):
+    """The Python backend's kernel for Gemm and Ger: NumPy's own BLAS (``np.dot``) into a
+    scratch buffer the kernel keeps, then scaled in place into z.
+
+    Op.perform calls SciPy's BLAS, which is a second OpenBLAS with its own thread pool;
+    mixing it with NumPy's (every other product uses ``np.dot``) makes the two pools
+    fight over the cores. The scratch buffer is kept between calls, so a weight update
+    allocates nothing once warm."""
+    op = node.op
+    scratch: list = [None]
+
+    def product(x: np.ndarray, y: np.ndarray, target: np.ndarray) -> np.ndarray:
+        buf = scratch[0]
+        if buf is None or buf.shape != target.shape or buf.dtype != target.dtype:
+            buf = scratch[0] = np.empty(target.shape, dtype=target.dtype)
+        if isinstance(op, Ger):
+            return np.multiply.outer(x, y, out=buf)
+        return np.dot(x, y, out=buf)
+
+    def run(inputs: list, output_storage: list) -> None:
+        if isinstance(op, Ger):
+            z, alpha, x, y = inputs
+            beta = 1.0
+        else:
+            z, alpha, x, y, beta = inputs
+            beta = beta.item()
+            if x.shape[1] != y.shape[0]:
+                raise ValueError(
+                    f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned"
+                )
+        expected = (x.shape[0], y.shape[0]) if isinstance(op, Ger) else x.shape[:1] + y.shape[1:]
+        if z.shape != expected:
+            raise ValueError(f"{op}: z {z.shape} does not match x {x.shape}, y {y.shape}")
+        target = op._target(z, output_storage)
+        if not (x.dtype == y.dtype == target.dtype) or target.dtype.kind == "c":
+            op.perform(node, inputs, output_storage)  # mixed or complex dtypes: the reference
+            return
+        prod = product(x, y, target)
+        np.multiply(prod, alpha, out=prod)
+        if beta != 1.0:
+            np.multiply(target, beta, out=target)
+        np.add(target, prod, out=target)
+        output_storage[0][0] = target
+
+    return run
+
+
 def gemm_reference(z, alpha, x, y, beta):
     """The symbolic meaning of Gemm, for tests and DebugMode."""
     return mul(beta, z) + mul(alpha, dot(x, y))
 
 
-__all__ = ["BLAS_DTYPES", "Gemm", "Ger", "TensorType", "gemm_reference"]
+__all__ = ["BLAS_DTYPES", "Gemm", "Ger", "TensorType", "gemm_reference", "numpy_blas_kernel"]

@@ -4,10 +4,10 @@ like any third party's, it registers TensorType, the shared constructor and its 
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import InplaceRegistry, OpRegistry, TypeRegistry
+from tensorjit.core.registries import InplaceRegistry, KernelRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.tensor import allocation, extra_ops, linalg, nnet
-from tensorjit.tensor.blas import Gemm, Ger
+from tensorjit.tensor.blas import Gemm, Ger, numpy_blas_kernel
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
@@ -113,6 +113,12 @@ def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
     registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)
     registry.add(AdvancedIncSubtensor, advanced_incsubtensor_inplace_variant, plugin=FAMILY)
+
+
+@hookimpl
+def tensorjit_register_kernels(registry: KernelRegistry) -> None:
+    for op_class in (Gemm, Ger):
+        registry.add("python", op_class, numpy_blas_kernel, name="numpy-blas", plugin=FAMILY)
 
 
 @hookimpl
