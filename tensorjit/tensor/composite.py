@@ -12,6 +12,9 @@ from tensorjit.tensor.scalar import ScalarOp
 
 # A program is a tuple of steps (scalar_op, args); an arg is ("in", i) for input i of the
 # composite or ("step", j) for the result of step j. The last step is the output.
+# Below this many elements, reusing a working buffer costs more than it saves.
+REUSE_THRESHOLD = 4096
+
 Program = tuple[tuple[ScalarOp, tuple[tuple[str, int], ...]], ...]
 
 
@@ -37,16 +40,68 @@ class Composite(ScalarOp):
     def output_dtype(self, dtypes: Sequence[str]) -> str:
         return self.out_dtype
 
-    def _evaluate(self, *inputs: Any) -> Any:
+    def _evaluate(self, *inputs: Any, out: np.ndarray | None = None) -> Any:
+        """Run the program. For large arrays, steps write into working buffers whose
+        previous value is no longer read (``out`` first, then intermediates adopted as
+        buffers): a chain then needs no temporary at all, any program only a few."""
         results: list[Any] = []
         last_use = self._last_use
+        reuse = getattr(out, "size", 0) >= REUSE_THRESHOLD or any(
+            getattr(v, "size", 0) >= REUSE_THRESHOLD for v in inputs
+        )
+        # Working buffers and who lives in each: ("in", i) for input i (inplace), a step,
+        # or None (free).
+        buffers: list[list[Any]] = []
+        if out is not None:
+            owner = next((("in", i) for i, v in enumerate(inputs) if v is out), None)
+            buffers.append([out, owner])
         for j, (op, args) in enumerate(self.program):
             values = [inputs[i] if kind == "in" else results[i] for kind, i in args]
-            results.append(op.impl(*values))
+            if reuse and isinstance(op.impl, np.ufunc):
+                # A buffer must have the step's own shape and dtype (an int8 or bool
+                # intermediate must not be computed in a float buffer).
+                shape = np.broadcast_shapes(*(np.shape(v) for v in values))
+                dtype = np.dtype(op.output_dtype([np.asarray(v).dtype.name for v in values]))
+                slot = next(
+                    (
+                        b
+                        for b in buffers
+                        if b[0].shape == shape
+                        and b[0].dtype == dtype
+                        and (b[1] is None or self._last_read(b[1]) <= j)
+                    ),
+                    None,
+                )
+                if slot is not None:
+                    results.append(op.impl(*values, out=slot[0], casting="unsafe"))
+                    slot[1] = ("step", j)
+                    continue
+            result = op.impl(*values)
+            results.append(result)
+            if reuse and isinstance(result, np.ndarray) and result.size >= REUSE_THRESHOLD:
+                buffers.append([result, ("step", j)])  # adopt it as a working buffer
             for kind, i in args:  # drop intermediates as soon as they are no longer read
                 if kind == "step" and last_use[i] == j:
                     results[i] = None
         return results[-1]
+
+    def _last_read(self, owner: tuple[str, int]) -> int:
+        kind, i = owner
+        if kind == "in":
+            return self._input_last_use[i]
+        return self._last_use[i]
+
+    @property
+    def _input_last_use(self) -> list[int]:
+        cached = self.__dict__.get("_input_last_use_cache")
+        if cached is None:
+            cached = [-1] * self.nin
+            for j, (_, args) in enumerate(self.program):
+                for kind, i in args:
+                    if kind == "in":
+                        cached[i] = j
+            self.__dict__["_input_last_use_cache"] = cached
+        return cached
 
     @property
     def _last_use(self) -> list[int]:
@@ -62,7 +117,9 @@ class Composite(ScalarOp):
         return cached
 
     def impl_into(self, inputs: Sequence[Any], out: np.ndarray) -> np.ndarray:
-        out[...] = self._evaluate(*inputs)
+        result = self._evaluate(*inputs, out=out)
+        if result is not out:
+            out[...] = result
         return out
 
     def grad(self, inputs, outputs, gz):

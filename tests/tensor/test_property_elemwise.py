@@ -134,6 +134,11 @@ def problems(draw):
             def bound_fn(a):
                 return a + 1  # float -> int truncates towards zero
 
+        if op == "switch" and not clear_comparison(operands[0].val, operands[1].val):
+            # a > b is discontinuous: where a and b are nearly equal, rewrites that change
+            # rounding (e.g. (x + 2) - 2 -> x) may legitimately flip it. Compare only
+            # values that are clearly apart.
+            return operands[2]
         bound = bound_fn(*[o.bound for o in operands])
         val = numpy_eval(np_fn, *[o.val for o in operands])
         # operands must fit too: a cast to a small integer type needs an in-range input
@@ -143,6 +148,13 @@ def problems(draw):
 
     out = build(max_depth)
     return [leaf.sym for leaf in leaves], [leaf.val for leaf in leaves], out
+
+
+def clear_comparison(a, b) -> bool:
+    with np.errstate(all="ignore"):
+        gap = np.abs(np.asarray(a, dtype="float64") - np.asarray(b, dtype="float64"))
+        scale = 1 + np.maximum(np.abs(a), np.abs(b)).astype("float64")
+    return bool(np.all(gap > 1e-3 * scale))
 
 
 def tolerance(dtype):
@@ -166,7 +178,9 @@ def test_random_elementwise_expression_matches_numpy(problem):
     assert isinstance(got, np.ndarray)
     assert got.dtype == expected.dtype
     assert got.shape == expected.shape
-    tol = tolerance(expected.dtype)
+    # Rewrites may drop a rounding NumPy does in a lower precision (1 - (1 - x) -> x on a
+    # float32 x inside a float64 result): allow the loosest precision involved.
+    tol = max(tolerance(d) for d in [expected.dtype] + [v.dtype for v in values])
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol, equal_nan=True)
     for original, val in zip(originals, values):  # inputs are never modified
         np.testing.assert_array_equal(original, val)
