@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 from tensorjit.core.graph.basic import Apply
@@ -13,8 +14,13 @@ PERFORM = Kernel("perform", "python", lambda node: partial(node.op.perform, node
 _select_cache: dict[tuple, Kernel | None] = {}
 
 
+_warned_unavailable: set[str] = set()
+
+
 def backends_for(names: tuple[str, ...] | None, device: str) -> list[Backend]:
-    """The backends a mode may use, best first; an explicitly named one must be available."""
+    """The backends a mode may use, best first. A named backend that can not run here is
+    skipped with one warning (per backend and process) saying why; the others, and in the
+    end Op.perform, still run the function."""
     registry = get_plugin_system().registries.backends
     if names is None:
         return registry.for_device(device)
@@ -24,7 +30,14 @@ def backends_for(names: tuple[str, ...] | None, device: str) -> list[Backend]:
             raise ValueError(f"unknown backend {name!r}; registered: {sorted(registry.backends)}")
         reason = registry.unavailable_reason(name)
         if reason is not None:
-            raise RuntimeError(f"backend {name!r} is unavailable: {reason}")
+            if name not in _warned_unavailable:
+                _warned_unavailable.add(name)
+                warnings.warn(
+                    f"backend {name!r} is unavailable ({reason}); its kernels are not used",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            continue
         chosen.append(registry.backends[name])
     return chosen
 
