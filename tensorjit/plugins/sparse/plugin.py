@@ -1,14 +1,16 @@
 """Entry point of the sparse op family (registration hooks).
 
 It registers SparseType, the shared constructor for scipy.sparse values, the op classes
-(family "sparse") and the rewrites. No kernels: every op runs its ``perform`` on
-scipy.sparse (there is no C backend to register kernels for yet).
+(family "sparse"), the rewrites, and C kernels (backend "c") for the sparse x dense
+products ``StructuredDot`` and ``DenseSparseDot`` (see ``c_kernels``); every other op
+runs its ``perform`` on scipy.sparse. The kernels compile nothing at registration: the
+C backend is imported when a function using one is compiled with that backend.
 """
 
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import OpRegistry, TypeRegistry
+from tensorjit.core.registries import KernelRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.plugins.sparse.basic import OP_CLASSES
 from tensorjit.plugins.sparse.type import (
@@ -37,3 +39,10 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
     from tensorjit.plugins.sparse import rewriting
 
     rewriting.register(db)
+
+
+@hookimpl
+def tensorjit_register_kernels(registry: KernelRegistry) -> None:
+    from tensorjit.plugins.sparse import c_kernels
+
+    c_kernels.register(registry)
