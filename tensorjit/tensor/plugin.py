@@ -123,9 +123,11 @@ def tensorjit_register_kernels(registry: KernelRegistry) -> None:
 
 @hookimpl
 def tensorjit_register_rewrites(db: RewriteDB) -> None:
+    from tensorjit.scan import rewriting as scan_rewriting
     from tensorjit.tensor import rewriting
 
     rewriting.register(db)
+    scan_rewriting.register(db)
 
 
 @hookimpl

@@ -1,0 +1,387 @@
+"""Graph rewrites of ``Scan`` nodes, registered with :func:`register`.
+
+Each rewrite builds a new ``Scan`` op (the inner graph is shared or partly cloned, never
+mutated) and replaces the old node's outputs with variables of exactly the same types:
+
+- ``scan_remove_unused_outputs``: outputs nobody reads (and that no kept output's
+  recurrence reads) leave the loop, with the sequences and non-sequences that only
+  they used.
+- ``scan_hoist_invariants``: inner nodes computed from non-sequences (and constants)
+  alone are computed once, outside the loop, and passed in as new non-sequences.
+- ``scan_keep_last_state``: an output with history of which only ``out[-1]`` is read
+  (directly, or as ``out[lag:][-1]``, the form ``scan()`` returns) becomes a state
+  carried from step to step: the loop keeps ``lag`` rows instead of ``lag + n_steps``.
+  Gradients are built before rewriting, so a graph whose gradient reads the history has
+  other clients of the output and the rewrite does not fire there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.graph.traversal import ancestors, clone_replace, toposort
+from tensorjit.core.rewrites.basic import node_rewriter
+from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.scan.op import Scan
+from tensorjit.tensor.subtensor import Subtensor
+from tensorjit.tensor.type import TensorType
+
+PLUGIN = "scan"
+
+
+# ======================================================================= loop layout
+@dataclass
+class _Mit:
+    taps: tuple[int, ...]
+    ins: list[Variable]  # inner tap inputs, one per tap
+    out: Variable  # inner output
+    init: Variable  # outer initial rows
+    old: int | None  # index of the old node's output it computes (None: new)
+
+
+@dataclass
+class _Carry:
+    inner: Variable
+    out: Variable
+    init: Variable
+    old: int | None
+
+
+@dataclass
+class _Loop:
+    """A Scan node taken apart into editable groups (see ``tensorjit.scan.op``)."""
+
+    op: Scan
+    n_steps: Variable
+    seqs: list[tuple[Variable, Variable]]  # (inner, outer)
+    mits: list[_Mit]
+    nits: list[tuple[Variable, int | None]]  # (inner output, old output index)
+    carries: list[_Carry]
+    nonseqs: list[tuple[Variable, Variable]]  # (inner, outer)
+    extra: dict[Variable, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, node: Apply) -> _Loop:
+        op: Scan = node.op
+        n_steps, seqs, inits, carry_inits, nonseqs = op.outer_groups(node.inputs)
+        seq_idx, tap_idx, carry_idx, nonseq_idx = op.inner_slices()
+        ins, outs = op.inner_inputs, op.inner_outputs
+        n_mit, n_nit = op.n_mit, op.n_nit
+        return cls(
+            op,
+            n_steps,
+            [(ins[i], s) for i, s in zip(seq_idx, seqs)],
+            [
+                _Mit(op.mit_taps[h], [ins[i] for i in tap_idx[h]], outs[h], inits[h], h)
+                for h in range(n_mit)
+            ],
+            [(outs[n_mit + k], n_mit + k) for k in range(n_nit)],
+            [
+                _Carry(ins[i], outs[n_mit + n_nit + k], carry_inits[k], n_mit + n_nit + k)
+                for k, i in enumerate(carry_idx)
+            ],
+            [(ins[i], w) for i, w in zip(nonseq_idx, nonseqs)],
+        )
+
+    def inner_outputs(self) -> list[Variable]:
+        outs = [m.out for m in self.mits] + [o for o, _ in self.nits]
+        return outs + [c.out for c in self.carries]
+
+    def set_inner_outputs(self, new: list[Variable]) -> None:
+        it = iter(new)
+        for m in self.mits:
+            m.out = next(it)
+        self.nits = [(next(it), old) for _, old in self.nits]
+        for c in self.carries:
+            c.out = next(it)
+
+    def build(self) -> tuple[Scan, list[Variable]]:
+        """A new Scan node for this layout; returns the op and its outputs."""
+        inner_inputs = [v for v, _ in self.seqs]
+        for m in self.mits:
+            inner_inputs.extend(m.ins)
+        inner_inputs += [c.inner for c in self.carries] + [v for v, _ in self.nonseqs]
+        old = self.op
+        op = Scan(
+            inner_inputs,
+            self.inner_outputs(),
+            len(self.seqs),
+            [m.taps for m in self.mits],
+            len(self.nits),
+            len(self.carries),
+            len(self.nonseqs),
+            old.truncate_gradient,
+            old.name,
+        )
+        outs = op(
+            self.n_steps,
+            *(s for _, s in self.seqs),
+            *(m.init for m in self.mits),
+            *(c.init for c in self.carries),
+            *(w for _, w in self.nonseqs),
+        )
+        return op, outs if isinstance(outs, list) else [outs]
+
+    def replacements(self, node: Apply, new_outs: list[Variable]) -> dict | None:
+        """{old output: new output} for the outputs that kept an ``old`` index; None when
+        a type would change (the rewrite then does not apply)."""
+        olds = [m.old for m in self.mits] + [o for _, o in self.nits]
+        olds += [c.old for c in self.carries]
+        result = {}
+        for old_index, new in zip(olds, new_outs):
+            if old_index is None:
+                continue
+            old = node.outputs[old_index]
+            if old.type != new.type:
+                return None
+            result[old] = new
+        return result
+
+
+def _used(fgraph: FunctionGraph, var: Variable) -> bool:
+    return bool(fgraph.clients.get(var))
+
+
+# ======================================================================= 1. unused outputs
+@node_rewriter([Scan])
+def scan_remove_unused_outputs(fgraph: FunctionGraph, node: Apply):
+    """Drop outputs that have no clients and that no kept output's recurrence reads."""
+    loop = _Loop.of(node)
+    keep_mit = [_used(fgraph, node.outputs[m.old]) for m in loop.mits]
+    keep_nit = [_used(fgraph, node.outputs[o]) for _, o in loop.nits]
+    keep_carry = [_used(fgraph, node.outputs[c.old]) for c in loop.carries]
+    if not (any(keep_mit) or any(keep_nit) or any(keep_carry)):
+        return None  # the whole node is dead: the graph prunes it
+    while True:
+        kept = [m.out for m, k in zip(loop.mits, keep_mit) if k]
+        kept += [o for (o, _), k in zip(loop.nits, keep_nit) if k]
+        kept += [c.out for c, k in zip(loop.carries, keep_carry) if k]
+        needed = set(ancestors(kept))
+        changed = False
+        for h, m in enumerate(loop.mits):
+            if not keep_mit[h] and any(v in needed for v in m.ins):
+                keep_mit[h] = changed = True
+        for k, c in enumerate(loop.carries):
+            if not keep_carry[k] and c.inner in needed:
+                keep_carry[k] = changed = True
+        if not changed:
+            break
+    seqs = [s for s in loop.seqs if s[0] in needed]
+    nonseqs = [w for w in loop.nonseqs if w[0] in needed]
+    if (
+        all(keep_mit)
+        and all(keep_nit)
+        and all(keep_carry)
+        and len(seqs) == len(loop.seqs)
+        and len(nonseqs) == len(loop.nonseqs)
+    ):
+        return None
+    loop.mits = [m for m, k in zip(loop.mits, keep_mit) if k]
+    loop.nits = [n for n, k in zip(loop.nits, keep_nit) if k]
+    loop.carries = [c for c, k in zip(loop.carries, keep_carry) if k]
+    loop.seqs, loop.nonseqs = seqs, nonseqs
+    _, new_outs = loop.build()
+    return loop.replacements(node, new_outs)
+
+
+# ======================================================================= 2. hoisting
+@node_rewriter([Scan])
+def scan_hoist_invariants(fgraph: FunctionGraph, node: Apply):
+    """Compute inner nodes that read only non-sequences and constants once, outside."""
+    loop = _Loop.of(node)
+    if not loop.nonseqs:
+        return None
+    inner_outs = loop.inner_outputs()
+    boundary = set(node.op.inner_inputs)
+    nonseq_inner = {v for v, _ in loop.nonseqs}
+    # invariant: computed from non-sequences and constants only; hoistable: invariant
+    # and reading at least one non-sequence (constant-only parts are left to folding).
+    invariant: set[Variable] = set(nonseq_inner)
+    hoistable: set[Variable] = set()
+    order = toposort(inner_outs, boundary)
+    hoisted_nodes = []
+    for n in order:
+        if not n.inputs:
+            continue
+        if all(isinstance(i, Constant) or i in invariant for i in n.inputs):
+            invariant.update(n.outputs)
+            if any(i in nonseq_inner or i in hoistable for i in n.inputs):
+                hoistable.update(n.outputs)
+                hoisted_nodes.append(n)
+    if not hoisted_nodes:
+        return None
+    hoisted_set = set(hoisted_nodes)
+    frontier: list[Variable] = []
+    for n in order:
+        if n in hoisted_set:
+            continue
+        for i in n.inputs:
+            if i in hoistable and i not in frontier:
+                frontier.append(i)
+    for o in inner_outs:
+        if o in hoistable and o not in frontier:
+            frontier.append(o)
+    if not frontier:
+        return None
+    # The outer computation: the frontier with inner non-sequences replaced by outer ones.
+    outer_values, _ = clone_replace(frontier, {v: w for v, w in loop.nonseqs})
+    placeholders = {}
+    for var, value in zip(frontier, outer_values):
+        try:
+            converted = var.type.filter_variable(value)
+        except TypeError:
+            return None
+        if converted is not value:
+            return None  # would need a conversion: leave the loop as it is
+        placeholders[var] = var.type.make_variable(var.name)
+    new_inner, _ = clone_replace(inner_outs, placeholders)
+    loop.set_inner_outputs(new_inner)
+    loop.nonseqs = loop.nonseqs + [(placeholders[v], w) for v, w in zip(frontier, outer_values)]
+    # Non-sequences only the hoisted nodes read are no longer needed inside.
+    needed = set(ancestors(new_inner))
+    loop.nonseqs = [(v, w) for v, w in loop.nonseqs if v in needed]
+    _, new_outs = loop.build()
+    return loop.replacements(node, new_outs)
+
+
+# ======================================================================= 3. last state
+def _const_int(var: Variable) -> int | None:
+    if isinstance(var, Constant) and np.ndim(var.data) == 0:
+        value = var.data
+        if np.asarray(value).dtype.kind in "iu":
+            return int(value)
+    return None
+
+
+def _is_last_row(node: Any) -> bool:
+    """``node`` is ``x[-1]`` (a Subtensor taking the constant index -1 of axis 0)."""
+    return (
+        isinstance(node, Apply)
+        and isinstance(node.op, Subtensor)
+        and node.op.entries == ("i",)
+        and _const_int(node.inputs[1]) == -1
+    )
+
+
+def _is_tail(node: Any, lag: int) -> bool:
+    """``node`` is ``x[lag:]`` (constant start, no stop, no step)."""
+    return (
+        isinstance(node, Apply)
+        and isinstance(node.op, Subtensor)
+        and node.op.entries == (("s", True, False, False),)
+        and _const_int(node.inputs[1]) == lag
+    )
+
+
+def _last_row_readers(
+    fgraph: FunctionGraph, buf: Variable, lag: int
+) -> list[tuple[Variable, bool]] | None:
+    """The ``[-1]`` variables reading ``buf``, each with whether it reads through
+    ``buf[lag:]`` (empty when no step ran), or None when anything else reads ``buf``."""
+    readers: list[tuple[Variable, bool]] = []
+    for client, i in fgraph.clients_of(buf):
+        if i != 0:
+            return None
+        if _is_last_row(client):
+            readers.append((client.outputs[0], False))
+        elif _is_tail(client, lag):
+            tail = client.outputs[0]
+            for sub, j in fgraph.clients_of(tail):
+                if j != 0 or not _is_last_row(sub):
+                    return None
+                readers.append((sub.outputs[0], True))
+        else:
+            return None
+    return readers or None
+
+
+def _with_type(var: Variable, type_: TensorType) -> Variable | None:
+    """``var`` with exactly the type ``type_`` (a reshape declares its static shape)."""
+    if var.type == type_:
+        return var
+    if not isinstance(var.type, TensorType) or var.type.ndim != type_.ndim:
+        return None
+    if var.type.dtype != type_.dtype:
+        return None
+    from tensorjit.tensor.shape_ops import reshape
+
+    dims = [s if s is not None else var.shape[d] for d, s in enumerate(type_.shape)]
+    out = reshape(var, dims, ndim=type_.ndim)
+    return out if out.type == type_ else None
+
+
+@node_rewriter([Scan])
+def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
+    """An output with history read only as ``out[-1]`` becomes a carried state."""
+    from tensorjit.tensor.math import minimum
+    from tensorjit.tensor.shape_ops import concatenate, expand_dims
+
+    loop = _Loop.of(node)
+    lags = node.op.lags
+    chosen = []
+    for h, m in enumerate(loop.mits):
+        readers = _last_row_readers(fgraph, node.outputs[m.old], lags[h])
+        if readers is not None:
+            chosen.append((h, readers))
+    if not chosen:
+        return None
+    tap_repl: dict[Variable, Variable] = {}
+    new_carries: list[tuple[_Carry, list[tuple[Variable, bool]], int]] = []
+    for h, readers in chosen:
+        m, lag = loop.mits[h], lags[h]
+        if lag == 1:  # the state is the last row itself
+            carry = _Carry(m.ins[0], m.out, m.init[0], None)
+        else:  # the state is a window of the last ``lag`` rows
+            row = m.ins[0].type
+            window = TensorType(row.dtype, (lag, *row.shape))("window")
+            for tap, v in zip(m.taps, m.ins):
+                tap_repl[v] = window[lag + tap]
+            carry = _Carry(window, m.out, m.init, None)
+        new_carries.append((carry, readers, lag))
+    if tap_repl:
+        loop.set_inner_outputs(clone_replace(loop.inner_outputs(), tap_repl)[0])
+    for (h, _), (carry, _, lag) in zip(chosen, new_carries):
+        out = loop.mits[h].out
+        carry.out = out if lag == 1 else concatenate([carry.inner[1:], expand_dims(out, 0)], 0)
+    drop = {h for h, _ in chosen}
+    loop.mits = [m for h, m in enumerate(loop.mits) if h not in drop]
+    n_old_carries = len(loop.carries)
+    loop.carries = loop.carries + [c for c, _, _ in new_carries]
+    _, new_outs = loop.build()
+    result = loop.replacements(node, new_outs)
+    if result is None:
+        return None
+    finals = new_outs[len(new_outs) - len(loop.carries) + n_old_carries :]
+    for (_, readers, lag), final in zip(new_carries, finals):
+        last = final if lag == 1 else final[-1]
+        for reader, through_tail in readers:
+            if through_tail:
+                # ``buf[lag:][-1]`` fails when no step ran: so does ``[last][start:][-1]``
+                # with ``start = 1 - min(n_steps, 1)``.
+                start = 1 - minimum(node.inputs[0], 1)
+                value = _with_type(expand_dims(last, 0)[start:][-1], reader.type)
+            else:
+                value = _with_type(last, reader.type)
+            if value is None:
+                return None
+            result[reader] = value
+    return result
+
+
+# ======================================================================= registration
+REWRITES = [
+    ("scan_remove_unused_outputs", scan_remove_unused_outputs, "canonicalize"),
+    ("scan_hoist_invariants", scan_hoist_invariants, "canonicalize"),
+    ("scan_keep_last_state", scan_keep_last_state, "specialize"),
+]
+
+
+def register(db: RewriteDB) -> None:
+    """Register the scan rewrites into ``db`` (tags ``fast_run`` and ``scan``)."""
+    for name, rewriter, phase in REWRITES:
+        db.register(name, rewriter, phase, "fast_run", "scan", plugin=PLUGIN)
