@@ -486,6 +486,9 @@ def function(
         fgraph.attach_feature(recorder)
     stats = RewriteStats()
     query = mode_obj.query.without(*config.excluded_rewrites)
+    for backend in backends_for(mode_obj.backends, config.device):
+        # A backend may need some rewrite families and be unable to run others.
+        query = query.including(*backend.requires_tags).excluding(*backend.excludes_tags)
     run_phases(fgraph, system.registries.rewrites.query(query), stats)
     if config.profile_rewrites:
         print(f"rewrites of function {name or '<unnamed>'}:\n{stats.report()}")

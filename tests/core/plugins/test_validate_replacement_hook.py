@@ -52,3 +52,31 @@ def test_vetoed_substitution_is_rolled_back_and_counted():
     assert len(_exp_nodes(f)) == 2
     value = np.array([0.0, 1.0, 2.0])
     np.testing.assert_allclose(f(value), 2 * np.exp(value))
+
+
+def test_a_backend_can_exclude_rewrite_families():
+    from tensorjit.core.registries import Backend
+
+    class NoFusion:
+        @hookimpl
+        def tensorjit_register_backends(self, registry):
+            registry.add(
+                Backend(
+                    "no-fusion", "cpu", -50, lambda: None, excludes_tags=("fusion",), plugin="test"
+                )
+            )
+
+    x = T.vector("x")
+    fused = tensorjit.function([x], T.exp(x) * 2 + 1)
+    plugin = NoFusion()
+    register_plugin(plugin, "test-no-fusion-backend")
+    backends = get_plugin_system().registries.backends.backends
+    try:
+        mode = tensorjit.FAST_RUN.with_backends("no-fusion", "python")
+        plain = tensorjit.function([x], T.exp(x) * 2 + 1, mode=mode)
+    finally:
+        get_plugin_system().pm.unregister(plugin)
+        backends.pop("no-fusion", None)
+    assert fused.rewrite_stats.applied["elemwise_fusion"] == 1
+    assert plain.rewrite_stats.applied["elemwise_fusion"] == 0
+    np.testing.assert_allclose(plain(np.zeros(2)), [3.0, 3.0])
