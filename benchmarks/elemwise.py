@@ -14,12 +14,12 @@ import argparse
 import functools
 import os
 import tempfile
-import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
+from _timing import median_time  # noqa: E402
 
 import tensorjit  # noqa: E402
 import tensorjit.tensor as T  # noqa: E402
@@ -36,21 +36,7 @@ FORMULAE = [
     ("2*a + b**10", lambda a, b: 2 * a + b**10),
 ]
 
-
-def median_time(fn, repeats: int, target: float = 0.02) -> float:
-    """Median over ``repeats`` of the mean time of a batch lasting about ``target`` s."""
-    fn()
-    start = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(target / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return float(np.median(samples))
+BUDGET = 0.02  # seconds of repeated calls per timing sample
 
 
 def main() -> None:
@@ -89,16 +75,23 @@ def main() -> None:
                     # The copy reads both inputs' bytes and writes one output, as the formulae.
                     src = np.concatenate([a, b])
                     dst = np.empty_like(src)
-                    row = {"numpy": median_time(functools.partial(formula, a, b), args.repeats)}
+                    row = {
+                        "numpy": median_time(functools.partial(formula, a, b), args.repeats, BUDGET)
+                    }
                     if numexpr is not None:
                         expr = text
                         row["numexpr"] = median_time(
                             functools.partial(numexpr.evaluate, expr, {"a": a, "b": b}),
                             args.repeats,
+                            BUDGET,
                         )
                     for k, f in fns.items():
-                        row[f"tj-{k}"] = median_time(functools.partial(f, a, b), args.repeats)
-                    row["copy"] = median_time(functools.partial(np.copyto, dst, src), args.repeats)
+                        row[f"tj-{k}"] = median_time(
+                            functools.partial(f, a, b), args.repeats, BUDGET
+                        )
+                    row["copy"] = median_time(
+                        functools.partial(np.copyto, dst, src), args.repeats, BUDGET
+                    )
                     expected = formula(a, b)
                     got = fns["c"](a, b)
                     rtol = 1e-5 if dtype == "float32" else 1e-12

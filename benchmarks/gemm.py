@@ -17,26 +17,9 @@ oversubscribes the cores while one pool's threads spin; compare with
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
-
-
-def median_time(step: Callable[[], object], repeats: int, budget: float = 0.2) -> float:
-    step()  # warm-up (compilation caches, allocator, BLAS threads)
-    start = time.perf_counter()
-    step()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            step()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+from _timing import median_time
 
 
 def dot_cases(dtype: str, repeats: int, modes: dict) -> list[tuple[str, dict[str, float]]]:

@@ -9,21 +9,10 @@ the hand-written NumPy loop (forward, then backpropagation through time).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
 
 import numpy as np
-
-
-def median_time(step: Callable[[], object], repeats: int) -> float:
-    step()  # warm-up (compilation, caches)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from _timing import median_time
 
 
 def numpy_rnn(X, h0, W, U, b):
@@ -94,7 +83,7 @@ def main() -> None:
     vals = (X, h0, W, U, b)
 
     ref = numpy_rnn(*vals)
-    results = {"numpy (hand-written BPTT)": median_time(lambda: numpy_rnn(*vals), args.repeats)}
+    results = {"numpy (hand-written BPTT)": median_time(lambda: numpy_rnn(*vals), args.repeats, 0)}
 
     start = time.perf_counter()
     f = tensorjit_rnn()
@@ -102,7 +91,7 @@ def main() -> None:
     compile_s = time.perf_counter() - start
     for a, r in zip(got, ref):
         np.testing.assert_allclose(a, r, rtol=1e-8, atol=1e-10)
-    results["tensorjit scan"] = median_time(lambda: f(*vals), args.repeats)
+    results["tensorjit scan"] = median_time(lambda: f(*vals), args.repeats, 0)
 
     try:
         g = pytensor_rnn()
@@ -111,7 +100,7 @@ def main() -> None:
     else:
         for a, r in zip(g(*vals), ref):
             np.testing.assert_allclose(a, r, rtol=1e-8, atol=1e-10)
-        results["pytensor scan"] = median_time(lambda: g(*vals), args.repeats)
+        results["pytensor scan"] = median_time(lambda: g(*vals), args.repeats, 0)
 
     base = results["numpy (hand-written BPTT)"]
     print(

@@ -14,26 +14,9 @@ C++ (``csr_matvecs``/``csc_matvecs``), and so is the C kernel.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
-
-
-def median_time(step: Callable[[], object], repeats: int, budget: float = 0.2) -> float:
-    step()  # warm-up (compilation caches, allocator, output buffers)
-    start = time.perf_counter()
-    step()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget / once))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            step()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+from _timing import median_time
 
 
 def random_sparse(rows: int, cols: int, density: float, fmt: str, dtype: str, rng):
