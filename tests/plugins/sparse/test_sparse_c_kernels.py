@@ -25,7 +25,10 @@ def _c_unavailable() -> str | None:
         return str(exc)
 
 
-pytestmark = pytest.mark.skipif(_c_unavailable() is not None, reason="no C backend")
+_REASON = _c_unavailable()
+pytestmark = pytest.mark.skipif(
+    _REASON is not None, reason=f"no C compiler for the C backend: {_REASON}"
+)
 
 DEBUG_C = tensorjit.Mode(
     "DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True
