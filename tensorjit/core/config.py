@@ -67,6 +67,13 @@ _OPTIONS = [
         _choice("FAST_RUN", "FAST_COMPILE", "DebugMode"),
     ),
     ConfigOption("compiledir", _default_compiledir(), "cache directory for compiled code", str),
+    ConfigOption(
+        "cc",
+        "",
+        "C compiler command for compiled backends (empty: $CC, else cc, else gcc)",
+        str,
+    ),
+    ConfigOption("cflags", "", "extra flags for the C compiler (e.g. -march=native)", str),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption("plugins_blocklist", (), "entry-point names of plugins not to load", _name_list),
     ConfigOption(
@@ -85,6 +92,10 @@ _OPTIONS = [
 ]
 
 
+# Other names accepted for an option (the issue tracker and older docs use them).
+_ALIASES = {"cache_dir": "compiledir"}
+
+
 class Config:
     """Holds the current value of every option; attribute access reads and writes them."""
 
@@ -100,6 +111,7 @@ class Config:
             self._set(name.strip(), value.strip(), origin="TENSORJIT_FLAGS")
 
     def _set(self, name: str, value: Any, origin: str = "code") -> None:
+        name = _ALIASES.get(name, name)
         option = self._options.get(name)
         if option is None:
             raise AttributeError(
@@ -112,7 +124,7 @@ class Config:
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return self._values[name]
+            return self._values[_ALIASES.get(name, name)]
         except KeyError:
             raise AttributeError(f"unknown config option {name!r}") from None
 
@@ -121,7 +133,7 @@ class Config:
 
     @contextlib.contextmanager
     def change_flags(self, **flags: Any) -> Iterator[None]:
-        old = {name: getattr(self, name) for name in flags}
+        old = {_ALIASES.get(name, name): getattr(self, name) for name in flags}
         try:
             for name, value in flags.items():
                 self._set(name, value)

@@ -23,23 +23,39 @@ def backends_for(names: tuple[str, ...] | None, device: str) -> list[Backend]:
     end Op.perform, still run the function."""
     registry = get_plugin_system().registries.backends
     if names is None:
-        return registry.for_device(device)
+        # The device's backends by priority; one that would have been preferred to the
+        # best available one (e.g. C without a compiler) says once why it is not used.
+        chosen = registry.for_device(device)
+        best = chosen[0].priority if chosen else float("-inf")
+        for backend in registry.backends.values():
+            if backend.device == device and backend.priority > best:
+                _warn_unavailable(backend.name, registry.unavailable_reason(backend.name))
+        return chosen
     chosen = []
     for name in names:
         if name not in registry.backends:
             raise ValueError(f"unknown backend {name!r}; registered: {sorted(registry.backends)}")
         reason = registry.unavailable_reason(name)
         if reason is not None:
-            if name not in _warned_unavailable:
-                _warned_unavailable.add(name)
-                warnings.warn(
-                    f"backend {name!r} is unavailable ({reason}); its kernels are not used",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
+            _warn_unavailable(name, reason)
             continue
         chosen.append(registry.backends[name])
     return chosen
+
+
+def _warn_unavailable(name: str, reason: str | None) -> None:
+    if reason is not None and name not in _warned_unavailable:
+        _warned_unavailable.add(name)
+        warnings.warn(
+            f"backend {name!r} is unavailable ({reason}); its kernels are not used",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+
+def _kernel_name(factory) -> str:
+    """A selected factory may say what it is (``kernel_name``) for profiles and errors."""
+    return getattr(factory, "kernel_name", None) or getattr(factory, "__name__", "selected")
 
 
 def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
@@ -57,7 +73,7 @@ def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
             _select_cache[key] = (
                 None
                 if factory is None
-                else Kernel(f"{backend.name}:selected", backend.name, factory)
+                else Kernel(f"{backend.name}:{_kernel_name(factory)}", backend.name, factory)
             )
         if _select_cache[key] is not None:
             return _select_cache[key]

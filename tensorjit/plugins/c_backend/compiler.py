@@ -38,14 +38,18 @@ class CCompileError(RuntimeError):
 stats = {"built": 0, "loaded": 0, "memory_hits": 0}
 _loaded: dict[str, tuple[Any, Any]] = {}
 _thread_lock = threading.Lock()
-_identity: tuple[tuple[str, ...], str] | None = None
+_identities: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {}
 
 
 def compiler_command() -> list[str]:
-    """The compiler's argv prefix: ``$CC`` if set, else ``cc``, else ``gcc``."""
-    cc = os.environ.get("CC", "").strip()
-    if cc:
-        argv, origin = shlex.split(cc), "from $CC"
+    """The compiler's argv prefix: config ``cc`` if set, else ``$CC``, else ``cc``, else
+    ``gcc``."""
+    from tensorjit.core.config import config
+
+    if config.cc.strip():
+        argv, origin = shlex.split(config.cc), "from config 'cc'"
+    elif os.environ.get("CC", "").strip():
+        argv, origin = shlex.split(os.environ["CC"]), "from $CC"
     else:
         found = next((n for n in ("cc", "gcc") if shutil.which(n)), None)
         if found is None:
@@ -57,11 +61,18 @@ def compiler_command() -> list[str]:
     return [path, *argv[1:]]
 
 
+def compile_flags() -> tuple[str, ...]:
+    """The fixed flags, then config ``cflags`` (which may override them, e.g. -O2)."""
+    from tensorjit.core.config import config
+
+    return CFLAGS + tuple(shlex.split(config.cflags))
+
+
 def compiler_identity() -> tuple[tuple[str, ...], str]:
-    """(argv, first line of ``--version``); checked once per process."""
-    global _identity
-    if _identity is None:
-        argv = compiler_command()
+    """(argv, first line of ``--version``); each compiler is run once per process."""
+    argv = tuple(compiler_command())
+    known = _identities.get(argv)
+    if known is None:
         try:
             proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -72,8 +83,8 @@ def compiler_identity() -> tuple[tuple[str, ...], str]:
                 f"{proc.returncode}: {proc.stderr.strip()[:200]}"
             )
         lines = (proc.stdout or proc.stderr).strip().splitlines()
-        _identity = (tuple(argv), lines[0] if lines else "unknown version")
-    return _identity
+        known = _identities[argv] = (argv, lines[0] if lines else "unknown version")
+    return known
 
 
 def unavailable_reason() -> str | None:
@@ -119,7 +130,7 @@ def cache_key(source: str) -> str:
         source,
         " ".join(argv),
         cc_version,
-        " ".join(CFLAGS + LIBS),
+        " ".join(compile_flags() + LIBS),
         _numpy_abi(),
         _tensorjit_version(),
         CODEGEN_VERSION,
@@ -171,7 +182,7 @@ def _build(source: str, directory: str, key: str, what: str) -> None:
         so_path = os.path.join(tmp, "kernel.so")
         with open(c_path, "w") as f:
             f.write(source)
-        cmd = [*argv, *CFLAGS, "-o", so_path, c_path, *LIBS]
+        cmd = [*argv, *compile_flags(), "-o", so_path, c_path, *LIBS]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as exc:

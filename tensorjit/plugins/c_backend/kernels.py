@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import blas, codegen, compiler
+from tensorjit.plugins.c_backend import blas, codegen, compiler, rowwise
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Dot, Reduce
@@ -194,6 +194,10 @@ def reduce_factory(node: Apply) -> Run:
     return run
 
 
+elemwise_factory.kernel_name = "elemwise"
+reduce_factory.kernel_name = "reduce"
+
+
 def select(node: Apply) -> Run | None:
     """The C kernel factory for ``node``, or None (its Python kernel is used)."""
     op = node.op
@@ -203,4 +207,6 @@ def select(node: Apply) -> Run | None:
         return reduce_factory
     if type(op) in (Dot, Gemm, Ger) and blas.supported(node):
         return blas.factory
+    if type(op) in rowwise.OPS and rowwise.supported(node):
+        return rowwise.factory
     return None

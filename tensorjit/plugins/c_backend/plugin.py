@@ -1,6 +1,7 @@
 """Entry point of the C backend (backend and kernel registration hooks).
 
-Registration probes nothing: whether cffi and a C compiler are usable is checked when
+It is the default CPU backend (priority above the Python backend's). Registration
+probes nothing: whether cffi and a C compiler are usable is checked when
 the backend is first asked for. Kernels are chosen per node through
 ``tensorjit_select_kernel``, so a node the C code generator does not cover (a scalar op
 without a C equivalent, float16, complex) falls back to the next backend.
@@ -15,9 +16,10 @@ from tensorjit.core.registries import Backend, BackendRegistry
 
 BACKEND = "c"
 PLUGIN = "c_backend"
-# Below the Python backend (priority 0) for now: C kernels run only where a mode names
-# the backend, e.g. tensorjit.FAST_RUN.with_backends("c", "python").
-PRIORITY = -10
+# Above the Python backend (priority 0): the default CPU backend wherever a C compiler
+# runs; nodes without a C kernel fall back to Op.perform. Opt out per mode with
+# tensorjit.FAST_RUN.with_backends("python").
+PRIORITY = 10
 
 
 def check_available() -> str | None:

@@ -313,9 +313,10 @@ def test_runtime_error_in_dot_names_op_and_creation_site():
     assert f(np.ones((2, 3)), np.ones((3, 4))).shape == (2, 4)
     with pytest.raises(ValueError, match=r"dot: shapes \(2, 3\) and \(4, 2\) not aligned") as e:
         f(np.ones((2, 3)), np.ones((4, 2)))
-    # the op and where the node was created come with the exception (as a note)
+    # the op, its kernel and where the node was created come with the exception (a note)
     full = "\n".join([str(e.value), *getattr(e.value, "__notes__", [])])
-    assert f"while computing Dot [kernel perform], node created at {site}" in full
+    (kernel,) = [k.name for n, k in f.kernels.items() if n.op == prod.owner.op]
+    assert f"while computing Dot [kernel {kernel}], node created at {site}" in full
     assert THIS_FILE in full
     assert "a (shape=(2, 3), dtype=float64)" in full
     assert "b (shape=(4, 2), dtype=float64)" in full

@@ -56,7 +56,7 @@ def copies(monkeypatch):
 def compile_c(inputs, outputs, mode=DEBUG_C, **kwargs):
     f = tensorjit.function(inputs, outputs, mode=mode, **kwargs)
     names = [k.name for n, k in f.kernels.items() if isinstance(n.op, BLAS_OPS)]
-    assert names and all(name.endswith("c:selected") for name in names), names
+    assert names and all(name.endswith("c:blas") for name in names), names
     return f
 
 
@@ -351,7 +351,7 @@ def test_mlp_training_step_matches_the_python_backend(dtype):
     _, costs_py, params_py = mlp_step(tensorjit.FAST_RUN, dtype, data)
     c_blas = [n for n, k in train_c.kernels.items() if isinstance(n.op, BLAS_OPS)]
     assert len(c_blas) >= 3
-    assert all(train_c.kernels[n].name == "c:selected" for n in c_blas)
+    assert all(train_c.kernels[n].name == "c:blas" for n in c_blas)
     tol = {"rtol": 1e-11, "atol": 1e-12} if dtype == "float64" else {"rtol": 1e-4, "atol": 1e-5}
     np.testing.assert_allclose(costs_c, costs_py, **tol)
     for a, b in zip(params_c, params_py):

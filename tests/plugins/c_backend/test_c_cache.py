@@ -40,7 +40,8 @@ SCRIPT = textwrap.dedent(
 def run_script(tmp_path, compiledir, script=SCRIPT, env_extra=None, check=True):
     path = tmp_path / "script.py"
     path.write_text(script)
-    env = dict(os.environ, TENSORJIT_FLAGS=f"compiledir={compiledir}", **(env_extra or {}))
+    env = dict(os.environ, TENSORJIT_FLAGS=f"compiledir={compiledir}")
+    env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, str(path)], capture_output=True, text=True, env=env, check=check
     )
@@ -59,7 +60,7 @@ def entries(directory):
 def test_hit_in_new_process_and_corrupt_entry_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     first = result(run_script(tmp_path, cache))
-    assert first["kernels"] == ["c:selected"]
+    assert first["kernels"] == ["c:elemwise"]
     assert first["stats"]["built"] == 1
     second = result(run_script(tmp_path, cache))
     assert second["stats"] == {"built": 0, "loaded": 1, "memory_hits": 0}
@@ -126,7 +127,7 @@ def test_registration_does_not_probe_the_compiler(tmp_path):
         from tensorjit.plugins.c_backend import compiler
         system = get_plugin_system()
         assert "c" in system.registries.backends.backends
-        print(compiler._identity is None)
+        print(compiler._identities == {})
         """
     )
     proc = run_script(tmp_path, tmp_path / "cache", script)
@@ -149,12 +150,12 @@ def test_missing_compiler_reason_and_python_kernels(tmp_path):
         import numpy as np
         import tensorjit, tensorjit.tensor as T
         a = T.vector("a")
-        f = tensorjit.function([a], T.exp(a) + 1)
-        assert [k.name for k in f.kernels.values()] == ["perform"]
-        assert np.allclose(f(np.zeros(3)), 2.0)
         import warnings
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            f = tensorjit.function([a], T.exp(a) + 1)  # the default mode asks for C first
+            assert [k.name for k in f.kernels.values()] == ["perform"]
+            assert np.allclose(f(np.zeros(3)), 2.0)
             mode = tensorjit.FAST_RUN.with_backends("c", "python")
             g = tensorjit.function([a], a + 1, mode=mode)
             h = tensorjit.function([a], a * 2, mode=mode)
@@ -171,11 +172,41 @@ def test_missing_compiler_reason_and_python_kernels(tmp_path):
 
 
 @needs_cc
-def test_kernel_values_in_this_process(tmp_path):
+def test_cflags_from_config_make_their_own_entries(tmp_path):
     import tensorjit.tensor as T
 
-    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
-        a = T.vector("a")
-        f = tensorjit.function([a], a + 1, mode=tensorjit.FAST_RUN.with_backends("c", "python"))
+    a = T.vector("a")
+    # cache_dir is another name for compiledir (as in TENSORJIT_FLAGS=cache_dir=...)
+    with tensorjit.config.change_flags(cache_dir=str(tmp_path), cflags="-DTJ_TEST_FLAG=1"):
+        f = tensorjit.function([a], a + 1)
+        assert compiler.compile_flags()[-1] == "-DTJ_TEST_FLAG=1"
     np.testing.assert_array_equal(f(np.arange(3.0)), [1.0, 2.0, 3.0])
-    assert entries(tmp_path)[0]
+    assert len(entries(tmp_path)[0]) == 1  # a key of its own: not the default flags' entry
+
+
+@needs_cc
+def test_bad_cflags_give_the_compiler_message_and_the_source(tmp_path):
+    with tensorjit.config.change_flags(compiledir=str(tmp_path), cflags="-fno-such-tj-flag"):
+        with pytest.raises(compiler.CCompileError) as info:
+            compiler.load("int tj_x(void) { return 1; }\n", "int tj_x(void);", ("tj_x",), "x")
+    message = str(info.value)
+    assert "-fno-such-tj-flag" in message and "generated source: " in message
+
+
+def test_cc_from_config_names_the_missing_compiler(tmp_path):
+    script = textwrap.dedent(
+        """
+        import warnings
+        import numpy as np
+        import tensorjit, tensorjit.tensor as T
+        a = T.vector("a")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            f = tensorjit.function([a], a + 1)
+        assert np.allclose(f(np.zeros(2)), 1.0)
+        print(caught[0].message)
+        """
+    )
+    flags = f"compiledir={tmp_path / 'cache'},cc=/nonexistent/tj-cc -O1"
+    proc = run_script(tmp_path, None, script, env_extra={"TENSORJIT_FLAGS": flags})
+    assert "C compiler '/nonexistent/tj-cc' (from config 'cc') was not found" in proc.stdout

@@ -283,7 +283,7 @@ def test_log_of_exp_is_x_even_where_exp_overflows():
     np.testing.assert_array_equal(f(xv), xv)
     plain = tensorjit.function([x], T.log(T.exp(x)), mode=ISOLATED.without("local_log_exp"))
     assert elemwise_names(plain) == ["exp", "log"]
-    with pytest.warns(RuntimeWarning, match="overflow"):
+    with np.errstate(over="ignore"):  # NumPy kernels warn, C kernels do not
         assert plain(xv)[2] == np.inf
 
 
@@ -497,7 +497,7 @@ def test_log_one_plus_exp_overflows_without_the_stabilize_phase():
     x = T.vector("x")
     f = tensorjit.function([x], T.log(1 + T.exp(x)), mode=FAST_RUN.excluding("stabilize"))
     assert "local_log_stable" not in f.profile.applied
-    with pytest.warns(RuntimeWarning, match="overflow"):
+    with np.errstate(over="ignore"):  # NumPy kernels warn, C kernels do not
         got = f(np.array([0.0, 1000.0]))
     assert got[1] == np.inf
     assert got[0] == pytest.approx(np.log(2.0))

@@ -1,0 +1,221 @@
+"""C kernels for ops that work along one axis ("rows"): softmax, log_softmax,
+argmax/argmin and the class selection of the cross-entropy (SelectClass and its gradient).
+
+Each kernel moves its axis last (a NumPy view, no copy) and calls one generated C
+function that loops over the other axes with byte strides and runs a row function on
+each row. Operands either have the row axis (``row``) or hold one value per row
+(``cell``: the class index, the selected value, the argmax).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, ctype
+from tensorjit.tensor.math import Argmax
+from tensorjit.tensor.nnet.basic import (
+    LogSoftmax,
+    SelectClass,
+    SelectClassGrad,
+    Softmax,
+    _check_indices_runtime,
+)
+
+Run = Callable[[list, list], None]
+OPS = (Softmax, LogSoftmax, Argmax, SelectClass, SelectClassGrad)
+
+# Row functions. ``X(j)``/``O(j)`` read/write element j of the row; ``n`` is its length.
+_SOFTMAX = """
+    {t} m = X(0);
+    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
+    {acc} s = 0;
+    for (int64_t j = 0; j < n; j++) {{ {t} e = exp{f}(X(j) - m); O(j) = e; s += e; }}
+    {t} r = ({t})(1 / s);
+    for (int64_t j = 0; j < n; j++) O(j) *= r;
+"""
+_LOG_SOFTMAX = """
+    {t} m = X(0);
+    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
+    {acc} s = 0;
+    for (int64_t j = 0; j < n; j++) s += exp{f}(X(j) - m);
+    {t} ls = ({t})log(s);
+    for (int64_t j = 0; j < n; j++) O(j) = (X(j) - m) - ls;  /* NumPy's order: exact near m */
+"""
+# NumPy's argmax: the first maximum, and the first NaN if there is one.
+_ARG = """
+    int64_t best = 0;
+    {t} m = X(0);
+    if (m == m) {{
+        for (int64_t j = 1; j < n; j++) {{
+            {t} v = X(j);
+            if (v != v) {{ best = j; break; }}
+            if (v {cmp} m) {{ m = v; best = j; }}
+        }}
+    }}
+    C(out) = best;
+"""
+_SELECT = "    C(out) = X(C(y));\n"
+_SELECT_GRAD = """
+    for (int64_t j = 0; j < n; j++) O(j) = 0;
+    O(C(y)) = ({t})C(g);
+"""
+
+
+def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tuple[str, str]:
+    """``tj_rows(outer shape..., n, ptrs..., strides...)`` running ``body`` on each row.
+
+    ``operands`` are (name, dtype, has_row_axis); row operands get ``ndim`` strides (the
+    row axis last), cell operands ``ndim - 1``."""
+    outer = ndim - 1
+    args = [f"int64_t n{a}" for a in range(outer)] + ["int64_t n"]
+    args += [f"char *{name}" for name, _, _ in operands]
+    for name, _, row in operands:
+        args += [f"int64_t s_{name}_{a}" for a in range(outer + row)]
+    lines = [PREAMBLE, f"void tj_rows({', '.join(args)}) {{"]
+    for name, _, _ in operands:
+        lines.append(f"    char *b_{name}_0 = {name};")
+    indent = "    "
+    for a in range(outer):
+        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        indent += "    "
+        for name, _, _ in operands:
+            lines.append(f"{indent}char *b_{name}_{a + 1} = b_{name}_{a} + i{a} * s_{name}_{a};")
+    for name, dtype, row in operands:
+        t = ctype(dtype)
+        if row:
+            lines.append(f"{indent}{t} *r_{name} = ({t} *)b_{name}_{outer};")
+            lines.append(f"{indent}const int64_t d_{name} = s_{name}_{outer} / sizeof({t});")
+        else:
+            lines.append(f"{indent}{t} *c_{name} = ({t} *)b_{name}_{outer};")
+    lines.append(f"{indent}{{")
+    lines.append(body)
+    lines.append(f"{indent}}}")
+    for _ in range(outer):
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+    lines.append("}")
+    defines = (
+        "#define X(j) r_x[(j) * d_x]\n#define O(j) r_out[(j) * d_out]\n#define C(v) (*c_##v)\n"
+    )
+    n_args = len(args)
+    cdef = f"void tj_rows({', '.join(['int64_t'] * (outer + 1) + ['char *'] * len(operands))}"
+    cdef += "".join(", int64_t" for _ in range(n_args - outer - 1 - len(operands))) + ");\n"
+    return defines + "\n".join(lines) + "\n", cdef
+
+
+def _float_names(dtype: str) -> dict[str, str]:
+    if dtype not in ("float32", "float64"):
+        raise Unsupported(f"dtype {dtype}")
+    return {
+        "t": ctype(dtype),
+        "f": "f" if dtype == "float32" else "",
+        "acc": "double",
+    }
+
+
+def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int]:
+    """(axis, operands, body, ndim) of ``node``'s kernel; Unsupported if there is none."""
+    op = node.op
+    x = node.inputs[0]
+    ndim = x.type.ndim
+    if ndim == 0:
+        raise Unsupported("0-d input")
+    out_dtype = node.outputs[0].type.dtype
+    if isinstance(op, Softmax | LogSoftmax):
+        if len(op.axis) != 1 or x.type.dtype != out_dtype:
+            raise Unsupported("several axes or a cast")
+        names = _float_names(out_dtype)
+        body = (_SOFTMAX if isinstance(op, Softmax) else _LOG_SOFTMAX).format(**names)
+        return op.axis[0], [("x", out_dtype, True), ("out", out_dtype, True)], body, ndim
+    if isinstance(op, Argmax):
+        if op.axis is None and ndim != 1 or isinstance(op.axis, tuple):
+            raise Unsupported("argmax over several axes")
+        dtype = x.type.dtype
+        if dtype not in ("float32", "float64", "int64", "int32"):
+            raise Unsupported(f"dtype {dtype}")
+        cmp = ">" if op.kind == "argmax" else "<"
+        body = _ARG.format(t=ctype(dtype), cmp=cmp)
+        axis = 0 if op.axis is None else op.axis
+        return axis, [("x", dtype, True), ("out", "int64", False)], body, ndim
+    ydt = node.inputs[-1].type.dtype
+    if ydt not in ("int64", "int32"):
+        raise Unsupported(f"class index dtype {ydt}")
+    if isinstance(op, SelectClass):
+        ctype(out_dtype)
+        operands = [("x", x.type.dtype, True), ("y", ydt, False), ("out", out_dtype, False)]
+        return ndim - 1, operands, _SELECT, ndim
+    if isinstance(op, SelectClassGrad):
+        names = _float_names(out_dtype)
+        gdt = node.inputs[1].type.dtype
+        ctype(gdt)
+        operands = [("g", gdt, False), ("y", ydt, False), ("out", out_dtype, True)]
+        return ndim - 1, operands, _SELECT_GRAD.format(**names), ndim
+    raise Unsupported(type(op).__name__)
+
+
+def supported(node: Apply) -> bool:
+    try:
+        _plan(node)
+    except Unsupported:
+        return False
+    return True
+
+
+def factory(node: Apply) -> Run:
+    axis, operands, body, ndim = _plan(node)
+    source, cdef = _source(ndim, operands, body)
+    ffi, lib = compiler.load(source, cdef, ("tj_rows",), what=str(node.op))
+    fn, cast = lib.tj_rows, ffi.cast
+    op = node.op
+    perform = op.perform
+    out_dtype = node.outputs[0].type.numpy_dtype
+    name = type(op).__name__
+    checks_indices = isinstance(op, SelectClass | SelectClassGrad)
+    row_out = operands[-1][2]
+
+    def arrays(inputs: list) -> list:
+        if isinstance(op, SelectClassGrad):
+            return [inputs[1], inputs[2]]
+        if isinstance(op, SelectClass):
+            return [inputs[0], inputs[1]]
+        return [inputs[0]]
+
+    def run(inputs: list, output_storage: list) -> None:
+        x = inputs[0]
+        n = x.shape[axis]
+        if x.size == 0 or n == 0:
+            perform(node, inputs, output_storage)  # empty rows: NumPy's result or error
+            return
+        if checks_indices:
+            _check_indices_runtime(x, inputs[-1], name)
+        out_shape = x.shape if row_out else x.shape[:axis] + x.shape[axis + 1 :]
+        out = output_storage[0][0]
+        if not (
+            type(out) is np.ndarray
+            and out.shape == out_shape
+            and out.dtype == out_dtype
+            and out.flags.c_contiguous
+            and out.flags.writeable
+            and not any(out is a for a in inputs)
+        ):
+            out = np.empty(out_shape, out_dtype)
+        views = []
+        for a, (_, _, row) in zip([*arrays(inputs), out], operands):
+            views.append(np.moveaxis(a, axis, -1) if row else a)
+        if any(s % v.itemsize for v in views for s in v.strides):
+            perform(node, inputs, output_storage)  # unaligned strides (a record's field)
+            return
+        outer = x.shape[:axis] + x.shape[axis + 1 :]
+        ptrs = [cast("char *", v.ctypes.data) for v in views]
+        strides = [s for v in views for s in v.strides]
+        fn(*outer, n, *ptrs, *strides)
+        output_storage[0][0] = out
+
+    return run
+
+
+factory.kernel_name = "rowwise"

@@ -1,0 +1,136 @@
+"""C kernels along one axis (softmax, log_softmax, argmax/argmin, class selection) against
+Op.perform under DebugMode, on contiguous, transposed, strided, reversed, empty inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.core.compile.mode import Mode
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.plugins.c_backend import rowwise
+from tensorjit.tensor import nnet
+
+REASON = get_plugin_system().registries.backends.unavailable_reason("c")
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
+)
+
+DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
+C_ONLY = tensorjit.FAST_RUN.with_backends("c", "python")
+RNG = np.random.default_rng(1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiledir(tmp_path_factory):
+    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
+        yield
+
+
+def compiled(inputs, outputs):
+    """DebugMode compares every C kernel with Op.perform on each call."""
+    f = tensorjit.function(inputs, outputs, mode=DEBUG_C)
+    rowwise_nodes = [n for n in f.kernels if isinstance(n.op, rowwise.OPS)]
+    assert rowwise_nodes, "the graph has no op with a rowwise C kernel"
+    for node in rowwise_nodes:
+        assert f.kernels[node].name == "debug:c:rowwise", (node.op, f.kernels[node].name)
+    return f
+
+
+def layouts(shape, dtype):
+    base = RNG.standard_normal((2 * shape[0] + 1, 2 * shape[1] + 1)).astype(dtype) * 4
+    contiguous = np.ascontiguousarray(base[: shape[0], : shape[1]])
+    return {
+        "contiguous": contiguous,
+        "fortran": np.asfortranarray(contiguous),
+        "strided": base[::2, ::2][: shape[0], : shape[1]],
+        "negative": contiguous[::-1, ::-1],
+    }
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "negative"])
+def test_softmax_and_log_softmax(dtype, axis, layout):
+    x = T.matrix("x", dtype=dtype)
+    f = compiled([x], [nnet.softmax(x, axis=axis), nnet.log_softmax(x, axis=axis)])
+    value = layouts((5, 7), dtype)[layout]
+    sm, lsm = f(value)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(sm, np_softmax(value.astype("float64"), axis), rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.exp(lsm), sm, rtol=10 * tol, atol=tol)
+    assert sm.dtype == lsm.dtype == np.dtype(dtype)
+
+
+def test_softmax_extremes_and_3d():
+    x = T.tensor3("x")
+    f = compiled([x], [nnet.softmax(x, axis=1), nnet.log_softmax(x, axis=1)])
+    value = RNG.standard_normal((3, 4, 5))
+    value[0, :, 0] = [1000.0, -1000.0, 0.0, 1000.0]  # no overflow, ties
+    value[1, :, 1] = [-np.inf, 0.0, 0.0, -np.inf]
+    value[2, 2, 2] = np.nan  # NaN spreads to its row, as in NumPy
+    sm, lsm = f(value)
+    assert np.isnan(sm[2, :, 2]).all() and np.isfinite(sm[0]).all()
+    np.testing.assert_allclose(sm[0, :, 0], [0.5, 0, 0, 0.5])
+    np.testing.assert_allclose(sm[1, :, 1], [0, 0.5, 0.5, 0])
+    assert lsm[1, 0, 1] == -np.inf
+
+
+def test_softmax_of_single_element_rows_and_empty_input():
+    x = T.matrix("x")
+    f = compiled([x], nnet.softmax(x))
+    np.testing.assert_array_equal(f(np.full((3, 1), 7.0)), np.ones((3, 1)))
+    assert f(np.zeros((0, 4))).shape == (0, 4)
+
+
+@pytest.mark.parametrize("kind", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])
+def test_argmax_argmin_each_axis(kind, dtype):
+    x = T.matrix("x", dtype=dtype)
+    fn = getattr(T, kind)
+    f = compiled([x], [fn(x, axis=0), fn(x, axis=1)])
+    for layout, value in layouts((6, 4), "float64").items():
+        value = np.round(value).astype(dtype)  # ties: the first one wins
+        a0, a1 = f(value)
+        npfn = getattr(np, kind)
+        np.testing.assert_array_equal(a0, npfn(value, axis=0), err_msg=layout)
+        np.testing.assert_array_equal(a1, npfn(value, axis=1), err_msg=layout)
+        assert a0.dtype == np.int64
+
+
+def test_argmax_of_vector_and_nan_rows():
+    v = T.vector("v")
+    f = compiled([v], [T.argmax(v), T.argmin(v)])
+    value = np.array([1.0, 3.0, np.nan, 3.0, np.nan])
+    assert [int(r) for r in f(value)] == [2, 2]
+    assert [int(r) for r in f(np.array([2.0, -1.0, 5.0]))] == [2, 1]
+    with pytest.raises(ValueError):
+        f(np.zeros(0))  # NumPy's error for an empty argmax
+
+
+def test_cross_entropy_selection_and_its_gradient():
+    x, y = T.matrix("x"), T.lvector("y")
+    cost = nnet.categorical_crossentropy(nnet.softmax(x), y).mean()
+    f = compiled([x, y], [cost, tensorjit.grad(cost, x)])
+    for layout, value in layouts((6, 5), "float64").items():
+        labels = RNG.integers(0, 5, 6)
+        c, g = f(value, labels)
+        p = np_softmax(value, 1)
+        np.testing.assert_allclose(c, -np.log(p[np.arange(6), labels]).mean(), err_msg=layout)
+        expected = (p - np.eye(5)[labels]) / 6
+        np.testing.assert_allclose(g, expected, atol=1e-12, err_msg=layout)
+
+
+def test_class_index_out_of_range_is_a_clear_error():
+    x, y = T.matrix("x"), T.lvector("y")
+    f = tensorjit.function([x, y], nnet.categorical_crossentropy(nnet.softmax(x), y), mode=C_ONLY)
+    assert any(isinstance(n.op, rowwise.OPS) for n in f.kernels)
+    with pytest.raises(IndexError, match="class index 9 is out of range for 5 classes"):
+        f(np.zeros((2, 5)), np.array([0, 9]))
