@@ -237,6 +237,10 @@ class Scan(Op):
         carries = list(carries)
         tap_plan = [(buf, lag, taps) for buf, lag, taps in zip(bufs, self.lags, self.mit_taps)]
         n_mit, n_nit = self.n_mit, self.n_nit
+        # Only the carried values come back from the step function's earlier outputs (the
+        # taps are read from this op's own buffers, into which results are copied).
+        first_carry = len(seqs) + sum(len(taps) for taps in self.mit_taps)
+        carried = range(first_carry, first_carry + len(carries))
         for t in range(n):
             args = [s[t] for s in seqs]
             for buf, lag, taps in tap_plan:
@@ -244,7 +248,7 @@ class Scan(Op):
             args.extend(carries)
             args.extend(nonseqs)
             # Step 0 checks the argument types; later steps pass the same kinds of values.
-            results = fn.call_trusted(args) if t else fn(*args)
+            results = fn.call_trusted(args, carried) if t else fn(*args)
             for k in range(n_mit):
                 buf = bufs[k]
                 value = results[k]

@@ -225,15 +225,22 @@ class Function:
             return outputs[0]
         return outputs
 
-    def call_trusted(self, values: Sequence[Any]) -> list[Any]:
+    def call_trusted(
+        self, values: Sequence[Any], returned: Sequence[int] | None = None
+    ) -> list[Any]:
         """A fast path for internal callers such as loops: ``values`` are already of the
         inputs' types (one per input, no defaults or keywords) and the caller copies the
-        outputs it keeps before the next call (they are not copied here)."""
+        outputs it keeps before the next call (they are not copied here). ``returned``:
+        the positions of the values that may be (views of) this function's earlier
+        outputs (a loop's carried state); None: any value may be."""
         if self._checker is not None or len(values) != len(self._input_cells):
             return self(*values)
         for cell, value in zip(self._input_cells, values):
             cell[0] = value
-        self._release_borrowed_buffers(values)
+        if self._borrowed_output_cells:
+            self._release_borrowed_buffers(
+                values if returned is None else [values[i] for i in returned]
+            )
         try:
             self.vm()
             results = [cell[0] for cell in self._output_cells]
