@@ -142,6 +142,13 @@ class Function:
         ]
         self._copy_plan = self._plan_output_copies(input_vars, n_out)
         self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
+        # Every argument given positionally and none destroyable: each is only filtered
+        # (the common call, without the bookkeeping of defaults, keywords and aliasing).
+        self._plain_filters = (
+            None
+            if any(inp.borrow for inp in inputs)
+            else [(inp.variable.type.filter, inp.strict, inp.allow_downcast) for inp in inputs]
+        )
         self._n_required = 0
         for i, inp in enumerate(inputs):
             if inp.value is None:
@@ -273,6 +280,17 @@ class Function:
         return False
 
     def _load_inputs(self, args: tuple, kwargs: dict) -> None:
+        filters = self._plain_filters
+        if filters is not None and not kwargs and len(args) == len(filters):
+            try:
+                for cell, (filter_value, strict, downcast), value in zip(
+                    self._input_cells, filters, args
+                ):
+                    cell[0] = filter_value(value, strict, downcast)
+                self._arg_values = list(args)
+                return
+            except (TypeError, ValueError):
+                pass  # the full path below explains the error
         n = len(self.inputs)
         label = f"compiled function {self.name!r}" if self.name else "compiled function"
         if len(args) > n:
