@@ -66,11 +66,23 @@ def cache(action: str, out=sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tensorjit")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="plugins, backends, op families, rewrites, hooks, config")
+    info_parser = sub.add_parser(
+        "info", help="plugins, backends, op families, rewrites, hooks, config"
+    )
+    info_parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="only the Table 1 kernel coverage report of each available backend",
+    )
     cache_parser = sub.add_parser("cache", help="the compiled-code cache")
     cache_parser.add_argument("action", choices=["list", "stats", "clear"])
     args = parser.parse_args(argv)
-    if args.command == "info":
+    if args.command == "info" and args.kernels:
+        # Imported here: it builds tensor graphs, which plain ``info`` never needs.
+        from tensorjit.kernel_coverage import report
+
+        report()
+    elif args.command == "info":
         info()
     else:
         cache(args.action)

@@ -109,7 +109,10 @@ class TypeRegistry:
 
 @dataclass(frozen=True)
 class Backend:
-    """A place kernels run. ``check_available()`` returns None, or why it is unavailable."""
+    """A place kernels run. ``check_available()`` returns None, or why it is unavailable.
+    ``prepare(nodes)``, if given, is called once per compiled function with every node
+    whose kernel this backend supplies, before any kernel factory runs (e.g. to build
+    all their code at once, in parallel)."""
 
     name: str
     device: str
@@ -119,6 +122,7 @@ class Backend:
     requires_tags: tuple[str, ...] = ()
     excludes_tags: tuple[str, ...] = ()
     plugin: str | None = None
+    prepare: Callable[[list[Any]], None] | None = None
 
 
 @dataclass

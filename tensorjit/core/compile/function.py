@@ -11,7 +11,7 @@ from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_guards, lazy_schedule
-from tensorjit.core.compile.linker import backends_for, choose_kernel
+from tensorjit.core.compile.linker import backends_for, choose_kernels
 from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
@@ -121,7 +121,7 @@ class Function:
             ordered = fgraph.destroy_handler.orderings(fgraph)
             pinned = set(ordered) | {n for before in ordered.values() for n in before}
             order, lazy_blocks = lazy_schedule(fgraph, order, pinned)
-        kernels = [choose_kernel(node, backends) for node in order]
+        kernels = choose_kernels(order, backends)
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
         self._checker = checker

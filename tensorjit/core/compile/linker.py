@@ -58,6 +58,17 @@ def _kernel_name(factory) -> str:
     return getattr(factory, "kernel_name", None) or getattr(factory, "__name__", "selected")
 
 
+def choose_kernels(nodes: list[Apply], backends: list[Backend]) -> list[Kernel]:
+    """A kernel per node; then each backend that prepares its kernels gets its nodes."""
+    kernels = [choose_kernel(node, backends) for node in nodes]
+    for backend in backends:
+        if backend.prepare is not None:
+            mine = [n for n, k in zip(nodes, kernels) if k.backend == backend.name]
+            if mine:
+                backend.prepare(mine)
+    return kernels
+
+
 def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
     system = get_plugin_system()
     table = system.registries.kernels

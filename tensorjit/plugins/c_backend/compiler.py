@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 CFLAGS = ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno")
@@ -37,7 +39,9 @@ class CCompileError(RuntimeError):
 # What this process did, for tests and `info`: entries built, loaded from disk, reused.
 stats = {"built": 0, "loaded": 0, "memory_hits": 0}
 _loaded: dict[str, tuple[Any, Any]] = {}
+_ffis: dict[str, Any] = {}
 _thread_lock = threading.Lock()
+_stats_lock = threading.Lock()
 _identities: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {}
 
 
@@ -69,9 +73,14 @@ def compile_flags() -> tuple[str, ...]:
 
 
 def compiler_identity() -> tuple[tuple[str, ...], str]:
-    """(argv, first line of ``--version``); each compiler is run once per process."""
+    """(argv, first line of ``--version``); each compiler is run once per process, and
+    not at all while the cache remembers the version of this very binary."""
     argv = tuple(compiler_command())
     known = _identities.get(argv)
+    if known is None:
+        version = _remembered_version(argv)
+        if version is not None:
+            known = _identities[argv] = (argv, version)
     if known is None:
         try:
             proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
@@ -84,7 +93,45 @@ def compiler_identity() -> tuple[tuple[str, ...], str]:
             )
         lines = (proc.stdout or proc.stderr).strip().splitlines()
         known = _identities[argv] = (argv, lines[0] if lines else "unknown version")
+        _remember_version(argv, known[1])
     return known
+
+
+def _binary_stamp(argv: tuple[str, ...]) -> str:
+    # The resolved binary's path, size and modification time: a reinstalled or
+    # upgraded compiler gets a new stamp, so its version is asked again.
+    real = os.path.realpath(argv[0])
+    st = os.stat(real)
+    return f"{' '.join(argv)}|{real}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _versions_path() -> str:
+    return os.path.join(cache_dir(), "compilers.json")
+
+
+def _remembered_version(argv: tuple[str, ...]) -> str | None:
+    try:
+        with open(_versions_path()) as f:
+            return json.load(f).get(_binary_stamp(argv))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _remember_version(argv: tuple[str, ...], version: str) -> None:
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        try:
+            with open(_versions_path()) as f:
+                known = json.load(f)
+        except (OSError, ValueError):
+            known = {}
+        known[_binary_stamp(argv)] = version
+        tmp = f"{_versions_path()}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(known, f)
+        os.replace(tmp, _versions_path())  # readers see the old file or the new one
+    except OSError:
+        pass  # a read-only cache only costs the next process one '--version' run
 
 
 def unavailable_reason() -> str | None:
@@ -161,10 +208,12 @@ def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any]
     """(ffi, lib) for the library at ``path``; None if it is missing or unusable."""
     if not os.path.exists(path):
         return None
-    import cffi
+    ffi = _ffis.get(cdef)
+    if ffi is None:  # parsing declarations is the slow part of loading: once per text
+        import cffi
 
-    ffi = cffi.FFI()
-    ffi.cdef(cdef)
+        ffi = _ffis[cdef] = cffi.FFI()
+        ffi.cdef(cdef)
     try:
         lib = ffi.dlopen(path)
         for name in symbols:
@@ -198,7 +247,8 @@ def _build(source: str, directory: str, key: str, what: str) -> None:
             )
         os.replace(c_path, os.path.join(directory, f"{key}.c"))
         os.replace(so_path, os.path.join(directory, f"{key}.so"))  # the entry appears whole
-        stats["built"] += 1
+        with _stats_lock:
+            stats["built"] += 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -232,6 +282,37 @@ def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[A
             stats["loaded"] += 1
         _loaded[key] = found
         return found
+
+
+def prebuild(sources: list[tuple[str, str]]) -> int:
+    """Build the cache entries of these (source, what) pairs that are neither loaded nor
+    on disk, several compiler processes at once; returns how many were built. A build
+    that fails here is left to ``load``, which reports it."""
+    directory = cache_dir()
+    todo: dict[str, tuple[str, str]] = {}
+    for source, what in sources:
+        key = cache_key(source)
+        if key not in _loaded and key not in todo:
+            if not os.path.exists(os.path.join(directory, f"{key}.so")):
+                todo[key] = (source, what)
+    if len(todo) < 2:
+        return 0  # load() builds a single entry just as fast
+    os.makedirs(directory, exist_ok=True)
+
+    def build(item: tuple[str, tuple[str, str]]) -> int:
+        key, (source, what) = item
+        with _key_lock(os.path.join(directory, f"{key}.lock")):
+            if os.path.exists(os.path.join(directory, f"{key}.so")):
+                return 0  # another process built it meanwhile
+            try:
+                _build(source, directory, key, what)
+            except CCompileError:
+                return 0
+            return 1
+
+    workers = min(len(todo), os.cpu_count() or 1, 8)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return sum(pool.map(build, todo.items()))
 
 
 def clear_memory_cache() -> None:

@@ -194,6 +194,31 @@ def reduce_factory(node: Apply) -> Run:
     return run
 
 
+def sources(node: Apply) -> list[tuple[str, str]]:
+    """The (C source, description) pairs that ``node``'s kernel will load."""
+    op = node.op
+    if type(op) is Elemwise:
+        return [(_elemwise_plan(node)[2], str(op))]
+    if type(op) is Reduce:
+        return [(_reduce_plan(node)[1], str(op))]
+    if type(op) in rowwise.OPS:
+        return [(rowwise.source_of(node)[0], str(op))]
+    if type(op) in (Dot, Gemm, Ger):
+        return [(blas.blas_source()[0], "BLAS kernels")]
+    return []
+
+
+def prepare(nodes: list[Apply]) -> None:
+    """Build every kernel these nodes need before their factories load them one by one."""
+    wanted = []
+    for node in nodes:
+        try:
+            wanted.extend(sources(node))
+        except codegen.Unsupported:
+            pass
+    compiler.prebuild(wanted)
+
+
 elemwise_factory.kernel_name = "elemwise"
 reduce_factory.kernel_name = "reduce"
 

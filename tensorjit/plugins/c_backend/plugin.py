@@ -38,8 +38,15 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             check_available=check_available,
             description="generated C (elementwise, fused, reductions, BLAS) compiled with cffi",
             plugin=PLUGIN,
+            prepare=_prepare,
         )
     )
+
+
+def _prepare(nodes: list) -> None:
+    from tensorjit.plugins.c_backend.kernels import prepare
+
+    prepare(nodes)
 
 
 def _perform_factory(node):

@@ -165,6 +165,11 @@ def supported(node: Apply) -> bool:
     return True
 
 
+def source_of(node: Apply) -> tuple[str, str]:
+    _, operands, body, ndim = _plan(node)
+    return _source(ndim, operands, body)
+
+
 def factory(node: Apply) -> Run:
     axis, operands, body, ndim = _plan(node)
     source, cdef = _source(ndim, operands, body)

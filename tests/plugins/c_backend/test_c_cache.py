@@ -210,3 +210,21 @@ def test_cc_from_config_names_the_missing_compiler(tmp_path):
     flags = f"compiledir={tmp_path / 'cache'},cc=/nonexistent/tj-cc -O1"
     proc = run_script(tmp_path, None, script, env_extra={"TENSORJIT_FLAGS": flags})
     assert "C compiler '/nonexistent/tj-cc' (from config 'cc') was not found" in proc.stdout
+
+
+@needs_cc
+def test_a_functions_kernels_are_built_together_before_loading(tmp_path, monkeypatch):
+    import tensorjit.tensor as T
+
+    batches, real = [], compiler.prebuild
+    monkeypatch.setattr(compiler, "prebuild", lambda s: batches.append(real(s)) or batches[-1])
+    a = T.matrix("a")
+    outputs = [T.exp(a) + 1, T.sin(a) * 2, a.sum(axis=0), T.argmax(a, axis=1)]
+    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
+        f = tensorjit.function([a], outputs)
+    assert batches == [4]  # one batch: the four kernels built by parallel compiler runs
+    assert len(entries(tmp_path)[0]) == 4
+    value = np.arange(6.0).reshape(2, 3)
+    got = f(value)
+    np.testing.assert_allclose(got[0], np.exp(value) + 1)
+    np.testing.assert_array_equal(got[3], [2, 2])
