@@ -1,0 +1,107 @@
+"""C kernels for matmul (batched GEMM with broadcast batches), batched_dot and tensordot
+against Op.perform under DebugMode, on every layout BLAS can and can not address."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.core.compile.mode import Mode
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.plugins.c_backend import blas_batched
+from tensorjit.tensor import linalg
+
+REASON = get_plugin_system().registries.backends.unavailable_reason("c")
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
+)
+
+DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
+RNG = np.random.default_rng(2)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiledir(tmp_path_factory):
+    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
+        yield
+
+
+def compiled(inputs, output):
+    f = tensorjit.function(inputs, output, mode=DEBUG_C)
+    nodes = [n for n in f.kernels if isinstance(n.op, blas_batched.OPS)]
+    assert nodes and all(f.kernels[n].name == "debug:c:blas" for n in nodes)
+    return f
+
+
+def variants(a):
+    """The same values: contiguous, Fortran-ordered, strided, reversed."""
+    padded = np.zeros(tuple(2 * s + 1 for s in a.shape), a.dtype)
+    strided = padded[tuple(slice(None, None, 2) for _ in a.shape)][
+        tuple(slice(0, s) for s in a.shape)
+    ]
+    strided[...] = a
+    return {
+        "contiguous": a,
+        "fortran": np.asfortranarray(a),
+        "strided": strided,
+        "reversed": np.ascontiguousarray(a[..., ::-1, ::-1])[..., ::-1, ::-1],
+    }
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_matmul_stacks_all_layouts(dtype):
+    a, b = T.tensor3("a", dtype=dtype), T.tensor3("b", dtype=dtype)
+    f = compiled([a, b], linalg.matmul(a, b))
+    av = RNG.standard_normal((3, 4, 5)).astype(dtype)
+    bv = RNG.standard_normal((3, 5, 2)).astype(dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for name, x in variants(av).items():
+        for other, y in variants(bv).items():
+            got = f(x, y)
+            np.testing.assert_allclose(got, av @ bv, rtol=tol, atol=tol, err_msg=name + other)
+            assert got.dtype == np.dtype(dtype)
+
+
+def test_matmul_broadcast_batches_and_empty():
+    a = T.tensor("float64", shape=(None, 1, None, None), name="a")
+    b = T.tensor3("b")
+    f = compiled([a, b], linalg.matmul(a, b))
+    av, bv = RNG.standard_normal((2, 1, 3, 4)), RNG.standard_normal((5, 4, 2))
+    np.testing.assert_allclose(f(av, bv), np.matmul(av, bv))
+    assert f(np.zeros((2, 1, 3, 0)), np.zeros((5, 0, 2))).shape == (2, 5, 3, 2)
+    np.testing.assert_array_equal(f(np.zeros((2, 1, 3, 0)), np.zeros((5, 0, 2))), 0)
+    assert f(np.zeros((0, 1, 3, 4)), bv).shape == (0, 5, 3, 2)
+
+
+def test_matmul_shape_errors_are_numpys():
+    a, b = T.tensor3("a"), T.tensor3("b")
+    f = compiled([a, b], linalg.matmul(a, b))
+    with pytest.raises(ValueError):
+        f(np.zeros((2, 3, 4)), np.zeros((2, 5, 2)))
+    with pytest.raises(ValueError):
+        f(np.zeros((2, 3, 4)), np.zeros((3, 4, 2)))
+
+
+def test_batched_dot():
+    a, b = T.tensor3("a"), T.tensor3("b")
+    f = compiled([a, b], linalg.batched_dot(a, b))
+    av, bv = RNG.standard_normal((4, 2, 3)), RNG.standard_normal((4, 3, 5))
+    np.testing.assert_allclose(f(av, bv), np.einsum("bij,bjk->bik", av, bv))
+
+
+@pytest.mark.parametrize(
+    "axes, b_shape", [(1, (5, 2, 3)), (2, (4, 5, 2)), (((0, 2), (1, 0)), (5, 3, 2))], ids=str
+)
+def test_tensordot_axes_and_layouts(axes, b_shape):
+    a, b = T.tensor3("a"), T.tensor3("b")
+    av, bv = RNG.standard_normal((3, 4, 5)), RNG.standard_normal(b_shape)
+    f = compiled([a, b], linalg.tensordot(a, b, axes=axes))
+    expected = np.tensordot(av, bv, axes=axes)
+    for name, x in variants(av).items():
+        for other, y in variants(bv).items():
+            got = f(x, y)
+            np.testing.assert_allclose(got, expected, atol=1e-12, err_msg=name + other)
+    with pytest.raises(ValueError, match="tensordot: shape mismatch"):
+        f(av, np.zeros((7, 7, 7)))
