@@ -11,7 +11,14 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import blas, codegen, compiler, rowwise
+from tensorjit.plugins.c_backend import (
+    blas,
+    blas_batched,
+    codegen,
+    compiler,
+    indexing,
+    rowwise,
+)
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Dot, Reduce
@@ -203,7 +210,9 @@ def sources(node: Apply) -> list[tuple[str, str]]:
         return [(_reduce_plan(node)[1], str(op))]
     if type(op) in rowwise.OPS:
         return [(rowwise.source_of(node)[0], str(op))]
-    if type(op) in (Dot, Gemm, Ger):
+    if type(op) in indexing.OPS:
+        return [(indexing.source_of(node), str(op))]
+    if type(op) in (Dot, Gemm, Ger, *blas_batched.OPS):
         return [(blas.blas_source()[0], "BLAS kernels")]
     return []
 
@@ -234,4 +243,8 @@ def select(node: Apply) -> Run | None:
         return blas.factory
     if type(op) in rowwise.OPS and rowwise.supported(node):
         return rowwise.factory
+    if type(op) in blas_batched.OPS and blas_batched.supported(node):
+        return blas_batched.factory
+    if type(op) in indexing.OPS and indexing.supported(node):
+        return indexing.factory
     return None

@@ -1,0 +1,206 @@
+"""C kernels for indexing by one integer vector on the first axis: ``x[idx]`` (gather,
+also what ``take(x, idx, axis=0)`` becomes) and ``inc_subtensor(x[idx], y)`` /
+``set_subtensor(x[idx], y)`` (scatter; repeated indices accumulate as with
+``numpy.add.at``, which is what makes the C loop worth having: embedding gradients).
+
+Rows are moved whole (``memcpy`` or an add loop over a contiguous row), so the kernels
+work on C-contiguous operands; other layouts are made contiguous first. Every index is
+checked before anything is written; an out-of-range index is reported by the reference
+kernel (Op.perform), which raises NumPy's error with the op's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.codegen import Unsupported, ctype
+from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
+
+Run = Callable[[list, list], None]
+OPS = (AdvancedSubtensor, AdvancedIncSubtensor)
+
+_SOURCE = """#include <stdint.h>
+#include <string.h>
+
+/* 0 if every index is in [-n_rows, n_rows), else 1 + the position of the first bad one */
+static int64_t tj_check(int64_t n_idx, int64_t n_rows, const {I} *idx) {{
+    for (int64_t i = 0; i < n_idx; i++) {{
+        int64_t j = (int64_t)idx[i];
+        if (j < -n_rows || j >= n_rows) return i + 1;
+    }}
+    return 0;
+}}
+
+int64_t tj_take(int64_t n_idx, int64_t n_rows, int64_t row, const char *x, const char *idx_,
+                char *out) {{
+    const {I} *idx = (const {I} *)idx_;
+    int64_t bad = tj_check(n_idx, n_rows, idx);
+    if (bad) return bad;
+    const size_t bytes = (size_t)row * sizeof({T});
+    for (int64_t i = 0; i < n_idx; i++) {{
+        int64_t j = (int64_t)idx[i];
+        if (j < 0) j += n_rows;
+        memcpy(out + i * bytes, x + j * bytes, bytes);
+    }}
+    return 0;
+}}
+
+int64_t tj_scatter(int64_t n_idx, int64_t n_rows, int64_t row, char *out_, const char *idx_,
+                   const char *y_, int set) {{
+    const {I} *idx = (const {I} *)idx_;
+    int64_t bad = tj_check(n_idx, n_rows, idx);
+    if (bad) return bad;
+    {T} *out = ({T} *)out_;
+    const {T} *y = (const {T} *)y_;
+    for (int64_t i = 0; i < n_idx; i++) {{
+        int64_t j = (int64_t)idx[i];
+        if (j < 0) j += n_rows;
+        {T} *o = out + j * row;
+        const {T} *v = y + i * row;
+        if (set) memcpy(o, v, (size_t)row * sizeof({T}));
+        else for (int64_t k = 0; k < row; k++) o[k] += v[k];
+    }}
+    return 0;
+}}
+"""
+_CDEF = """
+int64_t tj_take(int64_t, int64_t, int64_t, const char *, const char *, char *);
+int64_t tj_scatter(int64_t, int64_t, int64_t, char *, const char *, const char *, int);
+"""
+
+
+def _plan(node: Apply) -> tuple[str, str]:
+    """(value dtype, index dtype); Unsupported unless one integer vector indexes axis 0."""
+    op = node.op
+    if op.entries != ("a",):
+        raise Unsupported(f"index entries {op.entries}")
+    x = node.inputs[0]
+    idx = node.inputs[-1]
+    if x.type.ndim < 1 or idx.type.ndim != 1 or idx.type.dtype not in ("int64", "int32"):
+        raise Unsupported("not one integer vector on the first axis")
+    if isinstance(op, AdvancedIncSubtensor) and node.inputs[1].type.dtype != x.type.dtype:
+        raise Unsupported("a value of another dtype")
+    if x.type.dtype == "bool" or x.type.dtype not in ("float64", "float32", "int64", "int32"):
+        raise Unsupported(f"dtype {x.type.dtype}")
+    return x.type.dtype, idx.type.dtype
+
+
+def supported(node: Apply) -> bool:
+    try:
+        _plan(node)
+    except Unsupported:
+        return False
+    return True
+
+
+def source_of(node: Apply) -> str:
+    dtype, idx_dtype = _plan(node)
+    return _SOURCE.format(T=ctype(dtype), I=ctype(idx_dtype))
+
+
+def factory(node: Apply) -> Run:
+    source = source_of(node)
+    ffi, lib = compiler.load(source, _CDEF, ("tj_take", "tj_scatter"), what=str(node.op))
+    from_buffer = ffi.from_buffer
+    perform = node.op.perform
+    out_type = node.outputs[0].type
+    dtype = out_type.numpy_dtype
+    contiguous = np.ascontiguousarray
+
+    if isinstance(node.op, AdvancedSubtensor):
+        take = lib.tj_take
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, idx = inputs
+            shape = (idx.shape[0], *x.shape[1:])
+            out = output_storage[0][0]
+            if not (
+                type(out) is np.ndarray
+                and out.shape == shape
+                and out.dtype == dtype
+                and out.flags.c_contiguous
+                and out.flags.writeable
+                and out is not x
+            ):
+                out = np.empty(shape, dtype)
+            if out.size == 0 or x.shape[0] == 0:
+                perform(node, inputs, output_storage)  # nothing to move, or NumPy's error
+                return
+            x, idx = contiguous(x), contiguous(idx)
+            row = out.size // shape[0]
+            bad = take(
+                idx.shape[0], x.shape[0], row, from_buffer(x), from_buffer(idx), from_buffer(out)
+            )
+            if bad:
+                perform(node, inputs, output_storage)  # an index out of range: its error
+                return
+            output_storage[0][0] = out
+
+        return run
+
+    scatter = lib.tj_scatter
+    op = node.op
+    set_flag = 1 if op.set_instead_of_inc else 0
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y, idx = inputs
+        region = (idx.shape[0], *x.shape[1:])
+        try:
+            y_rows = np.broadcast_to(y, region)
+        except ValueError:
+            y_rows = None
+        if (
+            y_rows is None
+            or y.ndim > len(region)
+            or (y.shape != region and not _broadcast_is_declared(node, y, region))
+            or x.shape[0] == 0
+            or not x.flags.c_contiguous
+        ):
+            perform(node, inputs, output_storage)  # errors, empty and strided targets
+            return
+        idx = contiguous(idx)
+        y_rows = contiguous(y_rows)
+        if op.inplace:
+            out = x
+        else:
+            out = output_storage[0][0]
+            if not (
+                type(out) is np.ndarray
+                and out.shape == x.shape
+                and out.dtype == dtype
+                and out.flags.c_contiguous
+                and out.flags.writeable
+                and out is not x
+            ):
+                out = np.empty(x.shape, dtype)
+            out[...] = x
+        if np.may_share_memory(y_rows, out):
+            y_rows = y_rows.copy()  # the rows are read while the target is written
+        row = x.size // x.shape[0]
+        bad = scatter(
+            idx.shape[0], x.shape[0], row, from_buffer(out), from_buffer(idx),
+            from_buffer(y_rows), set_flag,
+        )  # fmt: skip
+        if bad:
+            perform(node, inputs, output_storage)  # nothing was written: its error
+            return
+        output_storage[0][0] = out
+
+    return run
+
+
+def _broadcast_is_declared(node: Apply, y: np.ndarray, region: tuple) -> bool:
+    """A length-1 dimension of the value may broadcast only if its type says so (the
+    reference kernel explains any other mismatch)."""
+    static = node.inputs[1].type.shape
+    for j in range(1, y.ndim + 1):
+        if y.shape[-j] != region[-j] and not (y.shape[-j] == 1 and static[-j] == 1):
+            return False
+    return True
+
+
+factory.kernel_name = "indexing"
