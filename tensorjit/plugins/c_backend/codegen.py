@@ -84,6 +84,31 @@ static inline {t} tj_sigmoid_{s}({t} x) {{ return 1 / (1 + exp{suffix}(-x)); }}
 static inline {t} tj_softplus_{s}({t} x) {{
     return x > 0 ? x + log1p{suffix}(exp{suffix}(-x)) : log1p{suffix}(exp{suffix}(x));
 }}
+static inline {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
+    /* numpy.clip: minimum(maximum(x, lo), hi) where a NaN first operand wins, and the
+       comparisons make a NaN bound win too (and a bound win a tie of signed zeros) */
+    {t} m = (x != x) ? x : (x > lo ? x : lo);
+    return (m != m) ? m : (m < hi ? m : hi);
+}}
+static inline {t} tj_round_away_{s}({t} x) {{
+    /* trunc(x) + sign(x) where the dropped fraction (exact) is >= 1/2, as the Python
+       kernel computes it: unlike C round, -0.3 gives +0.0 there */
+    {t} t = trunc{suffix}(x);
+    return t + (fabs{suffix}(x - t) >= ({t})0.5 ? copysign{suffix}(1, x) : ({t})0);
+}}
+static inline {t} tj_lgamma_{s}({t} x) {{
+    /* scipy.special.gammaln: log|gamma(x)|, but -inf at -inf; lgamma_r leaves the
+       global signgam alone (lgamma writes it: a data race between threads) */
+    if (x == -INFINITY) return x;
+#if defined(__GLIBC__) && defined(__USE_MISC)
+    {{
+        int sign;
+        return lgamma{suffix}_r(x, &sign);
+    }}
+#else
+    return lgamma{suffix}(x);
+#endif
+}}
 """
 
 
@@ -112,6 +137,124 @@ static inline uint64_t tj_mod_u(uint64_t a, uint64_t b) { return b ? a % b : 0; 
     + _float_helpers("double", "d", "")
     + _float_helpers("float", "f", "f")
 )
+
+
+# Functions libm lacks, in double precision (float32 is computed in double and rounded,
+# as scipy.special does); a kernel's source gets only those its expressions call.
+_PSI_POS_ROOT = (1.4616321449683622, 9.549995429965697e-17)  # hi + lo, the positive zero
+_PSI_NEG_ROOT = (-0.5040830082644554, -8.15428206243813e-18)  # the zero in (-1, 0)
+# Taylor coefficients psi^(n)(root) / n!, n = 1, 2, ... (mpmath, 60 digits).
+_PSI_POS_TAYLOR = (
+    0.9676722454476212, -0.4427631689835921, 0.258499760955651, -0.16394270544240652,
+    0.10782405069126237, -0.07219956125645471, 0.04880428816414311, -0.03316112647484736,
+    0.022597648232218104, -0.01542476590494896, 0.010538791616612175, -0.007204534386356869,
+    0.004926781395729853, -0.003369801655439328, 0.002305126326734928, -0.0015769367714301972,
+    0.0010788252019162967, -0.0007380709389960052, 0.000504953265834602,
+    -0.0003454680251063077, 0.00023635601564027053, -0.00016170622091974803,
+    0.0001106337276874741, -7.569179582195066e-05, 5.178575795222081e-05,
+    -3.5430070947659604e-05, 2.424006611860132e-05, -1.6584242271854135e-05,
+    1.134638458466385e-05, -7.762817668462094e-06, 5.3110609208898636e-06,
+    -3.6336507898010456e-06, 2.486022733129538e-06, -1.7008538854332607e-06,
+    1.1636675363548843e-06, -7.96142543124197e-07, 5.446941930669446e-07,
+    -3.7266161283438227e-07, 2.549626552021554e-07, -1.7443695117727745e-07,
+)  # fmt: skip
+_PSI_NEG_TAYLOR = (
+    8.939798558792134, -0.8093454625306507, 32.258572064915505, -2.761011648790828,
+    128.27342343090902, -14.70672173553036, 513.2704629562862, -75.37700066344631,
+    2055.5357119463315, -368.5783503832191, 8234.667099203069, -1743.364608867363,
+    32997.785655255044, -8051.818155363498, 132262.95480834588, -36529.94596948565,
+    530280.3912420176, -163451.79342700253, 2126602.3725968753, -723318.8861804305,
+    8530604.878543982, -3172131.3155744765, 34228316.69580112, -13807481.997263888,
+    137373435.87411496, -59721085.411294304,
+)  # fmt: skip
+# B_2k / (2k), k = 1..9: the asymptotic series of psi (enough for x >= 10).
+_PSI_ASYMPTOTIC = (
+    0.08333333333333333, -0.008333333333333333, 0.003968253968253968, -0.004166666666666667,
+    0.007575757575757576, -0.021092796092796094, 0.08333333333333333, -0.4432598039215686,
+    3.0539543302701198,
+)  # fmt: skip
+
+
+def _c_array(name: str, values: Sequence[float]) -> str:
+    return f"static const double {name}[{len(values)}] = {{{', '.join(map(repr, values))}}};"
+
+
+_PSI_SOURCE = f"""
+{_c_array("tj_psi_pos", _PSI_POS_TAYLOR)}
+{_c_array("tj_psi_neg", _PSI_NEG_TAYLOR)}
+{_c_array("tj_psi_asy", _PSI_ASYMPTOTIC)}
+static double tj_psi_taylor(double d, const double *c, int n) {{
+    /* sum of c[k] d^(k+1): psi near one of its zeros, d = x - zero (psi(zero) = 0) */
+    double s = c[n - 1];
+    for (int k = n - 2; k >= 0; k--) s = s * d + c[k];
+    return s * d;
+}}
+static double tj_psi_d(double x) {{
+    /* The digamma function with scipy.special.psi's special values. x < 0: the
+       reflection formula psi(x) = psi(1 - x) - pi / tan(pi x), except near the zero in
+       (-1, 0), where a Taylor series about it keeps the relative error small. Then
+       x < 1 moves up by one and 2 < x < 10 moves down into [1, 2] (x - 1 is exact there)
+       by psi(x + 1) = psi(x) + 1/x; on [1, 2] the Taylor series about the zero of psi
+       in there, and for x >= 10 the asymptotic series. */
+    double acc = 0, z, s;
+    if (x != x || x == INFINITY) return x;
+    if (x == -INFINITY) return NAN;
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0) {{
+        double r = x - trunc(x); /* exact, in (-1, 0] */
+        if (fabs(x - ({_PSI_NEG_ROOT[0]!r})) < 0.1)
+            return tj_psi_taylor((x - ({_PSI_NEG_ROOT[0]!r})) - ({_PSI_NEG_ROOT[1]!r}),
+                                 tj_psi_neg, {len(_PSI_NEG_TAYLOR)});
+        if (r == 0) return NAN; /* a pole */
+        acc = -3.141592653589793 / tan(3.141592653589793 * r);
+        x = 1 - x;
+    }}
+    if (x < 1) {{
+        acc -= 1 / x;
+        x += 1;
+    }}
+    while (x > 2 && x < 10) {{
+        x -= 1;
+        acc += 1 / x;
+    }}
+    if (x <= 2)
+        return acc + tj_psi_taylor((x - {_PSI_POS_ROOT[0]!r}) - {_PSI_POS_ROOT[1]!r},
+                                   tj_psi_pos, {len(_PSI_POS_TAYLOR)});
+    z = 1 / (x * x);
+    s = tj_psi_asy[{len(_PSI_ASYMPTOTIC) - 1}];
+    for (int k = {len(_PSI_ASYMPTOTIC) - 2}; k >= 0; k--) s = s * z + tj_psi_asy[k];
+    return acc + (log(x) - 0.5 / x - z * s);
+}}
+"""
+
+_ERFINV_SOURCE = """
+static double tj_erfinv_d(double y) {
+    /* The inverse error function: a starting point within a few 1e-3 (the Maclaurin
+       series for |y| <= 1/2, Winitzki's approximation beyond), then three Halley steps
+       on erf(x) = |y|, written as erfc(x) = 1 - |y| (exact) near 1 where erfc keeps the
+       relative accuracy. scipy.special.erfinv's special values: +0 for -0, +-inf at
+       +-1 and NaN outside [-1, 1]. */
+    double a = fabs(y), q = 1 - a, x, f, u;
+    if (!(a < 1)) return a == 1 ? copysign(INFINITY, y) : NAN;
+    if (y == 0) return 0;
+    if (a <= 0.5) {
+        double a2 = a * a;
+        x = a * (0.886226925452758 + a2 * (0.2320136665346545
+            + a2 * (0.12755617530559796 + a2 * 0.08655212924154754)));
+    } else {
+        double l = log(q * (1 + a)), b = 4.330746750799873 + 0.5 * l;
+        x = sqrt(sqrt(b * b - l / 0.147) - b);
+    }
+    for (int i = 0; i < 3; i++) {
+        f = a <= 0.5 ? erf(x) - a : q - erfc(x);
+        u = f / (1.1283791670955126 * exp(-x * x));
+        x -= u / (1 + x * u);
+    }
+    return copysign(x, y);
+}
+"""
+
+SPECIAL_HELPERS = {"tj_psi_d": _PSI_SOURCE, "tj_erfinv_d": _ERFINV_SOURCE}
 
 
 def ctype(dtype: str) -> str:
@@ -150,12 +293,27 @@ def literal(value: np.ndarray) -> str:
 
 
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "neq": "!="}
-_UNARY_FLOAT = {"exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh"}
+# Unary float functions: op name -> libm name (the float32 one has an "f" suffix).
+_UNARY_FLOAT = {
+    name: name
+    for name in ("exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "erf", "erfc")
+    + ("sin", "cos", "tan", "sinh", "cosh", "tanh")
+}
+_UNARY_FLOAT |= {"arc" + name: "a" + name for name in ("sin", "cos", "tan", "sinh", "cosh", "tanh")}
+_UNARY_FLOAT["gamma"] = "tgamma"
+# Unary float functions by a helper: op name -> helper prefix (tj_<prefix>_d or _f).
+_UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamma"}
+_UNARY_HELPER["round_half_away_from_zero"] = "round_away"
+# Unary float functions by a double-only helper (float32 is computed in double).
+_UNARY_DOUBLE = {"psi": "tj_psi_d", "erfinv": "tj_erfinv_d"}
 _BITWISE = {"and_": "&", "or_": "|", "xor": "^"}
 SUPPORTED_NAMES = (
     {"add", "sub", "mul", "true_div", "int_div", "mod", "pow", "neg", "abs", "sign", "sqr"}
-    | {"sigmoid", "softplus", "maximum", "minimum", "floor", "ceil", "switch", "invert"}
-    | _UNARY_FLOAT
+    | {"maximum", "minimum", "floor", "ceil", "trunc", "switch", "invert", "clip"}
+    | {"arctan2", "round_half_to_even"}
+    | set(_UNARY_FLOAT)
+    | set(_UNARY_HELPER)
+    | set(_UNARY_DOUBLE)
     | set(_COMPARE)
     | set(_BITWISE)
 )
@@ -233,11 +391,26 @@ def scalar_expr(
         else:
             expr = f"({x} > 0)"
     elif name in _UNARY_FLOAT and kind == "f":
-        expr = f"{_math(name, out)}({v[0]})"
-    elif name in ("floor", "ceil"):
-        expr = f"{_math(name, out)}({v[0]})" if kind == "f" else v[0]
-    elif name in ("sigmoid", "softplus") and kind == "f":
-        expr = f"tj_{name}_{_suffix(out)}({v[0]})"
+        expr = f"{_math(_UNARY_FLOAT[name], out)}({v[0]})"
+    elif name == "arctan2" and kind == "f":
+        expr = f"{_math('atan2', out)}({v[0]}, {v[1]})"
+    elif name in ("floor", "ceil", "trunc", "round_half_to_even", "round_half_away_from_zero"):
+        # Integers (and bools) keep their value and dtype, as numpy.round and np.trunc.
+        if kind != "f":
+            expr = v[0]
+        elif name in _UNARY_HELPER:
+            expr = f"tj_{_UNARY_HELPER[name]}_{_suffix(out)}({v[0]})"
+        else:  # rint: half to even under the default rounding mode, as numpy.round
+            expr = f"{_math('rint' if name.startswith('round') else name, out)}({v[0]})"
+    elif name in _UNARY_HELPER and kind == "f":
+        expr = f"tj_{_UNARY_HELPER[name]}_{_suffix(out)}({v[0]})"
+    elif name in _UNARY_DOUBLE and kind == "f":
+        expr = f"{_UNARY_DOUBLE[name]}({v[0]})"
+    elif name == "clip" and kind == "f":
+        expr = f"tj_clip_{_suffix(out)}({v[0]}, {v[1]}, {v[2]})"
+    elif name == "clip":  # integers and bools: no NaN; a bound wins a tie as for floats
+        low = f"({v[0]} > {v[1]} ? {v[0]} : {v[1]})"
+        expr = f"({low} < {v[2]} ? {low} : {v[2]})"
     elif name == "maximum":
         expr = f"(({v[0]} >= {v[1]} || {v[0]} != {v[0]}) ? {v[0]} : {v[1]})"
     elif name == "minimum":
@@ -304,6 +477,7 @@ def elemwise_source(
     body = "\n".join(emitter.lines)
     lines = [
         PREAMBLE,
+        *(code for fn, code in SPECIAL_HELPERS.items() if f"{fn}(" in body),
         f"static inline {tout} tj_f({params}) {{",
         body,
         f"    return {convert(result, dtype, out_dtype)};",
