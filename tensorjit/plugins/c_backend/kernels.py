@@ -214,6 +214,10 @@ def sources(node: Apply) -> list[tuple[str, str]]:
         return [(indexing.source_of(node), str(op))]
     if type(op) in (Dot, Gemm, Ger, *blas_batched.OPS):
         return [(blas.blas_source()[0], "BLAS kernels")]
+    from tensorjit.plugins.c_backend import construct
+
+    if type(op) in construct.OPS:
+        return [(construct.source_of(node)[0], str(op))]
     return []
 
 
@@ -247,4 +251,8 @@ def select(node: Apply) -> Run | None:
         return blas_batched.factory
     if type(op) in indexing.OPS and indexing.supported(node):
         return indexing.factory
+    from tensorjit.plugins.c_backend import construct
+
+    if type(op) in construct.OPS and construct.supported(node):
+        return construct.factory
     return None
