@@ -18,10 +18,11 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.codegen import Unsupported, ctype
+from tensorjit.tensor.linalg import ExtractDiag
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 
 Run = Callable[[list, list], None]
-OPS = (AdvancedSubtensor, AdvancedIncSubtensor)
+OPS = (AdvancedSubtensor, AdvancedIncSubtensor, ExtractDiag)
 
 _SOURCE = """#include <stdint.h>
 #include <string.h>
@@ -73,9 +74,22 @@ int64_t tj_scatter(int64_t, int64_t, int64_t, char *, const char *, const char *
 """
 
 
+_DIAG_SOURCE = """#include <stdint.h>
+void tj_diag(int64_t n, const char *x, int64_t step, char *out) {{
+    {T} *o = ({T} *)out;
+    for (int64_t i = 0; i < n; i++) o[i] = *(const {T} *)(x + i * step);
+}}
+"""
+_DIAG_CDEF = "void tj_diag(int64_t, const char *, int64_t, char *);"
+
+
 def _plan(node: Apply) -> tuple[str, str]:
     """(value dtype, index dtype); Unsupported unless one integer vector indexes axis 0."""
     op = node.op
+    if isinstance(op, ExtractDiag):
+        if node.inputs[0].type.ndim != 2 or node.inputs[0].type.dtype not in _DIAG_DTYPES:
+            raise Unsupported("the diagonal of a matrix of another rank or dtype")
+        return node.inputs[0].type.dtype, ""
     if op.entries != ("a",):
         raise Unsupported(f"index entries {op.entries}")
     x = node.inputs[0]
@@ -97,12 +111,43 @@ def supported(node: Apply) -> bool:
     return True
 
 
+_DIAG_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
 def source_of(node: Apply) -> str:
     dtype, idx_dtype = _plan(node)
+    if isinstance(node.op, ExtractDiag):
+        return _DIAG_SOURCE.format(T=ctype(dtype))
     return _SOURCE.format(T=ctype(dtype), I=ctype(idx_dtype))
 
 
+def _diagonal_factory(node: Apply) -> Run:
+    """The diagonal of a matrix, copied (one strided walk: both axes step at once)."""
+    ffi, lib = compiler.load(source_of(node), _DIAG_CDEF, ("tj_diag",), what=str(node.op))
+    fn, cast, from_buffer = lib.tj_diag, ffi.cast, ffi.from_buffer
+    op = node.op
+    dtype = node.outputs[0].type.numpy_dtype
+
+    def run(inputs: list, output_storage: list) -> None:
+        x = inputs[0]
+        if op.axis1 == 1:  # diagonal(x, k, 1, 0) is diagonal(x.T, k)
+            x = x.T
+        rows, cols = x.shape
+        first_row, first_col = max(0, -op.offset), max(0, op.offset)
+        n = max(0, min(rows - first_row, cols - first_col))
+        out = np.empty(n, dtype)
+        if n:
+            start = first_row * x.strides[0] + first_col * x.strides[1]
+            base = cast("char *", x.ctypes.data) + start
+            fn(n, base, x.strides[0] + x.strides[1], from_buffer(out))
+        output_storage[0][0] = out
+
+    return run
+
+
 def factory(node: Apply) -> Run:
+    if isinstance(node.op, ExtractDiag):
+        return _diagonal_factory(node)
     source = source_of(node)
     ffi, lib = compiler.load(source, _CDEF, ("tj_take", "tj_scatter"), what=str(node.op))
     from_buffer = ffi.from_buffer

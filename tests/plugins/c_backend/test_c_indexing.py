@@ -105,3 +105,20 @@ def test_scatter_errors_come_from_the_reference_kernel():
         f(np.zeros((3, 2)), np.ones((2, 2)), np.array([0]))
     with pytest.raises(ValueError, match="does not declare it broadcastable"):
         f(np.zeros((3, 2)), np.ones((1, 2)), np.array([0, 1]))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "bool"])
+@pytest.mark.parametrize("offset", [0, 1, -2, 5, -7])
+def test_diagonal_and_trace_of_any_layout(dtype, offset):
+    x = T.matrix("x", dtype=dtype)
+    f = compiled([x], [T.linalg.diagonal(x, offset), T.linalg.diagonal(x, offset, 1, 0)])
+    base = RNG.standard_normal((9, 11)) * 10
+    value = base.astype(dtype)[:4, :6]
+    for layout in (value, value[::-1], np.asfortranarray(value), value[:, ::-2]):
+        d01, d10 = f(layout)
+        np.testing.assert_array_equal(d01, np.diagonal(layout, offset))
+        np.testing.assert_array_equal(d10, np.diagonal(layout, offset, 1, 0))
+        assert d01.dtype == np.dtype(dtype) and d01.flags.writeable
+    t = compiled([x], T.linalg.trace(x)) if dtype == "float64" else None
+    if t is not None:
+        assert float(t(value)) == pytest.approx(np.trace(value))
