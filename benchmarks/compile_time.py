@@ -1,13 +1,30 @@
-"""Compile time: scaling with graph size, and the MLP's rewriting against PyTensor.
+"""Compile time: scaling with graph size, the MLP's rewriting against PyTensor, and
+cold / warm compile-cache times.
+
+The cache table runs every measurement in a new process: "cold" with a fresh, empty
+cache directory (tensorjit: TENSORJIT_FLAGS=compiledir=<tmp>; PyTensor:
+PYTENSOR_FLAGS=compiledir=<tmp>), "warm" in a second new process with the same
+directory. Inside the process it times the import, the ``function(...)`` call alone
+(graph building excluded) and the first call. tensorjit uses its C backend
+(FAST_RUN.with_backends("c", "python")); PyTensor uses mode="CVM" with its C BLAS linked
+to SciPy's OpenBLAS (see _competitors.py). The MLP is the training step built by
+``mlp()`` below, the same graph for both libraries.
 
 Run: .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/compile_time.py
+     [--quick] [--only in-process|cache]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -74,7 +91,7 @@ def count_nodes(outputs) -> int:
     return len(toposort(outputs))
 
 
-def main() -> None:
+def in_process() -> None:
     import tensorjit
     import tensorjit.tensor as tt
 
@@ -153,6 +170,119 @@ def main() -> None:
         f"  PyTensor {pytensor.__version__} FAST_RUN rewriting: {min(theirs):.4f} s; "
         f"tensorjit takes {ours / min(theirs):.2f}x PyTensor's time"
     )
+
+
+# ----------------------------------------------------------- cold / warm compile cache
+def child(kind: str, size: int) -> None:
+    """Runs in a new process: import, build the graph, time ``function(...)`` and the
+    first call; prints one JSON line."""
+    result: dict[str, object] = {}
+    if kind.startswith("tensorjit"):
+        start = time.perf_counter()
+        import tensorjit
+        import tensorjit.tensor as tt
+        from tensorjit.plugins.c_backend import compiler
+
+        result["import_s"] = time.perf_counter() - start
+        lib, T = tensorjit, tt
+        kwargs = {"mode": tensorjit.FAST_RUN.with_backends("c", "python")}
+    else:
+        from _competitors import setup_pytensor_blas
+
+        setup_pytensor_blas()  # adds blas__ldflags to PYTENSOR_FLAGS (keeps compiledir)
+        start = time.perf_counter()
+        import pytensor
+        import pytensor.tensor as pt
+
+        result["import_s"] = time.perf_counter() - start
+        lib, T = pytensor, pt
+        kwargs = {"mode": "CVM"}
+    if kind.endswith("mlp"):
+        ins, outs, updates = mlp(lib, T)
+        kwargs["updates"] = updates
+        rng = np.random.default_rng(0)
+        args = [rng.standard_normal((60, 784)), np.eye(10)[rng.integers(0, 10, 60)]]
+    else:
+        ins, outs = chain(T, size)
+        args = [np.full(3, 0.5)]
+    start = time.perf_counter()
+    f = lib.function(ins, outs, **kwargs)
+    result["function_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    f(*args)
+    result["first_call_s"] = time.perf_counter() - start
+    if kind.startswith("tensorjit"):
+        result["cache"] = f"built {compiler.stats['built']}, loaded {compiler.stats['loaded']}"
+    else:
+        result["cache"] = f"{sum(1 for _ in Path(pytensor.config.compiledir).rglob('*.so'))} .so"
+    print(json.dumps(result))
+
+
+def run_child(kind: str, size: int, cache: str) -> dict:
+    env = dict(os.environ)
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    if kind.startswith("tensorjit"):
+        env["TENSORJIT_FLAGS"] = f"compiledir={cache}"
+    else:
+        env["PYTENSOR_FLAGS"] = f"compiledir={cache}"
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", kind, "--size", str(size)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parent,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} {size} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def cache_table(quick: bool) -> None:
+    cases = [("tensorjit-mlp", 0)]
+    try:
+        import pytensor  # noqa: F401
+    except ImportError as exc:
+        print(f"  PyTensor: not installed ({exc})")
+    else:
+        cases.append(("pytensor-mlp", 0))
+    sizes = (100, 1000) if quick else (100, 1000, 5000)
+    cases += [("tensorjit-chain", n) for n in sizes]
+    print("\ncompile cache, each row two new processes (seconds): cold = empty cache dir,")
+    print("warm = the same dir again; fn() = the function(...) call alone; first = first call")
+    print(
+        f"  {'case':<26}{'cold: import':>13}{'fn()':>8}{'first':>7}"
+        f"{'warm: import':>14}{'fn()':>8}{'first':>7}  cache cold -> warm"
+    )
+    for kind, size in cases:
+        with tempfile.TemporaryDirectory(prefix="compile-cache-") as cache:
+            cold = run_child(kind, size, cache)
+            warm = run_child(kind, size, cache)
+        what = {
+            "tensorjit-mlp": "tensorjit C, MLP step",
+            "pytensor-mlp": "PyTensor CVM, MLP step",
+            "tensorjit-chain": f"tensorjit C, chain {size}",
+        }[kind]
+        line = f"  {what:<26}"
+        for r, width in ((cold, 13), (warm, 14)):
+            line += f"{r['import_s']:>{width}.2f}{r['function_s']:>8.3f}{r['first_call_s']:>7.3f}"
+        print(f"{line}  {cold['cache']} -> {warm['cache']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="cache table: chains 100, 1000")
+    parser.add_argument("--only", choices=["in-process", "cache"], default=None)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.size)
+        return
+    if args.only != "cache":
+        in_process()
+    if args.only != "in-process":
+        cache_table(args.quick)
 
 
 if __name__ == "__main__":
