@@ -279,10 +279,14 @@ def main() -> None:
     if args.child:
         child(args.child, args.size)
         return
+    from _competitors import CpuWitness
+
+    witness = CpuWitness()
     if args.only != "cache":
         in_process()
     if args.only != "in-process":
         cache_table(args.quick)
+    print(witness.report())
 
 
 if __name__ == "__main__":

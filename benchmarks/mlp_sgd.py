@@ -5,12 +5,14 @@ w1, b1, w2, b2 updated by the compiled function. Prints examples per second for
 hand-written NumPy, tensorjit (C backend and default mode), PyTensor (default mode:
 Numba in PyTensor 3; and mode="CVM", its C backend, with its C BLAS linked to SciPy's
 OpenBLAS through a forwarding library, see _competitors.py) and JAX (jax.jit), for
-float64 and float32: medians of samples taken round-robin (one sample of each
-implementation per round), same data, same run. "bound" is the time of the step's five
-matrix products alone through NumPy's BLAS (x@w1, h@w2, h.T@gz, gz@w2.T, x.T@gh); each
-implementation's "% bound" is bound time / its time. Every implementation's first-step
-loss is checked against NumPy's before timing. A competitor that is not installed is
-reported as such. --impls keeps only the named implementations (by prefix).
+float64 and float32. Times are medians of samples taken round-robin (one sample of each
+implementation per round, each after --settle seconds untimed), same data, same run.
+
+"bound" is the time of the step's five matrix products alone through NumPy's BLAS
+(x@w1, h@w2, h.T@gz, gz@w2.T, x.T@gh); "% bound" is bound time / the implementation's
+time. Every implementation's first-step loss is checked against NumPy's before timing.
+A competitor that is not installed is reported as such. --impls keeps only the named
+implementations (groups or row names, by prefix).
 
 Run: .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/mlp_sgd.py
      [--threads 1] [--dtypes float64,float32] [--impls numpy,tensorjit,pytensor,jax]
@@ -217,6 +219,15 @@ def jax_train(params0, batches):
 
 
 # ------------------------------------------------------------------------------- main
+def settle(step, seconds: float) -> None:
+    """Run ``step`` untimed for a while. NumPy and SciPy (tensorjit's and PyTensor's C
+    BLAS) each bring their own OpenBLAS; with 2+ threads, the pool used last keeps
+    spinning for ~0.1 s and halves the speed of the other one."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        step()
+
+
 def run_dtype(dtype: str, args) -> None:
     batches, params0 = make_problem(dtype)
     rtol = 1e-9 if dtype == "float64" else 1e-4
@@ -294,6 +305,7 @@ def run_dtype(dtype: str, args) -> None:
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, step in steps.items():
+            settle(step, args.settle)
             samples[name].append(median_time(step, 1, args.budget))
     times = {name: statistics.median(values) for name, values in samples.items()}
     bound = times["bound"]
@@ -318,10 +330,13 @@ def main() -> None:
     parser.add_argument("--impls", default="numpy,tensorjit,pytensor,jax", help="prefixes")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per timing sample")
+    parser.add_argument(
+        "--settle", type=float, default=0.15, help="untimed seconds before each sample"
+    )
     parser.add_argument("--quick", action="store_true", help="3 repeats of 0.05 s")
     args = parser.parse_args()
     if args.quick:
-        args.repeats, args.budget = 3, 0.05
+        args.repeats, args.budget, args.settle = 3, 0.05, 0.05
     import scipy
 
     witness = CpuWitness()
