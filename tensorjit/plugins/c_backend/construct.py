@@ -19,6 +19,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, convert, ctype
 from tensorjit.tensor.allocation import ARange, Eye, Second, Tri
 from tensorjit.tensor.extra_ops import CumOp, Sort
@@ -445,18 +446,6 @@ def source_of(node: Apply) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- run functions
-def _fresh(out: Any, shape: tuple, dtype: np.dtype, inputs: list) -> np.ndarray:
-    """The previous output if the result fits in it, else a new C-contiguous array."""
-    if type(out) is np.ndarray and out.shape == shape and out.dtype == dtype:
-        flags = out.flags
-        if flags.c_contiguous and flags.writeable:
-            for x in inputs:
-                if x is out:
-                    return np.empty(shape, dtype)
-            return out
-    return np.empty(shape, dtype)
-
-
 def _pointer(ffi: Any, ndim: int) -> Callable[[Any], Any]:
     """A function giving the address of a non-empty array's first element."""
     from_buffer = ffi.from_buffer
@@ -513,7 +502,7 @@ def _broadcast_run(node: Apply, ffi: Any, lib: Any) -> Run:
                 else:
                     perform(node, inputs, output_storage)  # NumPy's broadcasting error
                     return
-        out = _fresh(output_storage[0][0], shape, dtype, inputs)
+        out = output_buffer(output_storage[0][0], shape, dtype, inputs)
         output_storage[0][0] = out
         if out.size == 0:
             return
@@ -589,10 +578,10 @@ def _join_run(node: Apply, ffi: Any, lib: Any) -> Run:
             # copies instead of transposing ones. It is the C-ordered join of the x.T.
             if type(prev) is np.ndarray and all(prev is not x for x in inputs):
                 prev = prev.T
-            target = _fresh(prev, shape[::-1], dtype, inputs)
+            target = output_buffer(prev, shape[::-1], dtype, inputs)
             out, arrays, ax = target.T, [x.T for x in inputs], ndim - 1 - axis
         else:
-            out = target = _fresh(prev, shape, dtype, inputs)
+            out = target = output_buffer(prev, shape, dtype, inputs)
             arrays, ax = inputs, axis
         output_storage[0][0] = out
         if out.size and not copy_all(arrays, ax, target):
@@ -615,7 +604,7 @@ def _matrix_run(node: Apply, ffi: Any, lib: Any) -> Run:
         if n < 0 or m < 0 or (k_limit is not None and (k <= k_limit or m - k >= -k_limit)):
             perform(node, inputs, output_storage)  # NumPy's error
             return
-        out = _fresh(output_storage[0][0], (n, m), dtype, inputs)
+        out = output_buffer(output_storage[0][0], (n, m), dtype, inputs)
         if n and m:
             fn(n, m, min(max(k, -n - 1), m + 1), from_buffer(out))  # clamped: no overflow
         output_storage[0][0] = out
@@ -651,7 +640,7 @@ def _arange_run(node: Apply, ffi: Any, lib: Any) -> Run:
                 return
         else:
             start, nxt = float(start), float(nxt)
-        out = _fresh(output_storage[0][0], (n,), dtype, inputs)
+        out = output_buffer(output_storage[0][0], (n,), dtype, inputs)
         if n:
             fn(n, start, nxt if n > 1 else start, from_buffer(out))
         output_storage[0][0] = out
@@ -671,7 +660,7 @@ def _one_hot_run(node: Apply, ffi: Any, lib: Any) -> Run:
         if n < 0:
             perform(node, inputs, output_storage)  # its IndexError (or NumPy's result)
             return
-        out = _fresh(output_storage[0][0], (*y.shape, n), dtype, inputs)
+        out = output_buffer(output_storage[0][0], (*y.shape, n), dtype, inputs)
         if y.size:
             if n == 0 or fn(*y.shape, n, ptr(y), from_buffer(out), *y.strides):
                 perform(node, inputs, output_storage)  # its IndexError names the index
@@ -695,7 +684,7 @@ def _axis_run(node: Apply, ffi: Any, lib: Any) -> Run:
 
     def run(inputs: list, output_storage: list) -> None:
         x = inputs[0]
-        out = _fresh(output_storage[0][0], x.shape, dtype, inputs)
+        out = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
         if x.size:
             xs, xst, ost = x.shape, x.strides, out.strides
             args = [xs[a] for a in order] + [ptr(x), from_buffer(out)]

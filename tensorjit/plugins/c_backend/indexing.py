@@ -17,6 +17,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.codegen import Unsupported, ctype
 from tensorjit.tensor.linalg import ExtractDiag
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
@@ -162,16 +163,7 @@ def factory(node: Apply) -> Run:
         def run(inputs: list, output_storage: list) -> None:
             x, idx = inputs
             shape = (idx.shape[0], *x.shape[1:])
-            out = output_storage[0][0]
-            if not (
-                type(out) is np.ndarray
-                and out.shape == shape
-                and out.dtype == dtype
-                and out.flags.c_contiguous
-                and out.flags.writeable
-                and out is not x
-            ):
-                out = np.empty(shape, dtype)
+            out = output_buffer(output_storage[0][0], shape, dtype, inputs)
             if out.size == 0 or x.shape[0] == 0:
                 perform(node, inputs, output_storage)  # nothing to move, or NumPy's error
                 return
@@ -212,16 +204,7 @@ def factory(node: Apply) -> Run:
         if op.inplace:
             out = x
         else:
-            out = output_storage[0][0]
-            if not (
-                type(out) is np.ndarray
-                and out.shape == x.shape
-                and out.dtype == dtype
-                and out.flags.c_contiguous
-                and out.flags.writeable
-                and out is not x
-            ):
-                out = np.empty(x.shape, dtype)
+            out = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
             out[...] = x
         if np.may_share_memory(y_rows, out):
             y_rows = y_rows.copy()  # the rows are read while the target is written

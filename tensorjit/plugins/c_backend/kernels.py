@@ -19,22 +19,12 @@ from tensorjit.plugins.c_backend import (
     indexing,
     rowwise,
 )
+from tensorjit.plugins.c_backend.buffers import reusable
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Dot, Reduce
 
 Run = Callable[[list, list], None]
-
-
-def _reusable(buf, shape: tuple, dtype: np.dtype, inputs: list) -> bool:
-    return (
-        type(buf) is np.ndarray
-        and buf.shape == shape
-        and buf.dtype == dtype
-        and buf.flags.c_contiguous
-        and buf.flags.writeable
-        and not any(buf is x for x in inputs)
-    )
 
 
 # ---------------------------------------------------------------- Elemwise
@@ -116,7 +106,7 @@ def elemwise_factory(node: Apply) -> Run:
                 output_storage[0][0] = vals[target]
                 return
             out = output_storage[0][0]
-            if not _reusable(out, shape, out_dtype, vals):
+            if not reusable(out, shape, out_dtype, vals):
                 out = np.empty(shape, out_dtype)
             contig(out.size, *[from_buffer(a) for a in vals], from_buffer(out))
             output_storage[0][0] = out
@@ -139,7 +129,7 @@ def elemwise_factory(node: Apply) -> Run:
             output_storage[0][0] = vals[target]
             return
         out = output_storage[0][0]
-        if not _reusable(out, shape, out_dtype, vals):
+        if not reusable(out, shape, out_dtype, vals):
             out = np.empty(shape, out_dtype)
         ptrs = [ptr(a) for a in vals]
         strides = [st for a in vals for st in a.strides]
@@ -191,7 +181,7 @@ def reduce_factory(node: Apply) -> Run:
             return
         shape = tuple(xs[a] for a in kept)
         out = output_storage[0][0]
-        if not _reusable(out, shape, out_dtype, inputs):
+        if not reusable(out, shape, out_dtype, inputs):
             out = np.empty(shape, out_dtype)
         px = from_buffer(x) if x.flags.c_contiguous else cast("char *", x.ctypes.data)
         st = x.strides

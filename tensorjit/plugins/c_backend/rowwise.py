@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, ctype
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.nnet.basic import (
@@ -198,16 +199,7 @@ def factory(node: Apply) -> Run:
         if checks_indices:
             _check_indices_runtime(x, inputs[-1], name)
         out_shape = x.shape if row_out else x.shape[:axis] + x.shape[axis + 1 :]
-        out = output_storage[0][0]
-        if not (
-            type(out) is np.ndarray
-            and out.shape == out_shape
-            and out.dtype == out_dtype
-            and out.flags.c_contiguous
-            and out.flags.writeable
-            and not any(out is a for a in inputs)
-        ):
-            out = np.empty(out_shape, out_dtype)
+        out = output_buffer(output_storage[0][0], out_shape, out_dtype, inputs)
         views = []
         for a, (_, _, row) in zip([*arrays(inputs), out], operands):
             views.append(np.moveaxis(a, axis, -1) if row else a)
