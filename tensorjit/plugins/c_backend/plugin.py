@@ -9,8 +9,6 @@ without a C equivalent, float16, complex) falls back to the next backend.
 
 from __future__ import annotations
 
-from functools import partial
-
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import Backend, BackendRegistry
 
@@ -47,10 +45,6 @@ def _prepare(nodes: list) -> None:
     from tensorjit.plugins.c_backend.kernels import prepare
 
     prepare(nodes)
-
-
-def _perform_factory(node):
-    return partial(node.op.perform, node)
 
 
 @hookimpl
