@@ -75,6 +75,12 @@ _OPTIONS = [
     ),
     ConfigOption("cflags", "", "extra flags for the C compiler (e.g. -march=native)", str),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
+    ConfigOption(
+        "whole_graph",
+        True,
+        "run a graph as one compiled program when a backend covers all its nodes",
+        _bool,
+    ),
     ConfigOption("plugins_blocklist", (), "entry-point names of plugins not to load", _name_list),
     ConfigOption(
         "excluded_rewrites",

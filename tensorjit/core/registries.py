@@ -112,7 +112,9 @@ class Backend:
     """A place kernels run. ``check_available()`` returns None, or why it is unavailable.
     ``prepare(nodes)``, if given, is called once per compiled function with every node
     whose kernel this backend supplies, before any kernel factory runs (e.g. to build
-    all their code at once, in parallel)."""
+    all their code at once, in parallel). ``whole_graph(plan)``, if given, may return
+    one compiled program running a whole function (see core/compile/program.py), or
+    None when it does not cover every node."""
 
     name: str
     device: str
@@ -123,6 +125,7 @@ class Backend:
     excludes_tags: tuple[str, ...] = ()
     plugin: str | None = None
     prepare: Callable[[list[Any]], None] | None = None
+    whole_graph: Callable[[Any], Callable | None] | None = None
 
 
 @dataclass

@@ -13,6 +13,7 @@ from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker
 from tensorjit.core.compile.lazy import lazy_guards, lazy_schedule
 from tensorjit.core.compile.linker import backends_for, choose_kernels
 from tensorjit.core.compile.mode import Mode, get_mode
+from tensorjit.core.compile.program import GraphPlan, ProgramVM, whole_graph_program
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Constant, Variable
@@ -129,6 +130,16 @@ class Function:
         self.vm = VM(order, kernels, storage, keep=set(fgraph.outputs), allow_gc=config.allow_gc)
         if lazy_blocks:
             self.vm.set_lazy_blocks(lazy_guards(order, lazy_blocks, storage))
+        program = None
+        if config.whole_graph and not mode.debug and not lazy_blocks:
+            plan = GraphPlan(
+                nodes=order,
+                kernels=kernels,
+                inputs=input_vars,
+                shared=[(v, storage[v]) for v in fgraph.inputs[n_in:]],
+                outputs=list(fgraph.outputs),
+            )
+            program = whole_graph_program(plan, backends)
         # Cells the VM computed into: cleared after each call so no value is kept alive.
         # Out(borrow=True) keeps its buffer for the next call to compute into.
         borrowed_out = {v for v, o in zip(fgraph.outputs, outputs) if o.borrow}
@@ -141,6 +152,9 @@ class Function:
             if v.owner is not None and v in borrowed_out
         ]
         self._copy_plan = self._plan_output_copies(input_vars, n_out)
+        if program is not None and not self._borrowed_output_cells:
+            # (An Out(borrow=True) buffer is reused by the per-node VM only.)
+            self.vm = ProgramVM(program, self.vm, self._input_cells, self._output_cells)
         self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
         # Every argument given positionally and none destroyable: each is only filtered
         # (the common call, without the bookkeeping of defaults, keywords and aliasing).
@@ -153,6 +167,19 @@ class Function:
         for i, inp in enumerate(inputs):
             if inp.value is None:
                 self._n_required = i + 1
+        # The common call straight into the program: positional arguments, nothing to
+        # copy, no destroyable input, no input updates, no kept output buffers.
+        self._n_inputs = n_in
+        self._n_outputs = n_out
+        plain = (
+            checker is None
+            and self._plain_filters is not None
+            and not self._updated_inputs
+            and not self._borrowed_output_cells
+            and not any(self._copy_plan)
+        )
+        self._program = program
+        self._fast_program = program if plain else None
 
     @property
     def profile(self) -> RewriteStats:
@@ -201,6 +228,11 @@ class Function:
         return plan
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        program = self._fast_program
+        if program is not None and not kwargs and len(args) == self._n_inputs:
+            values = program(args)
+            if values is not None:
+                return self._finish_program_call(values)
         try:
             self._load_inputs(args, kwargs)
             if self._borrowed_output_cells:
@@ -232,6 +264,14 @@ class Function:
             return outputs[0]
         return outputs
 
+    def _finish_program_call(self, values: list[Any]) -> Any:
+        n_out = self._n_outputs
+        if self._updated_shared:
+            for shared, value in zip(self._updated_shared, values[n_out:]):
+                shared.storage[0] = value
+            del values[n_out:]
+        return values[0] if self.unpack_single else values
+
     def call_trusted(
         self, values: Sequence[Any], returned: Sequence[int] | None = None
     ) -> list[Any]:
@@ -242,6 +282,14 @@ class Function:
         outputs (a loop's carried state); None: any value may be."""
         if self._checker is not None or len(values) != len(self._input_cells):
             return self(*values)
+        program = self._program  # its outputs are new arrays: no borrowed buffer to spare
+        if program is not None:
+            results = program(values)
+            if results is not None:
+                n_out = self._n_outputs
+                for shared, value in zip(self._updated_shared, results[n_out:]):
+                    shared.storage[0] = value
+                return results[:n_out]
         for cell, value in zip(self._input_cells, values):
             cell[0] = value
         if self._borrowed_output_cells:

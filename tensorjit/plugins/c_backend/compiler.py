@@ -171,13 +171,13 @@ def _tensorjit_version() -> str:
         return "unknown"
 
 
-def cache_key(source: str) -> str:
+def cache_key(source: str, extra_flags: tuple[str, ...] = ()) -> str:
     argv, cc_version = compiler_identity()
     parts = [
         source,
         " ".join(argv),
         cc_version,
-        " ".join(compile_flags() + LIBS),
+        " ".join(compile_flags() + extra_flags + LIBS),
         _numpy_abi(),
         _tensorjit_version(),
         CODEGEN_VERSION,
@@ -223,7 +223,9 @@ def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any]
     return ffi, lib
 
 
-def _build(source: str, directory: str, key: str, what: str) -> None:
+def _build(
+    source: str, directory: str, key: str, what: str, extra_flags: tuple[str, ...] = ()
+) -> None:
     argv, _ = compiler_identity()
     tmp = tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=directory)
     try:
@@ -231,7 +233,7 @@ def _build(source: str, directory: str, key: str, what: str) -> None:
         so_path = os.path.join(tmp, "kernel.so")
         with open(c_path, "w") as f:
             f.write(source)
-        cmd = [*argv, *compile_flags(), "-o", so_path, c_path, *LIBS]
+        cmd = [*argv, *compile_flags(), *extra_flags, "-o", so_path, c_path, *LIBS]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -255,7 +257,56 @@ def _build(source: str, directory: str, key: str, what: str) -> None:
 
 def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[Any, Any]:
     """(ffi, lib) for ``source``: from memory, from the disk cache, or compiled now."""
-    key = cache_key(source)
+    return _load_entry(source, what, lambda path: _try_load(path, cdef, symbols))
+
+
+def extension_flags() -> tuple[str, ...]:
+    """Include flags for C that uses the Python and NumPy C APIs (a CPython extension)."""
+    import sysconfig
+
+    import numpy as np
+
+    return ("-I" + sysconfig.get_paths()["include"], "-I" + np.get_include())
+
+
+def extension_unavailable_reason() -> str | None:
+    """None if C extensions can be built here, else why not (no Python headers)."""
+    import sysconfig
+
+    header = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    if not os.path.exists(header):
+        return f"the Python C headers are not installed ({header} is missing)"
+    return unavailable_reason()
+
+
+def load_extension(source: str, module: str, what: str) -> Any:
+    """The CPython extension module ``module`` (its ``PyInit_<module>`` is in
+    ``source``), cached like kernels and imported without entering ``sys.modules``."""
+    return _load_entry(
+        source, what, lambda path: _try_import(path, module), extra_flags=extension_flags()
+    )
+
+
+def _try_import(path: str, module: str) -> Any:
+    import importlib.machinery
+    import importlib.util
+
+    if not os.path.exists(path):
+        return None
+    loader = importlib.machinery.ExtensionFileLoader(module, path)
+    spec = importlib.util.spec_from_file_location(module, path, loader=loader)
+    try:
+        ext = importlib.util.module_from_spec(spec)
+        loader.exec_module(ext)
+    except ImportError:
+        return None
+    return ext
+
+
+def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, ...] = ()) -> Any:
+    """What ``try_load(path)`` makes of the cache entry of ``source``: from memory, from
+    the disk cache, or compiled now (under the entry's lock; a corrupt entry is rebuilt)."""
+    key = cache_key(source, extra_flags)
     found = _loaded.get(key)
     if found is not None:
         stats["memory_hits"] += 1
@@ -267,13 +318,13 @@ def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[A
         directory = cache_dir()
         os.makedirs(directory, exist_ok=True)
         so_path = os.path.join(directory, f"{key}.so")
-        found = _try_load(so_path, cdef, symbols)
+        found = try_load(so_path)
         if found is None:
             with _key_lock(os.path.join(directory, f"{key}.lock")):
-                found = _try_load(so_path, cdef, symbols)  # another process built it
+                found = try_load(so_path)  # another process built it
                 if found is None:  # missing or corrupt: (re)build
-                    _build(source, directory, key, what)
-                    found = _try_load(so_path, cdef, symbols)
+                    _build(source, directory, key, what, extra_flags)
+                    found = try_load(so_path)
                     if found is None:
                         raise CCompileError(
                             f"C kernel for {what} was built but does not load: {so_path}"

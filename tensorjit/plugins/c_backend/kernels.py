@@ -49,7 +49,40 @@ def _elemwise_plan(node: Apply) -> tuple:
     source, cdef = codegen.elemwise_source(
         op.scalar_op, dtypes, out_dtype, kinds, bcast, consts, target
     )
+    n_ptrs = sum(k != "const" for k in kinds) + (target is None)
+    ndim = len(bcast[0]) if bcast else 0
+    source += _uniform_elemwise(n_ptrs, ndim)
+    cdef += UNIFORM_ELEMWISE_CDEF
     return kinds, bcast, source, cdef
+
+
+# Entry points with one signature for every kernel of a kind (arrays of shapes, data
+# pointers and strides), for whole-graph programs (program.c) to call through pointers.
+UNIFORM_ELEMWISE_CDEF = (
+    "void tj_contig_u(int64_t, char **);\n"
+    "void tj_strided_u(const int64_t *, char **, const int64_t *);\n"
+)
+UNIFORM_REDUCE_CDEF = "void tj_reduce_u(const int64_t *, char *, char *, const int64_t *);\n"
+
+
+def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
+    ptrs = ", ".join(f"p[{j}]" for j in range(n_ptrs))
+    shape = "".join(f"n[{a}], " for a in range(ndim))
+    strides = "".join(f", s[{i}]" for i in range(n_ptrs * ndim))
+    return (
+        f"void tj_contig_u(int64_t n, char **p) {{ tj_contig(n, {ptrs}); }}\n"
+        "void tj_strided_u(const int64_t *n, char **p, const int64_t *s) "
+        f"{{ (void)n; (void)s; tj_strided({shape}{ptrs}{strides}); }}\n"
+    )
+
+
+def _uniform_reduce(ndim: int) -> str:
+    shape = "".join(f"n[{a}], " for a in range(ndim))
+    strides = "".join(f", s[{a}]" for a in range(ndim))
+    return (
+        "void tj_reduce_u(const int64_t *n, char *x, char *out, const int64_t *s) "
+        f"{{ (void)n; (void)s; tj_reduce({shape}x, out{strides}); }}\n"
+    )
 
 
 def elemwise_supported(node: Apply) -> bool:
@@ -151,6 +184,8 @@ def _reduce_plan(node: Apply) -> tuple:
         len(kept),
         len(op.axis),
     )
+    source += _uniform_reduce(ndim)
+    cdef += UNIFORM_REDUCE_CDEF
     return kept, source, cdef
 
 

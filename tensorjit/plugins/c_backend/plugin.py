@@ -37,6 +37,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             description="generated C (elementwise, fused, reductions, BLAS) compiled with cffi",
             plugin=PLUGIN,
             prepare=_prepare,
+            whole_graph=_whole_graph,
         )
     )
 
@@ -45,6 +46,12 @@ def _prepare(nodes: list) -> None:
     from tensorjit.plugins.c_backend.kernels import prepare
 
     prepare(nodes)
+
+
+def _whole_graph(plan):
+    from tensorjit.plugins.c_backend.program import whole_graph
+
+    return whole_graph(plan)
 
 
 @hookimpl

@@ -26,6 +26,7 @@ SCRIPT = textwrap.dedent(
     import tensorjit, tensorjit.tensor as T
     from tensorjit.plugins.c_backend import compiler
 
+    tensorjit.config.whole_graph = False  # one cache entry: the kernel's (no program)
     a, b = T.vector("a"), T.vector("b")
     mode = tensorjit.FAST_RUN.with_backends("c", "python")
     f = tensorjit.function([a, b], 2 * a + 3 * b, mode=mode)
@@ -181,7 +182,8 @@ def test_cflags_from_config_make_their_own_entries(tmp_path):
         f = tensorjit.function([a], a + 1)
         assert compiler.compile_flags()[-1] == "-DTJ_TEST_FLAG=1"
     np.testing.assert_array_equal(f(np.arange(3.0)), [1.0, 2.0, 3.0])
-    assert len(entries(tmp_path)[0]) == 1  # a key of its own: not the default flags' entry
+    # Keys of their own (not the default flags' entries): the kernel and the program runner.
+    assert len(entries(tmp_path)[0]) == 2
 
 
 @needs_cc

@@ -1,0 +1,75 @@
+"""Whole-graph programs: one compiled callable running every node of a function.
+
+A backend that can compile a whole graph (``Backend.whole_graph``) receives a
+``GraphPlan`` and returns a *program*: ``program(values) -> list | None``. ``values``
+holds one value per explicit input, in order, as given by the caller (not filtered);
+shared variables are read from their storage cells at each call. The program returns
+the value of every graph output (user outputs, then updates), or None, before computing
+anything with side effects, when it can not run these values (an argument that is not
+exactly an ndarray of the input's type, a shape error): the caller then takes the
+general path, whose filters and per-node kernels give the usual conversions and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.registries import Backend, Kernel
+
+Program = Callable[[Sequence[Any]], "list[Any] | None"]
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """What a backend needs to compile a function's graph as one program."""
+
+    nodes: list[Apply]  # in the order they must run
+    kernels: list[Kernel]  # the kernel chosen for each node
+    inputs: list[Variable]  # the explicit inputs, in call order
+    shared: list[tuple[Variable, list]]  # shared inputs and the cells holding their values
+    outputs: list[Variable]  # user outputs, then update expressions
+
+
+def whole_graph_program(plan: GraphPlan, backends: Sequence[Backend]) -> Program | None:
+    """The first program a backend (best first) offers for ``plan``, or None."""
+    if not plan.nodes:
+        return None
+    for backend in backends:
+        if backend.whole_graph is not None:
+            program = backend.whole_graph(plan)
+            if program is not None:
+                return program
+    return None
+
+
+class ProgramVM:
+    """Runs a program over the function's storage cells; when the program declines the
+    values, the per-node VM runs them instead."""
+
+    def __init__(self, program: Program, vm: Any, input_cells: list[list], output_cells: list):
+        self.program = program
+        self.vm = vm
+        self._input_cells = input_cells
+        self._output_cells = output_cells
+
+    @property
+    def storage(self) -> dict:
+        return self.vm.storage
+
+    @property
+    def pool(self) -> dict:
+        return self.vm.pool
+
+    def free(self) -> None:
+        self.vm.free()
+
+    def __call__(self) -> None:
+        values = self.program([cell[0] for cell in self._input_cells])
+        if values is None:
+            self.vm()
+            return
+        for cell, value in zip(self._output_cells, values):
+            cell[0] = value

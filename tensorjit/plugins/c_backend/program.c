@@ -1,0 +1,560 @@
+/* Whole-graph programs of the C backend: one C call runs every node of a function.
+ *
+ * This file is compiled once (cached like the kernels) into a CPython extension. Its
+ * `make` turns a plan built in Python (program.py) into a callable: checking the
+ * arguments, allocating outputs and temporaries and calling the generated kernels
+ * through their uniform entry points all happen here, so a call costs one C call
+ * instead of one Python kernel call per node plus cffi conversions per array.
+ *
+ * A program declines (returns None) arguments it does not run as they are (not exactly
+ * an aligned, native-order ndarray of the input's dtype, ndim and static shape) and
+ * shape errors, as long as nothing has been overwritten yet: the caller's general path
+ * then gives the usual conversions and error messages. A shape error after a step that
+ * overwrote a value the call did not create raises ValueError here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Shapes are handed to the kernels as int64_t arrays. */
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
+
+#define TJ_MAXDIM 16
+#define TJ_MAXOPS 64
+#define TJ_STACK_SLOTS 64
+/* Kernels on more elements than this run with the GIL released. */
+#define TJ_NOGIL_SIZE 65536
+
+enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3 };
+
+typedef void (*tj_contig_fn)(int64_t n, char **ptrs);
+typedef void (*tj_strided_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
+typedef void (*tj_reduce_fn)(const int64_t *shape, char *x, char *out, const int64_t *strides);
+
+typedef struct {
+    int slot, typenum, ndim;
+    npy_intp dims[TJ_MAXDIM]; /* -1: any length */
+} tj_value_spec;
+
+typedef struct {
+    int kind;
+    void *fn_contig, *fn_strided;
+    int n_ops, ops[TJ_MAXOPS];   /* operand slots */
+    uint32_t bcast[TJ_MAXOPS];   /* elemwise: bit a set when the operand broadcasts on a */
+    char full[TJ_MAXOPS];        /* elemwise: the operand has elements per output element */
+    int target;                  /* elemwise: operand written in place, or -1 */
+    int out, typenum, ndim;      /* output slot, dtype, ndim */
+    npy_intp dims[TJ_MAXDIM];    /* elemwise: static output lengths, -1 unknown */
+    int axes[TJ_MAXDIM], n_axes; /* reduce: kept axes then reduced ones; dimshuffle: the
+                                    new order, -1 for a new broadcastable axis */
+    int n_kept;                  /* reduce: how many of axes are kept */
+    int dropped[TJ_MAXDIM], n_dropped; /* dimshuffle: removed axes (length 1) */
+    int needs_elements;          /* reduce: max/min of nothing is an error */
+    int destroys;                /* overwrites a value this call did not create */
+    int n_free, *free_slots;     /* slots dead after this step */
+} tj_step;
+
+typedef struct {
+    int n_slots, n_inputs, n_shared, n_consts, n_steps, n_outputs;
+    tj_value_spec *inputs, *shared;
+    PyObject **cells;  /* lists holding the shared variables' values */
+    int *const_slots;
+    PyObject **consts;
+    tj_step *steps;
+    int *outputs;
+    PyObject *notes;   /* per step: "while computing ..." for errors */
+    PyObject *keep;    /* the kernel libraries, alive as long as this program */
+} tj_program;
+
+/* ------------------------------------------------------------------ running */
+
+static int tj_matches(PyObject *o, const tj_value_spec *spec)
+{
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (!PyArray_CheckExact(o) || PyArray_TYPE(a) != spec->typenum ||
+        PyArray_NDIM(a) != spec->ndim || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a))
+        return 0;
+    for (int i = 0; i < spec->ndim; i++)
+        if (spec->dims[i] >= 0 && PyArray_DIMS(a)[i] != spec->dims[i])
+            return 0;
+    return 1;
+}
+
+/* Byte range [lo, hi) an array's elements occupy. */
+static void tj_extent(PyArrayObject *a, char **lo, char **hi)
+{
+    char *l = PyArray_BYTES(a), *h = l;
+    for (int i = 0; i < PyArray_NDIM(a); i++) {
+        npy_intp span = (PyArray_DIMS(a)[i] - 1) * PyArray_STRIDES(a)[i];
+        if (span < 0)
+            l += span;
+        else
+            h += span;
+    }
+    *lo = l;
+    *hi = h + PyArray_ITEMSIZE(a);
+}
+
+static int tj_overlap(PyArrayObject *a, PyArrayObject *b)
+{
+    char *alo, *ahi, *blo, *bhi;
+    if (PyArray_SIZE(a) == 0 || PyArray_SIZE(b) == 0)
+        return 0;
+    tj_extent(a, &alo, &ahi);
+    tj_extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+/* 0 done, 1 declined (shapes do not match), -1 error set. */
+static int tj_elemwise(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *a[TJ_MAXOPS], *out;
+    PyObject *copies[TJ_MAXOPS];
+    char *ptrs[TJ_MAXOPS + 1];
+    int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
+    int n = s->n_ops, nd = s->ndim, fast = 1, j, ax;
+
+    for (j = 0; j < n; j++) {
+        a[j] = (PyArrayObject *)v[s->ops[j]];
+        copies[j] = NULL;
+    }
+    for (ax = 0; ax < nd; ax++) {
+        shape[ax] = s->dims[ax] >= 0 ? s->dims[ax] : 1;
+        if (s->dims[ax] < 0)
+            for (j = 0; j < n; j++)
+                if (s->full[j] && !(s->bcast[j] >> ax & 1)) {
+                    shape[ax] = PyArray_DIMS(a[j])[ax];
+                    break;
+                }
+    }
+    for (j = 0; j < n; j++)
+        if (s->full[j])
+            for (ax = 0; ax < nd; ax++)
+                if (!(s->bcast[j] >> ax & 1) && PyArray_DIMS(a[j])[ax] != shape[ax])
+                    return 1;
+    if (s->target >= 0) {
+        /* An operand partly overlapping the one written is read from a copy. */
+        PyArrayObject *t = a[s->target];
+        for (j = 0; j < n; j++) {
+            if (j == s->target || a[j] == t || !tj_overlap(a[j], t))
+                continue;
+            copies[j] = PyArray_NewCopy(a[j], NPY_CORDER);
+            if (copies[j] == NULL)
+                goto error;
+            a[j] = (PyArrayObject *)copies[j];
+        }
+        out = t;
+        Py_INCREF(out);
+    } else {
+        out = (PyArrayObject *)PyArray_EMPTY(nd, (npy_intp *)shape, s->typenum, 0);
+        if (out == NULL)
+            goto error;
+    }
+    for (j = 0; j < n && fast; j++) {
+        if (!s->full[j])
+            continue;
+        if (!PyArray_IS_C_CONTIGUOUS(a[j]))
+            fast = 0;
+        for (ax = 0; ax < nd; ax++)
+            if ((s->bcast[j] >> ax & 1) && shape[ax] != 1)
+                fast = 0;
+    }
+    for (j = 0; j < n; j++)
+        ptrs[j] = PyArray_BYTES(a[j]);
+    if (s->target < 0)
+        ptrs[n] = PyArray_BYTES(out);
+    npy_intp size = PyArray_SIZE(out);
+    PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+    if (fast) {
+        ((tj_contig_fn)s->fn_contig)(size, ptrs);
+    } else {
+        int n_all = s->target < 0 ? n + 1 : n;
+        for (j = 0; j < n_all; j++) {
+            PyArrayObject *x = j < n ? a[j] : out;
+            for (ax = 0; ax < nd; ax++)
+                strides[j * nd + ax] = PyArray_STRIDES(x)[ax];
+        }
+        ((tj_strided_fn)s->fn_strided)(shape, ptrs, strides);
+    }
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    for (j = 0; j < n; j++)
+        Py_XDECREF(copies[j]);
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return 0;
+error:
+    for (j = 0; j < n; j++)
+        Py_XDECREF(copies[j]);
+    return -1;
+}
+
+static int tj_reduce(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *out;
+    int64_t all[TJ_MAXDIM], strides[TJ_MAXDIM];
+    npy_intp shape[TJ_MAXDIM];
+    for (int i = 0; i < s->n_axes; i++) {
+        all[i] = PyArray_DIMS(x)[s->axes[i]];
+        strides[i] = PyArray_STRIDES(x)[s->axes[i]];
+        if (i >= s->n_kept && all[i] == 0 && s->needs_elements)
+            return 1; /* NumPy's error for the max/min of nothing */
+        if (i < s->n_kept)
+            shape[i] = all[i];
+    }
+    out = (PyArrayObject *)PyArray_EMPTY(s->n_kept, shape, s->typenum, 0);
+    if (out == NULL)
+        return -1;
+    PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+    ((tj_reduce_fn)s->fn_contig)(all, PyArray_BYTES(x), PyArray_BYTES(out), strides);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return 0;
+}
+
+static int tj_dimshuffle(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
+    npy_intp shape[TJ_MAXDIM], strides[TJ_MAXDIM];
+    for (int i = 0; i < s->n_dropped; i++)
+        if (PyArray_DIMS(x)[s->dropped[i]] != 1)
+            return 1;
+    for (int i = 0; i < s->n_axes; i++) {
+        int d = s->axes[i];
+        shape[i] = d < 0 ? 1 : PyArray_DIMS(x)[d];
+        strides[i] = d < 0 ? 0 : PyArray_STRIDES(x)[d];
+    }
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, s->n_axes, shape, strides,
+                                          PyArray_BYTES(x),
+                                          PyArray_FLAGS(x) & NPY_ARRAY_WRITEABLE, NULL);
+    if (view == NULL)
+        return -1;
+    Py_INCREF(x);
+    if (PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)x) < 0) {
+        Py_DECREF(view);
+        return -1;
+    }
+    Py_XSETREF(v[s->out], view);
+    return 0;
+}
+
+/* The ValueError of a shape error found after the call overwrote a value. */
+static void tj_shape_error(const tj_program *p, int k, PyObject **v)
+{
+    const tj_step *s = &p->steps[k];
+    PyObject *shapes = PyList_New(0);
+    if (shapes == NULL)
+        return;
+    for (int j = 0; j < s->n_ops; j++) {
+        PyObject *shape = PyObject_GetAttrString(v[s->ops[j]], "shape");
+        if (shape == NULL || PyList_Append(shapes, shape) < 0) {
+            Py_XDECREF(shape);
+            Py_DECREF(shapes);
+            return;
+        }
+        Py_DECREF(shape);
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "input shapes %R do not match (an earlier step of this call already "
+                 "updated a value in place)\n%U",
+                 shapes, PyTuple_GET_ITEM(p->notes, k));
+    Py_DECREF(shapes);
+}
+
+static PyObject *tj_run(PyObject *self, PyObject *arg)
+{
+    tj_program *p = (tj_program *)PyCapsule_GetPointer(self, "tensorjit.program");
+    PyObject *stack[TJ_STACK_SLOTS], **v = stack, *seq, *result = NULL;
+    int i, k, destroyed = 0, declined = 0;
+
+    if (p == NULL)
+        return NULL;
+    seq = PySequence_Fast(arg, "a program takes the sequence of its arguments");
+    if (seq == NULL)
+        return NULL;
+    if (p->n_slots > TJ_STACK_SLOTS) {
+        v = PyMem_Calloc(p->n_slots, sizeof(PyObject *));
+        if (v == NULL) {
+            Py_DECREF(seq);
+            return PyErr_NoMemory();
+        }
+    } else {
+        memset(stack, 0, sizeof(stack));
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != p->n_inputs) {
+        declined = 1;
+        goto done;
+    }
+    PyObject **args = PySequence_Fast_ITEMS(seq);
+    for (i = 0; i < p->n_inputs; i++) {
+        if (!tj_matches(args[i], &p->inputs[i])) {
+            declined = 1;
+            goto done;
+        }
+        Py_INCREF(args[i]);
+        v[p->inputs[i].slot] = args[i];
+    }
+    for (i = 0; i < p->n_shared; i++) {
+        PyObject *cell = p->cells[i], *o;
+        if (PyList_GET_SIZE(cell) < 1 || !tj_matches(o = PyList_GET_ITEM(cell, 0), &p->shared[i])) {
+            declined = 1;
+            goto done;
+        }
+        Py_INCREF(o);
+        v[p->shared[i].slot] = o;
+    }
+    for (i = 0; i < p->n_consts; i++) {
+        Py_INCREF(p->consts[i]);
+        v[p->const_slots[i]] = p->consts[i];
+    }
+    for (k = 0; k < p->n_steps; k++) {
+        const tj_step *s = &p->steps[k];
+        int status = s->kind == TJ_ELEMWISE ? tj_elemwise(s, v)
+                     : s->kind == TJ_REDUCE ? tj_reduce(s, v)
+                                            : tj_dimshuffle(s, v);
+        if (status < 0)
+            goto done;
+        if (status > 0) {
+            if (destroyed)
+                tj_shape_error(p, k, v);
+            else
+                declined = 1;
+            goto done;
+        }
+        destroyed |= s->destroys;
+        for (i = 0; i < s->n_free; i++)
+            Py_CLEAR(v[s->free_slots[i]]);
+    }
+    result = PyList_New(p->n_outputs);
+    if (result == NULL)
+        goto done;
+    for (i = 0; i < p->n_outputs; i++) {
+        PyObject *o = v[p->outputs[i]];
+        Py_INCREF(o);
+        PyList_SET_ITEM(result, i, o);
+    }
+done:
+    for (i = 0; i < p->n_slots; i++)
+        Py_XDECREF(v[i]);
+    if (v != stack)
+        PyMem_Free(v);
+    Py_DECREF(seq);
+    if (declined) {
+        Py_RETURN_NONE;
+    }
+    return result;
+}
+
+/* ------------------------------------------------------------------ building */
+
+static void tj_program_free(tj_program *p)
+{
+    if (p == NULL)
+        return;
+    for (int i = 0; i < p->n_shared; i++)
+        Py_XDECREF(p->cells ? p->cells[i] : NULL);
+    for (int i = 0; i < p->n_consts; i++)
+        Py_XDECREF(p->consts ? p->consts[i] : NULL);
+    if (p->steps)
+        for (int k = 0; k < p->n_steps; k++)
+            PyMem_Free(p->steps[k].free_slots);
+    PyMem_Free(p->inputs);
+    PyMem_Free(p->shared);
+    PyMem_Free(p->cells);
+    PyMem_Free(p->const_slots);
+    PyMem_Free(p->consts);
+    PyMem_Free(p->steps);
+    PyMem_Free(p->outputs);
+    Py_XDECREF(p->notes);
+    Py_XDECREF(p->keep);
+    PyMem_Free(p);
+}
+
+static void tj_capsule_free(PyObject *capsule)
+{
+    tj_program_free((tj_program *)PyCapsule_GetPointer(capsule, "tensorjit.program"));
+}
+
+/* Reads up to `cap` ints from a sequence of Python ints into out; returns the count. */
+static int tj_ints(PyObject *obj, int *out, int cap, const char *what)
+{
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > cap) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd entries, at most %d", what, n, cap);
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long x = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        out[i] = (int)x;
+    }
+    Py_DECREF(seq);
+    return (int)n;
+}
+
+static int tj_value_specs(PyObject *list, tj_value_spec **out, int *count)
+{
+    Py_ssize_t n = PyList_Size(list);
+    if (n < 0)
+        return -1;
+    *count = (int)n;
+    *out = PyMem_Calloc(n ? n : 1, sizeof(tj_value_spec));
+    if (*out == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        tj_value_spec *spec = &(*out)[i];
+        int dims[TJ_MAXDIM];
+        PyObject *dims_obj;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(list, i), "iiO", &spec->slot, &spec->typenum,
+                              &dims_obj))
+            return -1;
+        spec->ndim = tj_ints(dims_obj, dims, TJ_MAXDIM, "static shape");
+        if (spec->ndim < 0)
+            return -1;
+        for (int d = 0; d < spec->ndim; d++)
+            spec->dims[d] = dims[d];
+    }
+    return 0;
+}
+
+static int tj_parse_step(PyObject *obj, tj_step *s)
+{
+    PyObject *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots;
+    unsigned long long fn_contig, fn_strided;
+    int bits[TJ_MAXOPS], flags[TJ_MAXOPS], static_dims[TJ_MAXDIM], n;
+    if (!PyArg_ParseTuple(obj, "iKKOOOiiiiOOiOiiO", &s->kind, &fn_contig, &fn_strided, &ops,
+                          &bcast, &full, &s->target, &s->out, &s->typenum, &s->ndim, &dims,
+                          &axes, &s->n_kept, &dropped, &s->needs_elements, &s->destroys,
+                          &free_slots))
+        return -1;
+    s->fn_contig = (void *)(uintptr_t)fn_contig;
+    s->fn_strided = (void *)(uintptr_t)fn_strided;
+    if ((s->n_ops = tj_ints(ops, s->ops, TJ_MAXOPS, "operands")) < 0)
+        return -1;
+    if ((n = tj_ints(bcast, bits, TJ_MAXOPS, "broadcast masks")) < 0)
+        return -1;
+    for (int j = 0; j < n; j++)
+        s->bcast[j] = (uint32_t)bits[j];
+    if ((n = tj_ints(full, flags, TJ_MAXOPS, "full operands")) < 0)
+        return -1;
+    for (int j = 0; j < n; j++)
+        s->full[j] = (char)flags[j];
+    if ((n = tj_ints(dims, static_dims, TJ_MAXDIM, "output shape")) < 0)
+        return -1;
+    for (int d = 0; d < n; d++)
+        s->dims[d] = static_dims[d];
+    if ((s->n_axes = tj_ints(axes, s->axes, TJ_MAXDIM, "axes")) < 0)
+        return -1;
+    if ((s->n_dropped = tj_ints(dropped, s->dropped, TJ_MAXDIM, "dropped axes")) < 0)
+        return -1;
+    Py_ssize_t n_free = PySequence_Size(free_slots);
+    if (n_free < 0)
+        return -1;
+    s->free_slots = PyMem_Calloc(n_free ? n_free : 1, sizeof(int));
+    if (s->free_slots == NULL)
+        return -1;
+    s->n_free = tj_ints(free_slots, s->free_slots, (int)n_free, "freed slots");
+    return s->n_free < 0 ? -1 : 0;
+}
+
+/* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep)
+   inputs/shared: lists of (slot, typenum, static shape with -1 for unknown); steps: see
+   program.py. */
+static PyObject *tj_make(PyObject *self, PyObject *args)
+{
+    PyObject *inputs, *shared, *cells, *const_slots, *consts, *steps, *outputs, *notes, *keep;
+    tj_program *p = PyMem_Calloc(1, sizeof(tj_program));
+    if (p == NULL)
+        return PyErr_NoMemory();
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!O", &p->n_slots, &PyList_Type, &inputs,
+                          &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
+                          &const_slots, &PyList_Type, &consts, &PyList_Type, &steps,
+                          &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep))
+        goto error;
+    Py_INCREF(notes);
+    p->notes = notes;
+    Py_INCREF(keep);
+    p->keep = keep;
+    if (tj_value_specs(inputs, &p->inputs, &p->n_inputs) < 0 ||
+        tj_value_specs(shared, &p->shared, &p->n_shared) < 0)
+        goto error;
+    if (PyList_GET_SIZE(cells) != p->n_shared) {
+        PyErr_SetString(PyExc_ValueError, "one cell per shared input");
+        goto error;
+    }
+    p->cells = PyMem_Calloc(p->n_shared ? p->n_shared : 1, sizeof(PyObject *));
+    if (p->cells == NULL)
+        goto error;
+    for (int i = 0; i < p->n_shared; i++) {
+        PyObject *cell = PyList_GET_ITEM(cells, i);
+        if (!PyList_Check(cell)) {
+            PyErr_SetString(PyExc_TypeError, "a shared variable's cell must be a list");
+            goto error;
+        }
+        Py_INCREF(cell);
+        p->cells[i] = cell;
+    }
+    p->n_consts = (int)PyList_GET_SIZE(consts);
+    p->const_slots = PyMem_Calloc(p->n_consts ? p->n_consts : 1, sizeof(int));
+    p->consts = PyMem_Calloc(p->n_consts ? p->n_consts : 1, sizeof(PyObject *));
+    if (p->const_slots == NULL || p->consts == NULL)
+        goto error;
+    if (tj_ints(const_slots, p->const_slots, p->n_consts, "constant slots") != p->n_consts)
+        goto error;
+    for (int i = 0; i < p->n_consts; i++) {
+        p->consts[i] = PyList_GET_ITEM(consts, i);
+        Py_INCREF(p->consts[i]);
+    }
+    p->n_steps = (int)PyList_GET_SIZE(steps);
+    p->steps = PyMem_Calloc(p->n_steps ? p->n_steps : 1, sizeof(tj_step));
+    if (p->steps == NULL)
+        goto error;
+    for (int k = 0; k < p->n_steps; k++)
+        if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k]) < 0)
+            goto error;
+    p->n_outputs = (int)PyList_GET_SIZE(outputs);
+    p->outputs = PyMem_Calloc(p->n_outputs ? p->n_outputs : 1, sizeof(int));
+    if (p->outputs == NULL)
+        goto error;
+    if (tj_ints(outputs, p->outputs, p->n_outputs, "output slots") != p->n_outputs)
+        goto error;
+    PyObject *capsule = PyCapsule_New(p, "tensorjit.program", tj_capsule_free);
+    if (capsule == NULL)
+        goto error;
+    static PyMethodDef run_def = {"program", tj_run, METH_O,
+                                  "program(arguments) -> list of outputs, or None"};
+    PyObject *run = PyCFunction_New(&run_def, capsule);
+    Py_DECREF(capsule);
+    return run;
+error:
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "malformed program");
+    tj_program_free(p);
+    return NULL;
+}
+
+static PyMethodDef tj_methods[] = {
+    {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef tj_module = {PyModuleDef_HEAD_INIT, "tj_program", NULL, -1,
+                                       tj_methods};
+
+PyMODINIT_FUNC PyInit_tj_program(void)
+{
+    import_array();
+    return PyModule_Create(&tj_module);
+}

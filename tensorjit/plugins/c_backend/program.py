@@ -1,0 +1,209 @@
+"""Whole-graph programs: a function whose nodes all have C kernels runs as one C call.
+
+``whole_graph(plan)`` (the C backend's ``Backend.whole_graph``) turns a function's
+schedule into the tables that ``program.c`` runs: one slot per value, one step per node
+with the addresses of the node's compiled kernel (its uniform entry points, see
+kernels.py), the slots freed after each step and the output slots. ``program.c`` is
+compiled once per machine (cached like the kernels), so a new function costs no extra
+compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided and in
+place), reductions and dimshuffle views; any other node keeps the per-node VM.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.compile.program import GraphPlan, Program
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.registries import Kernel
+from tensorjit.plugins.c_backend import compiler, kernels
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.type import TensorType
+
+ELEMWISE, REDUCE, DIMSHUFFLE = 1, 2, 3
+MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
+
+
+class Unsupported(Exception):
+    """The graph has a node or value the program does not run."""
+
+
+def whole_graph(plan: GraphPlan) -> Program | None:
+    """One C program for ``plan``, or None if some node or value is not covered (or C
+    extensions can not be built here: no Python headers)."""
+    if compiler.extension_unavailable_reason() is not None:
+        return None
+    try:
+        tables = _Tables(plan)
+    except Unsupported:
+        return None
+    try:
+        interpreter = _interpreter()
+    except compiler.CCompileError as exc:
+        warnings.warn(f"whole-graph programs are disabled: {exc}", RuntimeWarning, stacklevel=2)
+        return None
+    return interpreter.make(*tables.arguments())
+
+
+def _interpreter() -> Any:
+    source = pathlib.Path(__file__).with_name("program.c").read_text()
+    return compiler.load_extension(source, "tj_program", what="the whole-graph program runner")
+
+
+def _typenum(var: Variable) -> int:
+    return np.dtype(var.type.dtype).num
+
+
+def _static(var: Variable) -> list[int]:
+    return [-1 if n is None else int(n) for n in var.type.shape]
+
+
+def _check_tensor(var: Variable) -> None:
+    if not isinstance(var.type, TensorType) or var.type.ndim > MAX_DIMS:
+        raise Unsupported(f"{var}: {var.type}")
+
+
+class _Tables:
+    """The arguments of ``program.c``'s ``make`` for one plan."""
+
+    def __init__(self, plan: GraphPlan):
+        self.slots: dict[Variable, int] = {}
+        self.inputs = [self._value_spec(v) for v in plan.inputs]
+        self.shared = [self._value_spec(v) for v, _ in plan.shared]
+        self.cells = [cell for _, cell in plan.shared]
+        self.const_slots: list[int] = []
+        self.consts: list[np.ndarray] = []
+        self.keep: list[Any] = []  # kernel libraries: their code must outlive the program
+        last_use = {var: k for k, node in enumerate(plan.nodes) for var in node.inputs}
+        for k, node in enumerate(plan.nodes):
+            for out in node.outputs:
+                last_use.setdefault(out, k)
+        wanted = set(plan.outputs)
+        self.roots: dict[Variable, Variable] = {}  # value -> the buffer it lives in
+        self.steps = []
+        self.notes = []
+        for k, (node, kernel) in enumerate(zip(plan.nodes, plan.kernels)):
+            step = list(self._step(node, kernel))
+            dead = [
+                self.slots[v]
+                for v in (*node.inputs, *node.outputs)
+                if v.owner is not None and last_use[v] == k and v not in wanted
+            ]
+            step.append(sorted(set(dead)))
+            self.steps.append(tuple(step))
+            created = node.outputs[0].created_at or "unknown"
+            self.notes.append(
+                f"while computing {node.op} [kernel {kernel.name}], node created at {created}"
+            )
+        self.outputs = [self._slot(v) for v in plan.outputs]
+
+    def arguments(self) -> tuple:
+        return (
+            len(self.slots),
+            self.inputs,
+            self.shared,
+            self.cells,
+            self.const_slots,
+            self.consts,
+            self.steps,
+            self.outputs,
+            tuple(self.notes),
+            tuple(self.keep),
+        )
+
+    def _value_spec(self, var: Variable) -> tuple[int, int, list[int]]:
+        _check_tensor(var)
+        self.slots[var] = len(self.slots)
+        return (self.slots[var], _typenum(var), _static(var))
+
+    def _slot(self, var: Variable) -> int:
+        """The slot of a value an earlier step, an input or a constant provides."""
+        if var in self.slots:
+            return self.slots[var]
+        if not isinstance(var, Constant):
+            raise Unsupported(f"{var} is neither computed nor an input")
+        _check_tensor(var)
+        value = var.data
+        if not (
+            type(value) is np.ndarray
+            and value.dtype == var.type.numpy_dtype
+            and value.ndim == var.type.ndim
+        ):
+            raise Unsupported(f"constant {var} holds {type(value).__name__}")
+        self.slots[var] = len(self.slots)
+        self.const_slots.append(self.slots[var])
+        self.consts.append(value)
+        return self.slots[var]
+
+    def _new_slot(self, var: Variable) -> int:
+        _check_tensor(var)
+        self.slots[var] = len(self.slots)
+        return self.slots[var]
+
+    def _root(self, var: Variable) -> Variable:
+        return self.roots.get(var, var)
+
+    def _step(self, node: Apply, kernel: Kernel) -> tuple:
+        op = node.op
+        if type(op) is Elemwise and kernel.factory is kernels.elemwise_factory:
+            return self._elemwise(node)
+        if type(op) is Reduce and kernel.factory is kernels.reduce_factory:
+            return self._reduce(node)
+        if type(op) is DimShuffle and kernel.backend in ("c", "python"):
+            return self._dimshuffle(node)
+        raise Unsupported(f"{op} [kernel {kernel.name}]")
+
+    def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
+        ffi, lib = compiler.load(source, cdef, symbols, what=str(node.op))
+        self.keep.append(lib)
+        return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in symbols]
+
+    def _elemwise(self, node: Apply) -> tuple:
+        kinds, bcast, source, cdef = kernels._elemwise_plan(node)
+        out = node.outputs[0]
+        ndim = out.type.ndim
+        operands = [i for i, kind in enumerate(kinds) if kind != "const"]
+        if len(operands) + 1 > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
+            raise Unsupported(f"{node.op}: {len(operands)} operands")
+        contig, strided = self._load(node, ("tj_contig_u", "tj_strided_u"), source, cdef)
+        ops = [self._slot(node.inputs[i]) for i in operands]
+        masks = [sum(1 << a for a, b in enumerate(bcast[i]) if b) for i in operands]
+        full = [int(kinds[i] == "full") for i in operands]
+        target = -1
+        destroys = 0
+        if node.op.inplace is not None:
+            target = operands.index(node.op.inplace)
+            root = self._root(node.inputs[node.op.inplace])
+            self.roots[out] = root
+            destroys = int(root.owner is None)  # an input's, a shared or a constant's
+        slot = self._new_slot(out)
+        return (ELEMWISE, contig, strided, ops, masks, full, target, slot, _typenum(out), ndim,
+                _static(out), [], 0, [], 0, destroys)  # fmt: skip
+
+    def _reduce(self, node: Apply) -> tuple:
+        kept, source, cdef = kernels._reduce_plan(node)
+        out = node.outputs[0]
+        if out.type.ndim != len(kept):
+            raise Unsupported(f"{node.op} keeps its reduced axes")
+        (fn,) = self._load(node, ("tj_reduce_u",), source, cdef)
+        axes = kept + list(node.op.axis)
+        needs_elements = int(node.op.kind in ("max", "min"))
+        x = self._slot(node.inputs[0])
+        slot = self._new_slot(out)
+        return (REDUCE, fn, 0, [x], [0], [1], -1, slot, _typenum(out), len(kept), [], axes,
+                len(kept), [], needs_elements, 0)  # fmt: skip
+
+    def _dimshuffle(self, node: Apply) -> tuple:
+        op = node.op
+        out = node.outputs[0]
+        x = self._slot(node.inputs[0])
+        self.roots[out] = self._root(node.inputs[0])
+        axes = [-1 if d == "x" else int(d) for d in op.new_order]
+        slot = self._new_slot(out)
+        return (DIMSHUFFLE, 0, 0, [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
+                0, list(op.dropped), 0, 0)  # fmt: skip

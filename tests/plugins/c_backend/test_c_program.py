@@ -1,0 +1,212 @@
+"""Whole-graph C programs: one C call per function call when every node has a C kernel.
+
+Each program is compared with the same function run node by node (config
+``whole_graph=False``), on contiguous, Fortran, strided, reversed, broadcast, 0-d and
+empty inputs, in place, with shared variables and updates, and with the arguments the
+program leaves to the general path (lists, other dtypes, subclasses, byte-swapped).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.core.compile.program import ProgramVM
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.plugins.c_backend import compiler
+
+REASON = get_plugin_system().registries.backends.unavailable_reason("c")
+REASON = REASON or compiler.extension_unavailable_reason()
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"no whole-graph C programs on this machine: {REASON}"
+)
+RNG = np.random.default_rng(7)
+
+
+def both(inputs, outputs, **kwargs):
+    """(program function, per-node function) of the same graph."""
+    f = tensorjit.function(inputs, outputs, **kwargs)
+    with tensorjit.config.change_flags(whole_graph=False):
+        g = tensorjit.function(inputs, outputs, **kwargs)
+    assert f._program is not None, [str(n.op) for n in f.kernels]
+    assert g._program is None
+    return f, g
+
+
+def agree(f, g, *args):
+    got, want = f(*args), g(*args)
+    if not isinstance(got, list):
+        got, want = [got], [want]
+    for a, b in zip(got, want):
+        assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, equal_nan=True)
+    return got
+
+
+def layouts(shape):
+    base = RNG.standard_normal((2 * shape[0], 2 * shape[1]))
+    contiguous = np.ascontiguousarray(base[: shape[0], : shape[1]])
+    return {
+        "contiguous": contiguous,
+        "fortran": np.asfortranarray(contiguous),
+        "strided": base[::2, ::2][: shape[0], : shape[1]],
+        "reversed": contiguous[::-1, ::-1],
+    }
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "reversed"])
+def test_fused_broadcast_reduce_and_dimshuffle_agree_on_every_layout(layout):
+    x, r = T.matrix("x"), T.row("r")
+    outputs = [
+        T.exp(x) * 2 + r,  # fused, with a broadcast row
+        (x**2).sum(axis=0),
+        x.max(axis=1),
+        (x > 0).any(),
+        x.T * 3,  # a dimshuffle view feeding an elementwise node
+        x.dimshuffle(0, "x", 1) + 1,
+    ]
+    f, g = both([x, r], outputs)
+    assert isinstance(f.vm, ProgramVM)
+    arg = layouts((5, 4))[layout]
+    row = RNG.standard_normal((1, 4))
+    agree(f, g, arg, row)
+
+
+def test_zero_dimensional_and_empty_inputs():
+    s, v = T.scalar("s"), T.vector("v")
+    f, g = both([s, v], [s * 2 + 1, v * s, v.sum(), T.exp(s)])
+    agree(f, g, np.float64(1.5), np.arange(4.0))
+    agree(f, g, np.array(-2.0), np.zeros(0))
+
+
+def test_max_of_nothing_is_numpys_error():
+    v = T.vector("v")
+    f, g = both([v], v.max())
+    with pytest.raises(ValueError) as expected:
+        g(np.zeros(0))
+    with pytest.raises(ValueError) as got:
+        f(np.zeros(0))
+    assert str(got.value) == str(expected.value)
+
+
+def test_shape_mismatch_gives_the_per_node_error():
+    a, b = T.vector("a"), T.vector("b")
+    f, g = both([a, b], a * 2 + b)
+    with pytest.raises(ValueError) as expected:
+        g(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError) as got:
+        f(np.ones(3), np.ones(4))
+    # The same message (the fused node of each function was created on its own line).
+    assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
+    assert "while computing" in str(got.value)
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        [1.0, 2.0, 3.0],  # a list: converted by the input's filter
+        np.arange(3, dtype=np.int32),  # another dtype: converted
+        np.arange(3.0).astype(">f8"),  # byte-swapped
+        np.ma.masked_array(np.arange(3.0)),  # a subclass
+        np.frombuffer(b"\0" + np.arange(3.0).tobytes(), dtype=np.float64, offset=1),
+    ],
+    ids=["list", "int32", "byteswapped", "subclass", "unaligned"],
+)
+def test_arguments_the_program_declines_take_the_general_path(arg):
+    x = T.vector("x")
+    f, g = both([x], x * 3 + 1)
+    np.testing.assert_allclose(f(arg), g(arg))
+    np.testing.assert_allclose(f(arg), np.asarray(arg, dtype=np.float64) * 3 + 1)
+
+
+def test_bad_argument_error_is_the_filters():
+    x = T.vector("x")
+    f, _ = both([x], x + 1)
+    with pytest.raises(ValueError, match="expects .*got ndarray of dtype float64 and shape"):
+        f(np.ones((2, 2)))
+
+
+def test_inplace_updates_of_shared_variables():
+    x = T.vector("x")
+    w = tensorjit.shared(np.arange(4.0), name="w")
+    v = tensorjit.shared(np.ones(4), name="v")
+    out = (w * x).sum()
+    f = tensorjit.function([x], out, updates=[(w, w - 0.5 * x), (v, v * 2 + w)])
+    assert f._program is not None
+    w0 = w.get_value()
+    got = f(np.full(4, 2.0))
+    assert got == pytest.approx((w0 * 2).sum())
+    np.testing.assert_allclose(w.get_value(), w0 - 1.0)
+    np.testing.assert_allclose(v.get_value(), 2 + w0)  # updates see the old values
+    f(np.full(4, 2.0))
+    np.testing.assert_allclose(w.get_value(), w0 - 2.0)
+
+
+def test_user_arrays_are_never_modified_and_outputs_are_fresh():
+    x = T.vector("x")
+    f, _ = both([x], [T.exp(x) + 1, x * 2])
+    arg = np.arange(5.0)
+    before = arg.copy()
+    first = f(arg)
+    second = f(arg)
+    np.testing.assert_array_equal(arg, before)
+    assert not any(np.shares_memory(a, b) for a in first for b in second)
+    assert not any(np.shares_memory(a, arg) for a in first)
+
+
+def test_no_reference_leaks():
+    x = T.matrix("x")
+    f, _ = both([x], [(T.exp(x) + 1).sum(axis=1), x.T * 2])
+    arg = np.ones((3, 4))
+    f(arg)
+    before = sys.getrefcount(arg)
+    outputs = [f(arg) for _ in range(50)]
+    assert sys.getrefcount(arg) == before  # x.T is a temporary view: freed with the call
+    for pair in outputs:
+        for out in pair:  # held by the list and by `out` (and getrefcount's argument)
+            assert sys.getrefcount(out) == 3 and out.base is None
+    with pytest.raises(ValueError):
+        f(np.ones((3, 4, 1)))
+    assert sys.getrefcount(arg) == before
+
+
+def test_call_trusted_runs_the_program():
+    x = T.vector("x")
+    f, _ = both([x], x + 1)
+    (got,) = f.call_trusted([np.arange(3.0)])
+    np.testing.assert_array_equal(got, [1.0, 2.0, 3.0])
+
+
+def test_graphs_the_program_does_not_cover_keep_the_per_node_vm():
+    x, y = T.matrix("x"), T.matrix("y")
+    f = tensorjit.function([x, y], T.dot(x, y) + 1)
+    assert f._program is None and not isinstance(f.vm, ProgramVM)
+    debug = tensorjit.function([x], x + 1, mode="DebugMode")
+    assert debug._program is None
+
+
+def test_large_arrays_from_two_threads():
+    # Kernels on large arrays run with the GIL released.
+    x = T.vector("x")
+    f, _ = both([x], T.tanh(x) * 2 + 1)
+    args = [RNG.standard_normal(300_000) for _ in range(4)]
+    expected = [f(arg) for arg in args]
+    results: dict[int, np.ndarray] = {}
+
+    def work(i: int) -> None:
+        for _ in range(3):
+            results[i] = f(args[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, arg in enumerate(args):
+        np.testing.assert_array_equal(results[i], expected[i])
+        np.testing.assert_allclose(results[i], np.tanh(arg) * 2 + 1, rtol=1e-10)
