@@ -28,11 +28,23 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 /* Kernels on more elements than this run with the GIL released. */
 #define TJ_NOGIL_SIZE 65536
 
-enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3 };
+enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
+       TJ_GEMM = 6, TJ_GER = 7 };
 
 typedef void (*tj_contig_fn)(int64_t n, char **ptrs);
 typedef void (*tj_strided_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
 typedef void (*tj_reduce_fn)(const int64_t *shape, char *x, char *out, const int64_t *strides);
+/* The BLAS kernels of blas.py: 0 done, -1 a dimension too large for BLAS, else a bit
+   mask of the array arguments (in order) BLAS can not address as they are. */
+typedef long long tj_ll;
+typedef int (*tj_gemm_fn)(char *, tj_ll, tj_ll, tj_ll, tj_ll, char *, tj_ll, tj_ll, tj_ll,
+                          char *, tj_ll, tj_ll, double, double);
+typedef int (*tj_gemv_fn)(char *, tj_ll, tj_ll, tj_ll, tj_ll, char *, tj_ll, char *, tj_ll,
+                          double, double);
+typedef int (*tj_ger_fn)(char *, tj_ll, tj_ll, tj_ll, tj_ll, char *, tj_ll, char *, tj_ll,
+                         double);
+typedef int (*tj_dot_fn)(char *, tj_ll, tj_ll, char *, tj_ll, char *);
+enum { TJ_FN_GEMM = 0, TJ_FN_GEMV = 1, TJ_FN_GER = 2, TJ_FN_DOT = 3 };
 
 typedef struct {
     int slot, typenum, ndim;
@@ -41,15 +53,19 @@ typedef struct {
 
 typedef struct {
     int kind;
-    void *fn_contig, *fn_strided;
+    void *fn[4];                 /* elemwise: contiguous, strided; reduce: the kernel;
+                                    BLAS: gemm, gemv, ger, dot (TJ_FN_*) */
     int n_ops, ops[TJ_MAXOPS];   /* operand slots */
     uint32_t bcast[TJ_MAXOPS];   /* elemwise: bit a set when the operand broadcasts on a */
     char full[TJ_MAXOPS];        /* elemwise: the operand has elements per output element */
-    int target;                  /* elemwise: operand written in place, or -1 */
+    int target;                  /* elemwise: operand written in place, or -1; BLAS:
+                                    0 when the first input is updated in place */
     int out, typenum, ndim;      /* output slot, dtype, ndim */
     npy_intp dims[TJ_MAXDIM];    /* elemwise: static output lengths, -1 unknown */
     int axes[TJ_MAXDIM], n_axes; /* reduce: kept axes then reduced ones; dimshuffle: the
-                                    new order, -1 for a new broadcastable axis */
+                                    new order, -1 for a new broadcastable axis; subtensor:
+                                    per indexed axis 0 for an integer, else 8 | 1 (start)
+                                    | 2 (stop) | 4 (step) for a slice */
     int n_kept;                  /* reduce: how many of axes are kept */
     int dropped[TJ_MAXDIM], n_dropped; /* dimshuffle: removed axes (length 1) */
     int needs_elements;          /* reduce: max/min of nothing is an error */
@@ -169,7 +185,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
     npy_intp size = PyArray_SIZE(out);
     PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
     if (fast) {
-        ((tj_contig_fn)s->fn_contig)(size, ptrs);
+        ((tj_contig_fn)s->fn[0])(size, ptrs);
     } else {
         int n_all = s->target < 0 ? n + 1 : n;
         for (j = 0; j < n_all; j++) {
@@ -177,7 +193,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
             for (ax = 0; ax < nd; ax++)
                 strides[j * nd + ax] = PyArray_STRIDES(x)[ax];
         }
-        ((tj_strided_fn)s->fn_strided)(shape, ptrs, strides);
+        ((tj_strided_fn)s->fn[1])(shape, ptrs, strides);
     }
     if (saved != NULL)
         PyEval_RestoreThread(saved);
@@ -208,10 +224,29 @@ static int tj_reduce(const tj_step *s, PyObject **v)
     if (out == NULL)
         return -1;
     PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    ((tj_reduce_fn)s->fn_contig)(all, PyArray_BYTES(x), PyArray_BYTES(out), strides);
+    ((tj_reduce_fn)s->fn[0])(all, PyArray_BYTES(x), PyArray_BYTES(out), strides);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
     Py_XSETREF(v[s->out], (PyObject *)out);
+    return 0;
+}
+
+/* A view of x's memory (x stays alive as its base), stored in v[out]. */
+static int tj_view(PyArrayObject *x, int nd, npy_intp *shape, npy_intp *strides, char *data,
+                   PyObject **slot)
+{
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, nd, shape, strides, data,
+                                          PyArray_FLAGS(x) & NPY_ARRAY_WRITEABLE, NULL);
+    if (view == NULL)
+        return -1;
+    Py_INCREF(x);
+    if (PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)x) < 0) {
+        Py_DECREF(view);
+        return -1;
+    }
+    Py_XSETREF(*slot, view);
     return 0;
 }
 
@@ -227,20 +262,242 @@ static int tj_dimshuffle(const tj_step *s, PyObject **v)
         shape[i] = d < 0 ? 1 : PyArray_DIMS(x)[d];
         strides[i] = d < 0 ? 0 : PyArray_STRIDES(x)[d];
     }
-    PyArray_Descr *descr = PyArray_DESCR(x);
-    Py_INCREF(descr);
-    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, s->n_axes, shape, strides,
-                                          PyArray_BYTES(x),
-                                          PyArray_FLAGS(x) & NPY_ARRAY_WRITEABLE, NULL);
-    if (view == NULL)
-        return -1;
-    Py_INCREF(x);
-    if (PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)x) < 0) {
-        Py_DECREF(view);
-        return -1;
+    return tj_view(x, s->n_axes, shape, strides, PyArray_BYTES(x), &v[s->out]);
+}
+
+/* The value of a 0-d integer array. */
+static npy_intp tj_index(PyArrayObject *a)
+{
+    const char *p = PyArray_BYTES(a);
+    switch (PyArray_TYPE(a)) {
+    case NPY_BYTE: return *(const npy_byte *)p;
+    case NPY_UBYTE: return *(const npy_ubyte *)p;
+    case NPY_SHORT: return *(const npy_short *)p;
+    case NPY_USHORT: return *(const npy_ushort *)p;
+    case NPY_INT: return *(const npy_int *)p;
+    case NPY_UINT: return (npy_intp)*(const npy_uint *)p;
+    case NPY_LONG: return *(const npy_long *)p;
+    case NPY_LONGLONG: return (npy_intp)*(const npy_longlong *)p;
+    case NPY_ULONG: {
+        npy_ulong u = *(const npy_ulong *)p;
+        return u > (npy_ulong)NPY_MAX_INTP ? NPY_MAX_INTP : (npy_intp)u;
     }
-    Py_XSETREF(v[s->out], view);
+    case NPY_ULONGLONG: {
+        npy_ulonglong u = *(const npy_ulonglong *)p;
+        return u > (npy_ulonglong)NPY_MAX_INTP ? NPY_MAX_INTP : (npy_intp)u;
+    }
+    }
+    return NPY_MAX_INTP; /* not reached: program.py admits integer indices only */
+}
+
+/* Basic indexing (integers and slices): a view; out-of-range integers are declined. */
+static int tj_subtensor(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
+    npy_intp shape[TJ_MAXDIM], strides[TJ_MAXDIM];
+    char *data = PyArray_BYTES(x);
+    int next = 1, nd = 0, ax;
+    for (ax = 0; ax < s->n_axes; ax++) {
+        npy_intp n = PyArray_DIMS(x)[ax], st = PyArray_STRIDES(x)[ax];
+        int code = s->axes[ax];
+        if (code == 0) {
+            npy_intp i = tj_index((PyArrayObject *)v[s->ops[next++]]);
+            if (i < 0)
+                i += n;
+            if (i < 0 || i >= n)
+                return 1; /* the per-node kernel raises NumPy's IndexError */
+            data += i * st;
+            continue;
+        }
+        Py_ssize_t start, stop, step = 1;
+        npy_intp given[3] = {0, 0, 0};
+        for (int part = 0; part < 3; part++)
+            if (code >> part & 1)
+                given[part] = tj_index((PyArrayObject *)v[s->ops[next++]]);
+        if (code & 4)
+            step = given[2];
+        if (step == 0)
+            return 1;
+        start = code & 1 ? given[0] : (step < 0 ? PY_SSIZE_T_MAX : 0);
+        stop = code & 2 ? given[1] : (step < 0 ? PY_SSIZE_T_MIN : PY_SSIZE_T_MAX);
+        shape[nd] = PySlice_AdjustIndices(n, &start, &stop, step);
+        strides[nd] = st * step;
+        data += start * st;
+        nd++;
+    }
+    for (; ax < PyArray_NDIM(x); ax++, nd++) {
+        shape[nd] = PyArray_DIMS(x)[ax];
+        strides[nd] = PyArray_STRIDES(x)[ax];
+    }
+    return tj_view(x, nd, shape, strides, data, &v[s->out]);
+}
+
+static double tj_real(PyArrayObject *a)
+{
+    return PyArray_TYPE(a) == NPY_FLOAT ? *(const float *)PyArray_BYTES(a)
+                                        : *(const double *)PyArray_BYTES(a);
+}
+
+enum { TJ_CALL_GEMM, TJ_CALL_GEMV, TJ_CALL_GEMV_T, TJ_CALL_DOT, TJ_CALL_GER };
+
+#define TJ_D(a, i) ((tj_ll)PyArray_DIMS(a)[i])
+#define TJ_S(a, i) ((tj_ll)PyArray_STRIDES(a)[i])
+#define TJ_P(a) PyArray_BYTES(a)
+
+/* One BLAS kernel call on arr (in the kernel's argument order). */
+static int tj_blas_call(const tj_step *s, int call, PyArrayObject **arr, double alpha,
+                        double beta)
+{
+    PyArrayObject *a = arr[0], *b = arr[1], *c = arr[2];
+    switch (call) {
+    case TJ_CALL_GEMM: /* c = alpha a . b + beta c */
+        return ((tj_gemm_fn)s->fn[TJ_FN_GEMM])(TJ_P(a), TJ_D(a, 0), TJ_D(a, 1), TJ_S(a, 0),
+                                               TJ_S(a, 1), TJ_P(b), TJ_D(b, 1), TJ_S(b, 0),
+                                               TJ_S(b, 1), TJ_P(c), TJ_S(c, 0), TJ_S(c, 1),
+                                               alpha, beta);
+    case TJ_CALL_GEMV: /* c = alpha a . b + beta c, b and c vectors */
+        return ((tj_gemv_fn)s->fn[TJ_FN_GEMV])(TJ_P(a), TJ_D(a, 0), TJ_D(a, 1), TJ_S(a, 0),
+                                               TJ_S(a, 1), TJ_P(b), TJ_S(b, 0), TJ_P(c),
+                                               TJ_S(c, 0), alpha, beta);
+    case TJ_CALL_GEMV_T: /* c = alpha a.T . b + beta c */
+        return ((tj_gemv_fn)s->fn[TJ_FN_GEMV])(TJ_P(a), TJ_D(a, 1), TJ_D(a, 0), TJ_S(a, 1),
+                                               TJ_S(a, 0), TJ_P(b), TJ_S(b, 0), TJ_P(c),
+                                               TJ_S(c, 0), alpha, beta);
+    case TJ_CALL_DOT: /* c (0-d) = a . b */
+        return ((tj_dot_fn)s->fn[TJ_FN_DOT])(TJ_P(a), TJ_D(a, 0), TJ_S(a, 0), TJ_P(b),
+                                             TJ_S(b, 0), TJ_P(c));
+    default: /* a += alpha b . c^T */
+        return ((tj_ger_fn)s->fn[TJ_FN_GER])(TJ_P(a), TJ_D(a, 0), TJ_D(a, 1), TJ_S(a, 0),
+                                             TJ_S(a, 1), TJ_P(b), TJ_S(b, 0), TJ_P(c),
+                                             TJ_S(c, 0), alpha);
+    }
+}
+
+/* Calls the kernel, copying to C order what it can not address and calling again (a
+   copied output is written back). 0 done, 1 declined (too large for BLAS), -1 error. */
+static int tj_blas(const tj_step *s, int call, PyArrayObject **arr, int written,
+                   double alpha, double beta)
+{
+    PyArrayObject *dest = arr[written];
+    PyObject *copies[3] = {NULL, NULL, NULL};
+    int status = 0, round, i, result = -1;
+    npy_intp work = PyArray_SIZE(arr[0]) + PyArray_SIZE(arr[1]) + PyArray_SIZE(arr[2]);
+    for (round = 0; round < 4; round++) {
+        PyThreadState *saved = work > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+        status = tj_blas_call(s, call, arr, alpha, beta);
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
+        if (status <= 0)
+            break;
+        for (i = 0; i < 3; i++) {
+            if (!(status >> i & 1))
+                continue;
+            PyObject *copy = PyArray_NewCopy(arr[i], NPY_CORDER);
+            if (copy == NULL)
+                goto done;
+            Py_XSETREF(copies[i], copy);
+            arr[i] = (PyArrayObject *)copy;
+        }
+    }
+    if (status != 0) {
+        result = 1;
+        goto done;
+    }
+    if (arr[written] != dest && PyArray_CopyInto(dest, arr[written]) < 0)
+        goto done;
+    result = 0;
+done:
+    for (i = 0; i < 3; i++)
+        Py_XDECREF(copies[i]);
+    return result;
+}
+
+static int tj_dot(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *y = (PyArrayObject *)v[s->ops[1]];
+    PyArrayObject *arr[3];
+    npy_intp shape[2];
+    int nx = PyArray_NDIM(x), ny = PyArray_NDIM(y), nd = 0, call, status;
+    if (PyArray_DIMS(x)[nx - 1] != PyArray_DIMS(y)[0])
+        return 1;
+    if (nx == 2)
+        shape[nd++] = PyArray_DIMS(x)[0];
+    if (ny == 2)
+        shape[nd++] = PyArray_DIMS(y)[1];
+    PyArrayObject *out = (PyArrayObject *)PyArray_EMPTY(nd, shape, s->typenum, 0);
+    if (out == NULL)
+        return -1;
+    call = nx == 2 ? (ny == 2 ? TJ_CALL_GEMM : TJ_CALL_GEMV)
+                   : (ny == 2 ? TJ_CALL_GEMV_T : TJ_CALL_DOT);
+    arr[0] = call == TJ_CALL_GEMV_T ? y : x;
+    arr[1] = call == TJ_CALL_GEMV_T ? x : y;
+    arr[2] = out;
+    status = tj_blas(s, call, arr, 2, 1.0, 0.0);
+    if (status != 0) {
+        Py_DECREF(out);
+        return status;
+    }
+    Py_XSETREF(v[s->out], (PyObject *)out);
     return 0;
+}
+
+/* Gemm: z * beta + alpha x . y; Ger: z + alpha x . y^T; in place or into a new array. */
+static int tj_gemm_ger(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *x = (PyArrayObject *)v[s->ops[2]];
+    PyArrayObject *y = (PyArrayObject *)v[s->ops[3]], *target = NULL, *arr[3];
+    PyObject *copies[2] = {NULL, NULL};
+    double alpha = tj_real((PyArrayObject *)v[s->ops[1]]), beta = 1.0;
+    int gemm = s->kind == TJ_GEMM, status = -1, call, written;
+    if (gemm) {
+        beta = tj_real((PyArrayObject *)v[s->ops[4]]);
+        if (PyArray_DIMS(x)[1] != PyArray_DIMS(y)[0] ||
+            PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
+            (PyArray_NDIM(z) == 2 && PyArray_DIMS(z)[1] != PyArray_DIMS(y)[1]))
+            return 1;
+    } else if (PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
+               PyArray_DIMS(z)[1] != PyArray_DIMS(y)[0]) {
+        return 1;
+    }
+    if (s->target == 0) {
+        target = z;
+        Py_INCREF(target);
+        /* An operand overlapping the target is read from a copy. */
+        if (tj_overlap(x, z)) {
+            if ((copies[0] = PyArray_NewCopy(x, NPY_CORDER)) == NULL)
+                goto done;
+            x = (PyArrayObject *)copies[0];
+        }
+        if (tj_overlap(y, z)) {
+            if ((copies[1] = PyArray_NewCopy(y, NPY_CORDER)) == NULL)
+                goto done;
+            y = (PyArrayObject *)copies[1];
+        }
+    } else {
+        target = (PyArrayObject *)PyArray_EMPTY(PyArray_NDIM(z), PyArray_DIMS(z),
+                                                s->typenum, 0);
+        if (target == NULL)
+            goto done;
+        /* Gemm with beta 0 does not read the target. */
+        if ((!gemm || beta != 0.0) && PyArray_CopyInto(target, z) < 0)
+            goto done;
+    }
+    if (gemm) {
+        call = PyArray_NDIM(z) == 2 ? TJ_CALL_GEMM : TJ_CALL_GEMV;
+        arr[0] = x, arr[1] = y, arr[2] = target, written = 2;
+    } else {
+        call = TJ_CALL_GER;
+        arr[0] = target, arr[1] = x, arr[2] = y, written = 0;
+    }
+    status = tj_blas(s, call, arr, written, alpha, beta);
+done:
+    if (status == 0)
+        Py_XSETREF(v[s->out], (PyObject *)target);
+    else
+        Py_XDECREF(target);
+    Py_XDECREF(copies[0]);
+    Py_XDECREF(copies[1]);
+    return status;
 }
 
 /* The ValueError of a shape error found after the call overwrote a value. */
@@ -314,9 +571,15 @@ static PyObject *tj_run(PyObject *self, PyObject *arg)
     }
     for (k = 0; k < p->n_steps; k++) {
         const tj_step *s = &p->steps[k];
-        int status = s->kind == TJ_ELEMWISE ? tj_elemwise(s, v)
-                     : s->kind == TJ_REDUCE ? tj_reduce(s, v)
-                                            : tj_dimshuffle(s, v);
+        int status;
+        switch (s->kind) {
+        case TJ_ELEMWISE: status = tj_elemwise(s, v); break;
+        case TJ_REDUCE: status = tj_reduce(s, v); break;
+        case TJ_DIMSHUFFLE: status = tj_dimshuffle(s, v); break;
+        case TJ_SUBTENSOR: status = tj_subtensor(s, v); break;
+        case TJ_DOT: status = tj_dot(s, v); break;
+        default: status = tj_gemm_ger(s, v); break;
+        }
         if (status < 0)
             goto done;
         if (status > 0) {
@@ -431,16 +694,22 @@ static int tj_value_specs(PyObject *list, tj_value_spec **out, int *count)
 
 static int tj_parse_step(PyObject *obj, tj_step *s)
 {
-    PyObject *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots;
-    unsigned long long fn_contig, fn_strided;
+    PyObject *fns, *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots;
     int bits[TJ_MAXOPS], flags[TJ_MAXOPS], static_dims[TJ_MAXDIM], n;
-    if (!PyArg_ParseTuple(obj, "iKKOOOiiiiOOiOiiO", &s->kind, &fn_contig, &fn_strided, &ops,
-                          &bcast, &full, &s->target, &s->out, &s->typenum, &s->ndim, &dims,
-                          &axes, &s->n_kept, &dropped, &s->needs_elements, &s->destroys,
+    if (!PyArg_ParseTuple(obj, "iOOOOiiiiOOiOiiO", &s->kind, &fns, &ops, &bcast, &full,
+                          &s->target, &s->out, &s->typenum, &s->ndim, &dims, &axes,
+                          &s->n_kept, &dropped, &s->needs_elements, &s->destroys,
                           &free_slots))
         return -1;
-    s->fn_contig = (void *)(uintptr_t)fn_contig;
-    s->fn_strided = (void *)(uintptr_t)fn_strided;
+    if (!PyList_Check(fns) || PyList_GET_SIZE(fns) > 4) {
+        PyErr_SetString(PyExc_ValueError, "at most 4 kernel addresses per step");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fns); i++) {
+        s->fn[i] = PyLong_AsVoidPtr(PyList_GET_ITEM(fns, i));
+        if (s->fn[i] == NULL && PyErr_Occurred())
+            return -1;
+    }
     if ((s->n_ops = tj_ints(ops, s->ops, TJ_MAXOPS, "operands")) < 0)
         return -1;
     if ((n = tj_ints(bcast, bits, TJ_MAXOPS, "broadcast masks")) < 0)

@@ -6,7 +6,8 @@ with the addresses of the node's compiled kernel (its uniform entry points, see
 kernels.py), the slots freed after each step and the output slots. ``program.c`` is
 compiled once per machine (cached like the kernels), so a new function costs no extra
 compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided and in
-place), reductions and dimshuffle views; any other node keeps the per-node VM.
+place), reductions, dimshuffle and basic-indexing views, and the BLAS kernels of dot,
+gemm/gemv and ger; a graph with any other node keeps the per-node VM.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import numpy as np
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import compiler, kernels
+from tensorjit.plugins.c_backend import blas, compiler, kernels
+from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.math import Dot, Reduce
+from tensorjit.tensor.subtensor import Subtensor
 from tensorjit.tensor.type import TensorType
 
-ELEMWISE, REDUCE, DIMSHUFFLE = 1, 2, 3
+ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER = 1, 2, 3, 4, 5, 6, 7
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
 
@@ -156,6 +159,10 @@ class _Tables:
             return self._reduce(node)
         if type(op) is DimShuffle and kernel.backend in ("c", "python"):
             return self._dimshuffle(node)
+        if type(op) is Subtensor and kernel.backend in ("c", "python"):
+            return self._subtensor(node)
+        if type(op) in (Dot, Gemm, Ger) and kernel.factory is blas.factory:
+            return self._blas(node)
         raise Unsupported(f"{op} [kernel {kernel.name}]")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
@@ -182,8 +189,8 @@ class _Tables:
             self.roots[out] = root
             destroys = int(root.owner is None)  # an input's, a shared or a constant's
         slot = self._new_slot(out)
-        return (ELEMWISE, contig, strided, ops, masks, full, target, slot, _typenum(out), ndim,
-                _static(out), [], 0, [], 0, destroys)  # fmt: skip
+        return (ELEMWISE, [contig, strided], ops, masks, full, target, slot, _typenum(out),
+                ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
 
     def _reduce(self, node: Apply) -> tuple:
         kept, source, cdef = kernels._reduce_plan(node)
@@ -195,7 +202,7 @@ class _Tables:
         needs_elements = int(node.op.kind in ("max", "min"))
         x = self._slot(node.inputs[0])
         slot = self._new_slot(out)
-        return (REDUCE, fn, 0, [x], [0], [1], -1, slot, _typenum(out), len(kept), [], axes,
+        return (REDUCE, [fn], [x], [0], [1], -1, slot, _typenum(out), len(kept), [], axes,
                 len(kept), [], needs_elements, 0)  # fmt: skip
 
     def _dimshuffle(self, node: Apply) -> tuple:
@@ -205,5 +212,43 @@ class _Tables:
         self.roots[out] = self._root(node.inputs[0])
         axes = [-1 if d == "x" else int(d) for d in op.new_order]
         slot = self._new_slot(out)
-        return (DIMSHUFFLE, 0, 0, [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
+        return (DIMSHUFFLE, [], [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
                 0, list(op.dropped), 0, 0)  # fmt: skip
+
+    def _subtensor(self, node: Apply) -> tuple:
+        x, *indices = node.inputs
+        out = node.outputs[0]
+        for index in indices:
+            _check_tensor(index)
+            if index.type.ndim != 0 or np.dtype(index.type.dtype).kind not in "iu":
+                raise Unsupported(f"{node.op}: index {index}")
+        codes = [0 if e == "i" else 8 | sum(1 << p for p, f in enumerate(e[1:]) if f)
+                 for e in node.op.entries]  # fmt: skip
+        ops = [self._slot(v) for v in node.inputs]
+        self.roots[out] = self._root(x)
+        slot = self._new_slot(out)
+        return (SUBTENSOR, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, [], codes,
+                0, [], 0, 0)  # fmt: skip
+
+    def _blas(self, node: Apply) -> tuple:
+        op = node.op
+        out = node.outputs[0]
+        if type(op) is not Dot:
+            for scalar in node.inputs[1:2] + node.inputs[4:]:  # alpha (and Gemm's beta)
+                if scalar.type.dtype not in blas.DTYPES:
+                    raise Unsupported(f"{op}: {scalar} of dtype {scalar.type.dtype}")
+        ffi, lib = blas.library()
+        self.keep.append(lib)
+        p = blas.DTYPES[out.type.dtype][0]
+        fns = [int(ffi.cast("uintptr_t", getattr(lib, f"tj_{name}_{p}")))
+               for name in ("gemm", "gemv", "ger", "dot")]  # fmt: skip
+        ops = [self._slot(v) for v in node.inputs]
+        target, destroys = -1, 0
+        if getattr(op, "inplace", False):
+            target = 0
+            root = self.roots[out] = self._root(node.inputs[0])
+            destroys = int(root.owner is None)
+        kind = DOT if type(op) is Dot else GEMM if type(op) is Gemm else GER
+        slot = self._new_slot(out)
+        return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
+                [], 0, destroys)  # fmt: skip

@@ -16,6 +16,7 @@ import pytest
 
 import tensorjit
 import tensorjit.tensor as T
+from tensorjit.tensor import nnet
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import compiler
@@ -183,8 +184,8 @@ def test_call_trusted_runs_the_program():
 
 
 def test_graphs_the_program_does_not_cover_keep_the_per_node_vm():
-    x, y = T.matrix("x"), T.matrix("y")
-    f = tensorjit.function([x, y], T.dot(x, y) + 1)
+    x = T.matrix("x")
+    f = tensorjit.function([x], nnet.softmax(x) + 1)
     assert f._program is None and not isinstance(f.vm, ProgramVM)
     debug = tensorjit.function([x], x + 1, mode="DebugMode")
     assert debug._program is None
@@ -210,3 +211,51 @@ def test_large_arrays_from_two_threads():
     for i, arg in enumerate(args):
         np.testing.assert_array_equal(results[i], expected[i])
         np.testing.assert_allclose(results[i], np.tanh(arg) * 2 + 1, rtol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "reversed"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_blas_products_agree_on_every_layout(layout, dtype):
+    x, y = T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    u, w = T.vector("u", dtype=dtype), T.vector("w", dtype=dtype)
+    outputs = [
+        T.dot(x, y),  # gemm
+        T.dot(x, u),  # gemv
+        T.dot(w, y),  # gemv on the transpose
+        T.dot(u, u),  # dot
+        T.exp(x) + 0.5 * T.dot(y, x),  # gemm updating a temporary in place
+        T.exp(x) + T.outer(u, w),  # ger
+    ]
+    f, g = both([x, y, u, w], outputs)
+    kinds = {type(n.op).__name__ for n in f.kernels}
+    assert {"Dot", "Gemm", "Ger"} <= kinds, kinds
+    mats = layouts((4, 4))
+    a = mats[layout].astype(dtype)
+    b = layouts((4, 4))[layout].astype(dtype)
+    vec = RNG.standard_normal(8).astype(dtype)
+    got = agree(f, g, a, b, vec[::2], vec[::-2])
+    np.testing.assert_allclose(got[0], a @ b, rtol=1e-5)
+
+
+def test_blas_shape_mismatch_gives_the_per_node_error():
+    x, u = T.matrix("x"), T.vector("u")
+    f, g = both([x, u], T.dot(x, u))
+    with pytest.raises(ValueError) as expected:
+        g(np.ones((2, 3)), np.ones(4))
+    with pytest.raises(ValueError) as got:
+        f(np.ones((2, 3)), np.ones(4))
+    assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
+
+
+def test_basic_indexing_views():
+    x, i = T.matrix("x"), T.lscalar("i")
+    outputs = [x[i] * 2, x[-1, ::-2] + 1, x[1:, i] * 3, x[::2, -3:-1] + 0, x[i, i] + 1]
+    f, g = both([x, i], outputs)
+    arg = layouts((5, 6))["strided"]
+    for index in (0, 2, -1, -5):
+        agree(f, g, arg, np.int64(index))
+    with pytest.raises(IndexError) as expected:
+        g(arg, np.int64(7))
+    with pytest.raises(IndexError) as got:
+        f(arg, np.int64(7))
+    assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
