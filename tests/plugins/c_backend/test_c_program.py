@@ -16,10 +16,10 @@ import pytest
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.tensor import nnet
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import compiler
+from tensorjit.tensor import nnet
 
 REASON = get_plugin_system().registries.backends.unavailable_reason("c")
 REASON = REASON or compiler.extension_unavailable_reason()
@@ -210,7 +210,7 @@ def test_large_arrays_from_two_threads():
         t.join()
     for i, arg in enumerate(args):
         np.testing.assert_array_equal(results[i], expected[i])
-        np.testing.assert_allclose(results[i], np.tanh(arg) * 2 + 1, rtol=1e-10)
+        np.testing.assert_allclose(results[i], np.tanh(arg) * 2 + 1, rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "reversed"])
