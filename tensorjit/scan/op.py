@@ -241,7 +241,14 @@ class Scan(Op):
         # taps are read from this op's own buffers, into which results are copied).
         first_carry = len(seqs) + sum(len(taps) for taps in self.mit_taps)
         carried = range(first_carry, first_carry + len(carries))
-        for t in range(n):
+        loop = fn.program_loop()
+        done = None
+        if loop is not None:  # the whole loop in compiled code
+            plan = [(buf, lag, list(taps)) for buf, lag, taps in tap_plan]
+            done = loop(n, list(seqs), plan, list(carries), list(nonseqs), n_mit, n_nit)
+        if done is not None:
+            nits, carries = list(done[0]), list(done[1])
+        for t in range(0 if done is None else n, n):
             args = [s[t] for s in seqs]
             for buf, lag, taps in tap_plan:
                 args.extend(buf[t + lag + tap] for tap in taps)

@@ -264,6 +264,13 @@ class Function:
             return outputs[0]
         return outputs
 
+    def program_loop(self) -> Any:
+        """The ``loop`` of this function's whole-graph program (see
+        core/compile/program.py) when it has one and updates nothing; else None."""
+        if self._program is None or self._updated_shared or self._checker is not None:
+            return None
+        return getattr(self._program, "loop", None)
+
     def _finish_program_call(self, values: list[Any]) -> Any:
         n_out = self._n_outputs
         if self._updated_shared:

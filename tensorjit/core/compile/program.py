@@ -8,6 +8,11 @@ the value of every graph output (user outputs, then updates), or None, before co
 anything with side effects, when it can not run these values (an argument that is not
 exactly an ndarray of the input's type, a shape error): the caller then takes the
 general path, whose filters and per-node kernels give the usual conversions and errors.
+
+A program may also offer ``loop(n_steps, sequences, taps, carries, non_sequences, n_mit,
+n_nit)``, running the step loop of a scan whose step function it is (the contract is in
+tensorjit/scan/op.py and the C backend's program.c); it returns None where the caller's
+own loop must run.
 """
 
 from __future__ import annotations

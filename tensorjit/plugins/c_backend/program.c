@@ -523,31 +523,24 @@ static void tj_shape_error(const tj_program *p, int k, PyObject **v)
     Py_DECREF(shapes);
 }
 
-static PyObject *tj_run(PyObject *self, PyObject *arg)
+/* Runs the program on n_args argument values: a new list of outputs, Py_None (a new
+   reference) when declined, or NULL with an exception set. */
+static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize_t n_args)
 {
-    tj_program *p = (tj_program *)PyCapsule_GetPointer(self, "tensorjit.program");
-    PyObject *stack[TJ_STACK_SLOTS], **v = stack, *seq, *result = NULL;
+    PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL;
     int i, k, destroyed = 0, declined = 0;
 
-    if (p == NULL)
-        return NULL;
-    seq = PySequence_Fast(arg, "a program takes the sequence of its arguments");
-    if (seq == NULL)
-        return NULL;
     if (p->n_slots > TJ_STACK_SLOTS) {
         v = PyMem_Calloc(p->n_slots, sizeof(PyObject *));
-        if (v == NULL) {
-            Py_DECREF(seq);
+        if (v == NULL)
             return PyErr_NoMemory();
-        }
     } else {
         memset(stack, 0, sizeof(stack));
     }
-    if (PySequence_Fast_GET_SIZE(seq) != p->n_inputs) {
+    if (n_args != p->n_inputs) {
         declined = 1;
         goto done;
     }
-    PyObject **args = PySequence_Fast_ITEMS(seq);
     for (i = 0; i < p->n_inputs; i++) {
         if (!tj_matches(args[i], &p->inputs[i])) {
             declined = 1;
@@ -606,12 +599,246 @@ done:
         Py_XDECREF(v[i]);
     if (v != stack)
         PyMem_Free(v);
-    Py_DECREF(seq);
     if (declined) {
         Py_RETURN_NONE;
     }
     return result;
 }
+
+typedef struct {
+    PyObject_HEAD
+    tj_program *p;
+} tj_program_object;
+
+static PyObject *tj_program_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != 1) {
+        PyErr_SetString(PyExc_TypeError, "program(arguments): one sequence of values");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(args, 0), "program(arguments): "
+                                                               "one sequence of values");
+    if (seq == NULL)
+        return NULL;
+    PyObject *result = tj_execute(((tj_program_object *)self)->p, PySequence_Fast_ITEMS(seq),
+                                  PySequence_Fast_GET_SIZE(seq));
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ------------------------------------------------------------------ loops */
+
+/* a[t] along the first axis, as an array (a 0-d one for a vector). */
+static PyObject *tj_row(PyArrayObject *a, npy_intp t)
+{
+    PyArray_Descr *descr = PyArray_DESCR(a);
+    Py_INCREF(descr);
+    PyObject *row = PyArray_NewFromDescr(
+        &PyArray_Type, descr, PyArray_NDIM(a) - 1, PyArray_DIMS(a) + 1,
+        PyArray_STRIDES(a) + 1, PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0],
+        PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE, NULL);
+    if (row == NULL)
+        return NULL;
+    Py_INCREF(a);
+    if (PyArray_SetBaseObject((PyArrayObject *)row, (PyObject *)a) < 0) {
+        Py_DECREF(row);
+        return NULL;
+    }
+    return row;
+}
+
+static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
+{
+    if (PyArray_NDIM(a) != nd)
+        return 0;
+    for (int i = 0; i < nd; i++)
+        if (PyArray_DIMS(a)[i] != dims[i])
+            return 0;
+    return 1;
+}
+
+/* Copies value into a[t] (same shape, checked by the caller). */
+static int tj_store_row(PyArrayObject *a, npy_intp t, PyArrayObject *value)
+{
+    PyObject *row = tj_row(a, t);
+    if (row == NULL)
+        return -1;
+    int status = PyArray_CopyInto((PyArrayObject *)row, value);
+    Py_DECREF(row);
+    return status;
+}
+
+/* loop(n_steps, sequences, taps, carries, non_sequences, n_mit, n_nit): the loop of a
+   scan whose step function is this program (see tensorjit/scan/op.py). Step t gets
+   each sequence's row t, then for each (buffer, lag, taps) of `taps` the rows
+   t + lag + tap, then the carries and the non-sequences. Its outputs are: n_mit rows
+   stored into the buffers at t + lag, n_nit rows stacked into new arrays, and the next
+   carries. Returns (stacked outputs, last carries), or None, having changed nothing
+   but the buffers' rows from lag on, when a step is declined or an output changes
+   shape (the caller's loop then runs and explains). */
+static PyObject *tj_loop(PyObject *self, PyObject *args)
+{
+    const tj_program *p = ((tj_program_object *)self)->p;
+    PyObject *seqs, *taps, *carries_in, *nonseqs, *nits = NULL, *carries = NULL, *out = NULL;
+    PyObject *argv[TJ_MAXOPS];
+    Py_ssize_t n, n_seqs, n_taps, n_carries, n_nonseqs, n_args = 0, i, j, t;
+    int n_mit, n_nit, declined = 0;
+    if (!PyArg_ParseTuple(args, "nO!O!O!O!ii", &n, &PyList_Type, &seqs, &PyList_Type, &taps,
+                          &PyList_Type, &carries_in, &PyList_Type, &nonseqs, &n_mit, &n_nit))
+        return NULL;
+    n_seqs = PyList_GET_SIZE(seqs);
+    n_taps = PyList_GET_SIZE(taps);
+    n_carries = PyList_GET_SIZE(carries_in);
+    n_nonseqs = PyList_GET_SIZE(nonseqs);
+    Py_ssize_t n_tap_args = 0;
+    for (i = 0; i < n_taps; i++) {
+        PyObject *plan = PyList_GET_ITEM(taps, i);
+        if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 3 ||
+            !PyArray_CheckExact(PyTuple_GET_ITEM(plan, 0)) ||
+            !PyList_Check(PyTuple_GET_ITEM(plan, 2))) {
+            PyErr_SetString(PyExc_TypeError, "taps: (buffer, lag, [taps]) tuples");
+            return NULL;
+        }
+        n_tap_args += PyList_GET_SIZE(PyTuple_GET_ITEM(plan, 2));
+    }
+    for (i = 0; i < n_seqs; i++)
+        if (!PyArray_CheckExact(PyList_GET_ITEM(seqs, i)) ||
+            PyArray_NDIM((PyArrayObject *)PyList_GET_ITEM(seqs, i)) < 1)
+            Py_RETURN_NONE;
+    if (n_seqs + n_tap_args + n_carries + n_nonseqs > TJ_MAXOPS ||
+        n_mit != n_taps || n_mit + n_nit + n_carries != p->n_outputs)
+        Py_RETURN_NONE;
+    nits = PyList_New(n_nit);
+    carries = PyList_GetSlice(carries_in, 0, n_carries);
+    if (nits == NULL || carries == NULL)
+        goto done;
+    for (t = 0; t < n && !declined; t++) {
+        n_args = 0;
+        for (i = 0; i < n_seqs; i++) {
+            PyObject *row = tj_row((PyArrayObject *)PyList_GET_ITEM(seqs, i), t);
+            if (row == NULL)
+                goto done;
+            argv[n_args++] = row;
+        }
+        for (i = 0; i < n_taps; i++) {
+            PyObject *plan = PyList_GET_ITEM(taps, i), *offsets = PyTuple_GET_ITEM(plan, 2);
+            Py_ssize_t lag = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 1));
+            if (lag == -1 && PyErr_Occurred())
+                goto done;
+            for (j = 0; j < PyList_GET_SIZE(offsets); j++) {
+                Py_ssize_t tap = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, j));
+                if (tap == -1 && PyErr_Occurred())
+                    goto done;
+                PyObject *row = tj_row((PyArrayObject *)PyTuple_GET_ITEM(plan, 0),
+                                       t + lag + tap);
+                if (row == NULL)
+                    goto done;
+                argv[n_args++] = row;
+            }
+        }
+        for (i = 0; i < n_carries; i++) {
+            argv[n_args] = PyList_GET_ITEM(carries, i);
+            Py_INCREF(argv[n_args++]);
+        }
+        for (i = 0; i < n_nonseqs; i++) {
+            argv[n_args] = PyList_GET_ITEM(nonseqs, i);
+            Py_INCREF(argv[n_args++]);
+        }
+        PyObject *results = tj_execute(p, argv, n_args);
+        for (i = 0; i < n_args; i++)
+            Py_DECREF(argv[i]);
+        n_args = 0;
+        if (results == NULL)
+            goto done;
+        if (results == Py_None) {
+            Py_DECREF(results);
+            declined = 1;
+            break;
+        }
+        for (i = 0; i < n_mit && !declined; i++) {
+            PyObject *plan = PyList_GET_ITEM(taps, i);
+            PyArrayObject *buf = (PyArrayObject *)PyTuple_GET_ITEM(plan, 0);
+            PyArrayObject *value = (PyArrayObject *)PyList_GET_ITEM(results, i);
+            Py_ssize_t lag = PyLong_AsSsize_t(PyTuple_GET_ITEM(plan, 1));
+            if (!tj_same_shape(value, PyArray_NDIM(buf) - 1, PyArray_DIMS(buf) + 1))
+                declined = 1;
+            else if (tj_store_row(buf, t + lag, value) < 0) {
+                Py_DECREF(results);
+                goto done;
+            }
+        }
+        for (i = 0; i < n_nit && !declined; i++) {
+            PyArrayObject *value = (PyArrayObject *)PyList_GET_ITEM(results, n_mit + i);
+            PyArrayObject *stacked = (PyArrayObject *)PyList_GET_ITEM(nits, i);
+            if (stacked == NULL) {
+                npy_intp dims[TJ_MAXDIM + 1];
+                if (PyArray_NDIM(value) >= TJ_MAXDIM) {
+                    declined = 1;
+                    break;
+                }
+                dims[0] = n;
+                memcpy(dims + 1, PyArray_DIMS(value), PyArray_NDIM(value) * sizeof(npy_intp));
+                PyArray_Descr *descr = PyArray_DESCR(value);
+                Py_INCREF(descr);
+                stacked = (PyArrayObject *)PyArray_Empty(PyArray_NDIM(value) + 1, dims, descr, 0);
+                if (stacked == NULL) {
+                    Py_DECREF(results);
+                    goto done;
+                }
+                PyList_SET_ITEM(nits, i, (PyObject *)stacked);
+            } else if (!tj_same_shape(value, PyArray_NDIM(stacked) - 1,
+                                      PyArray_DIMS(stacked) + 1)) {
+                declined = 1;
+                break;
+            }
+            if (tj_store_row(stacked, t, value) < 0) {
+                Py_DECREF(results);
+                goto done;
+            }
+        }
+        for (i = 0; i < n_carries && !declined; i++) {
+            PyObject *value = PyList_GET_ITEM(results, n_mit + n_nit + i);
+            Py_INCREF(value);
+            PyList_SetItem(carries, i, value);
+        }
+        Py_DECREF(results);
+    }
+    if (declined) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    for (i = 0; i < n_nit; i++)
+        if (PyList_GET_ITEM(nits, i) == NULL) { /* no step ran: the caller makes them */
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(nits, i, Py_None);
+        }
+    out = PyTuple_Pack(2, nits, carries);
+done:
+    for (i = 0; i < n_args; i++)
+        Py_DECREF(argv[i]);
+    Py_XDECREF(nits);
+    Py_XDECREF(carries);
+    return out;
+}
+
+static void tj_program_dealloc(PyObject *self);
+
+static PyMethodDef tj_program_methods[] = {
+    {"loop", tj_loop, METH_VARARGS,
+     "loop(n_steps, sequences, taps, carries, non_sequences, n_mit, n_nit)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject tj_program_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tj_program.Program",
+    .tp_basicsize = sizeof(tj_program_object),
+    .tp_dealloc = tj_program_dealloc,
+    .tp_call = tj_program_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A compiled graph: program(arguments) -> list of outputs, or None",
+    .tp_methods = tj_program_methods,
+};
 
 /* ------------------------------------------------------------------ building */
 
@@ -638,9 +865,10 @@ static void tj_program_free(tj_program *p)
     PyMem_Free(p);
 }
 
-static void tj_capsule_free(PyObject *capsule)
+static void tj_program_dealloc(PyObject *self)
 {
-    tj_program_free((tj_program *)PyCapsule_GetPointer(capsule, "tensorjit.program"));
+    tj_program_free(((tj_program_object *)self)->p);
+    Py_TYPE(self)->tp_free(self);
 }
 
 /* Reads up to `cap` ints from a sequence of Python ints into out; returns the count. */
@@ -799,14 +1027,11 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         goto error;
     if (tj_ints(outputs, p->outputs, p->n_outputs, "output slots") != p->n_outputs)
         goto error;
-    PyObject *capsule = PyCapsule_New(p, "tensorjit.program", tj_capsule_free);
-    if (capsule == NULL)
+    tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);
+    if (program == NULL)
         goto error;
-    static PyMethodDef run_def = {"program", tj_run, METH_O,
-                                  "program(arguments) -> list of outputs, or None"};
-    PyObject *run = PyCFunction_New(&run_def, capsule);
-    Py_DECREF(capsule);
-    return run;
+    program->p = p;
+    return (PyObject *)program;
 error:
     if (!PyErr_Occurred())
         PyErr_SetString(PyExc_ValueError, "malformed program");
@@ -825,5 +1050,7 @@ static struct PyModuleDef tj_module = {PyModuleDef_HEAD_INIT, "tj_program", NULL
 PyMODINIT_FUNC PyInit_tj_program(void)
 {
     import_array();
+    if (PyType_Ready(&tj_program_type) < 0)
+        return NULL;
     return PyModule_Create(&tj_module);
 }

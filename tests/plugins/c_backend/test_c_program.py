@@ -259,3 +259,62 @@ def test_basic_indexing_views():
     with pytest.raises(IndexError) as got:
         f(arg, np.int64(7))
     assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
+
+
+def _rnn(two_taps: bool):
+    from tensorjit.scan import scan
+
+    X, W, U = T.matrix("X"), T.matrix("W"), T.matrix("U")
+    h0, b = T.vector("h0"), T.vector("b")
+    if two_taps:  # h[t] = tanh(x[t] W + h[t-1] U + b) + h[t-2] / 2
+        hs, _ = scan(
+            lambda xt, h2, h1, W, U, b: T.tanh(T.dot(xt, W) + T.dot(h1, U) + b) + 0.5 * h2,
+            sequences=[X],
+            outputs_info=[{"initial": T.stack([h0, h0]), "taps": [-2, -1]}],
+            non_sequences=[W, U, b],
+        )
+        return [X, h0, W, U, b], [hs]
+    hs, _ = scan(
+        lambda xt, h, W, U, b: T.tanh(T.dot(xt, W) + T.dot(h, U) + b),
+        sequences=[X],
+        outputs_info=[h0],
+        non_sequences=[W, U, b],
+    )
+    cost = (hs**2).sum()
+    return [X, h0, W, U, b], [cost, hs, *tensorjit.grad(cost, [W, U, b, h0])]
+
+
+@pytest.mark.parametrize("two_taps", [False, True], ids=["forward and grad", "two taps"])
+def test_scan_loops_run_in_c_and_agree_with_the_python_loop(monkeypatch, two_taps):
+    from tensorjit.core.compile.function import Function
+
+    inputs, outputs = _rnn(two_taps)
+    f = tensorjit.function(inputs, outputs)
+    inner = [n.op.compiled() for n in f.kernels if type(n.op).__name__ == "Scan"]
+    assert len(inner) == 1 + (not two_taps)
+    assert all(fn.program_loop() is not None for fn in inner)
+    values = [
+        RNG.standard_normal((20, 3)),
+        RNG.standard_normal(4),
+        RNG.standard_normal((3, 4)) / 2,
+        RNG.standard_normal((4, 4)) / 3,
+        RNG.standard_normal(4),
+    ]
+    cases = [values, [values[0][:0], *values[1:]], [values[0][::-2], *values[1:]]]
+    got = [f(*case) for case in cases]  # no step at all; a strided sequence
+    monkeypatch.setattr(Function, "program_loop", lambda self: None)  # the Python loop
+    for case, results in zip(cases, got):
+        for a, b in zip(results, f(*case)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-300)
+
+
+def test_scan_output_changing_shape_gives_the_python_loops_error():
+    from tensorjit.scan import scan
+
+    v = T.vector("v")
+    rows, _ = scan(lambda t, v: v[:t], sequences=[T.arange(3)], non_sequences=[v])
+    f = tensorjit.function([v], rows)
+    (inner,) = [n.op.compiled() for n in f.kernels if type(n.op).__name__ == "Scan"]
+    assert inner.program_loop() is not None
+    with pytest.raises(ValueError, match="step 1 output 0 has shape .* but step 0 gave"):
+        f(np.arange(5.0))
