@@ -72,16 +72,6 @@ static inline {t} tj_mod_{s}({t} a, {t} b) {{
     tj_divmod_{s}(a, b, &m);
     return m;
 }}
-static inline {t} tj_powi_{s}({t} x, int n) {{
-    /* x**n for a constant 0 <= n <= 64, by squaring (unrolled once inlined) */
-    {t} r = 1;
-    while (n) {{
-        if (n & 1) r *= x;
-        x *= x;
-        n >>= 1;
-    }}
-    return r;
-}}
 static inline {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
     /* numpy.clip: minimum(maximum(x, lo), hi) where a NaN first operand wins, and the
        comparisons make a NaN bound win too (and a bound win a tie of signed zeros) */
@@ -644,7 +634,7 @@ def scalar_expr(
         else:
             raise Unsupported(f"{name} of {dtypes}")
     elif name == "pow" and kind == "f" and _small_int((values or {}).get(args[1])):
-        expr = f"tj_powi_{_suffix(out)}({v[0]}, {int((values or {})[args[1]])})"
+        expr = _powi(v[0], int((values or {})[args[1]]), ctype(out))
     elif name == "pow" and kind == "f":
         expr = f"{_math('pow', out)}({v[0]}, {v[1]})"
     elif name == "neg" and kind in "iuf":
@@ -696,6 +686,22 @@ def scalar_expr(
     else:
         raise Unsupported(f"{name} of {dtypes}")
     return f"(({ctype(out)}){expr})", out
+
+
+def _powi(x: str, n: int, t: str) -> str:
+    """x**n for a constant 0 <= n <= 64 by squaring, written out (a GNU C statement
+    expression): a loop over n's bits would keep gcc from vectorising the caller's loop.
+    The products are those of the usual loop (r = 1; r *= x for each set bit, lowest
+    first; x *= x), so the rounding is too."""
+    lines, result, power, k = [f"{t} q1 = {x};"], None, "q1", 1
+    while n:
+        if n & 1:
+            result = power if result is None else f"({result} * {power})"
+        n >>= 1
+        if n:
+            lines.append(f"{t} q{2 * k} = q{k} * q{k};")
+            k, power = 2 * k, f"q{2 * k}"
+    return f"({{ {' '.join(lines)} ({t})({result or '1'}); }})"
 
 
 def _small_int(value) -> bool:

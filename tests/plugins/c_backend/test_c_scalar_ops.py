@@ -358,3 +358,24 @@ def test_gammaln_leaves_signgam_alone():
     assert signgam.value == 1
     np.testing.assert_allclose(f(np.array([-0.5])), scipy.special.gammaln([-0.5]), rtol=1e-12)
     assert signgam.value == 1  # lgamma(-0.5) would have set -1
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_small_integer_powers_are_written_out_and_exact(dtype):
+    # x**n for a constant 0 <= n <= 64 becomes products by squaring (vectorisable).
+    x = T.vector("x", dtype=dtype)
+    powers = [0, 1, 2, 3, 10, 17, 64]
+    f = tensorjit.function([x], [x**n for n in powers])
+    values = np.array([0.0, -0.0, 1.5, -2.0, 0.5, np.inf, -np.inf, np.nan, 1e-20], dtype=dtype)
+    with np.errstate(all="ignore"):
+        for n, got in zip(powers, f(values)):
+            expected = np.ones_like(values)
+            power = values.copy()
+            k = n
+            while k:  # the same products, in the same order
+                if k & 1:
+                    expected = expected * power
+                k >>= 1
+                power = power * power
+            np.testing.assert_array_equal(got, expected.astype(dtype), err_msg=f"x**{n}")
+            np.testing.assert_allclose(got, values**n, rtol=1e-5 if dtype == "float32" else 1e-13)
