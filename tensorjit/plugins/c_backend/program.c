@@ -231,21 +231,31 @@ static int tj_reduce(const tj_step *s, PyObject **v)
     return 0;
 }
 
-/* A view of x's memory (x stays alive as its base), stored in v[out]. */
-static int tj_view(PyArrayObject *x, int nd, npy_intp *shape, npy_intp *strides, char *data,
-                   PyObject **slot)
+/* A new view of x's memory (x stays alive as its base), or NULL with an error set. */
+static PyObject *tj_view(PyArrayObject *x, int nd, npy_intp *shape, npy_intp *strides,
+                         char *data)
 {
     PyArray_Descr *descr = PyArray_DESCR(x);
     Py_INCREF(descr);
     PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, nd, shape, strides, data,
                                           PyArray_FLAGS(x) & NPY_ARRAY_WRITEABLE, NULL);
     if (view == NULL)
-        return -1;
+        return NULL;
     Py_INCREF(x);
     if (PyArray_SetBaseObject((PyArrayObject *)view, (PyObject *)x) < 0) {
         Py_DECREF(view);
-        return -1;
+        return NULL;
     }
+    return view;
+}
+
+/* Stores a new view in *slot: 0, or -1 with an error set. */
+static int tj_store_view(PyArrayObject *x, int nd, npy_intp *shape, npy_intp *strides,
+                         char *data, PyObject **slot)
+{
+    PyObject *view = tj_view(x, nd, shape, strides, data);
+    if (view == NULL)
+        return -1;
     Py_XSETREF(*slot, view);
     return 0;
 }
@@ -262,7 +272,7 @@ static int tj_dimshuffle(const tj_step *s, PyObject **v)
         shape[i] = d < 0 ? 1 : PyArray_DIMS(x)[d];
         strides[i] = d < 0 ? 0 : PyArray_STRIDES(x)[d];
     }
-    return tj_view(x, s->n_axes, shape, strides, PyArray_BYTES(x), &v[s->out]);
+    return tj_store_view(x, s->n_axes, shape, strides, PyArray_BYTES(x), &v[s->out]);
 }
 
 /* The value of a 0-d integer array. */
@@ -329,7 +339,7 @@ static int tj_subtensor(const tj_step *s, PyObject **v)
         shape[nd] = PyArray_DIMS(x)[ax];
         strides[nd] = PyArray_STRIDES(x)[ax];
     }
-    return tj_view(x, nd, shape, strides, data, &v[s->out]);
+    return tj_store_view(x, nd, shape, strides, data, &v[s->out]);
 }
 
 static double tj_real(PyArrayObject *a)
@@ -631,20 +641,8 @@ static PyObject *tj_program_call(PyObject *self, PyObject *args, PyObject *kwarg
 /* a[t] along the first axis, as an array (a 0-d one for a vector). */
 static PyObject *tj_row(PyArrayObject *a, npy_intp t)
 {
-    PyArray_Descr *descr = PyArray_DESCR(a);
-    Py_INCREF(descr);
-    PyObject *row = PyArray_NewFromDescr(
-        &PyArray_Type, descr, PyArray_NDIM(a) - 1, PyArray_DIMS(a) + 1,
-        PyArray_STRIDES(a) + 1, PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0],
-        PyArray_FLAGS(a) & NPY_ARRAY_WRITEABLE, NULL);
-    if (row == NULL)
-        return NULL;
-    Py_INCREF(a);
-    if (PyArray_SetBaseObject((PyArrayObject *)row, (PyObject *)a) < 0) {
-        Py_DECREF(row);
-        return NULL;
-    }
-    return row;
+    return tj_view(a, PyArray_NDIM(a) - 1, PyArray_DIMS(a) + 1, PyArray_STRIDES(a) + 1,
+                   PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0]);
 }
 
 static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)

@@ -166,9 +166,12 @@ class _Tables:
         raise Unsupported(f"{op} [kernel {kernel.name}]")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
-        ffi, lib = compiler.load(source, cdef, symbols, what=str(node.op))
+        return self._addresses(*compiler.load(source, cdef, symbols, what=str(node.op)), symbols)
+
+    def _addresses(self, ffi: Any, lib: Any, names: Any) -> list[int]:
+        """The addresses of ``lib``'s functions ``names`` (``lib`` is kept loaded)."""
         self.keep.append(lib)
-        return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in symbols]
+        return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in names]
 
     def _elemwise(self, node: Apply) -> tuple:
         kinds, bcast, source, cdef = kernels._elemwise_plan(node)
@@ -237,11 +240,9 @@ class _Tables:
             for scalar in node.inputs[1:2] + node.inputs[4:]:  # alpha (and Gemm's beta)
                 if scalar.type.dtype not in blas.DTYPES:
                     raise Unsupported(f"{op}: {scalar} of dtype {scalar.type.dtype}")
-        ffi, lib = blas.library()
-        self.keep.append(lib)
         p = blas.DTYPES[out.type.dtype][0]
-        fns = [int(ffi.cast("uintptr_t", getattr(lib, f"tj_{name}_{p}")))
-               for name in ("gemm", "gemv", "ger", "dot")]  # fmt: skip
+        names = [f"tj_{name}_{p}" for name in ("gemm", "gemv", "ger", "dot")]  # TJ_FN_* order
+        fns = self._addresses(*blas.library(), names)
         ops = [self._slot(v) for v in node.inputs]
         target, destroys = -1, 0
         if getattr(op, "inplace", False):
