@@ -47,11 +47,18 @@ def threads_from_argv(argv: list[str] | None = None, default: int = 1) -> int:
 
 def limit_threads(n: int) -> None:
     """Every BLAS / OpenMP / Numba / XLA thread pool of this process (and of the
-    subprocesses it starts) gets ``n`` threads. Call before importing NumPy."""
+    subprocesses it starts) gets ``n`` threads, and the process ``n`` cores. Call before
+    importing NumPy."""
     if "numpy" in sys.modules:
         raise RuntimeError("limit_threads() must run before NumPy is imported")
     for var in THREAD_VARS:
         os.environ[var] = str(n)
+    # XLA's CPU client runs work on threads of its own whatever the flags below say
+    # (jax 0.10 used 1.7 cores with them): the process is held to n cores instead, so
+    # every implementation gets the same hardware.
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if 0 < n < len(cpus):
+        os.sched_setaffinity(0, cpus[:n])
     xla = os.environ.get("XLA_FLAGS", "")
     if "intra_op_parallelism_threads" not in xla:
         eigen = "false" if n == 1 else "true"
@@ -60,14 +67,15 @@ def limit_threads(n: int) -> None:
 
 
 def thread_report() -> str:
-    """What the loaded BLAS libraries say about their threads (threadpoolctl if
-    installed, else the environment variables)."""
+    """The cores this process may use, and what the loaded BLAS libraries say about
+    their threads (threadpoolctl if installed, else the environment variables)."""
+    cores = f"cores {sorted(os.sched_getaffinity(0))}; " if hasattr(os, "sched_getaffinity") else ""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
         env = ", ".join(f"{v}={os.environ.get(v, '')}" for v in THREAD_VARS[:3])
-        return f"threadpoolctl not installed; {env}"
-    parts = []
+        return f"{cores}threadpoolctl not installed; {env}"
+    parts = [cores.rstrip("; ")] if cores else []
     for pool in threadpool_info():
         lib = Path(pool.get("filepath", "?")).parent.name + "/" + Path(pool["filepath"]).name
         parts.append(f"{pool['internal_api']} {lib}: {pool['num_threads']} thread(s)")

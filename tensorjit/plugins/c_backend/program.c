@@ -29,11 +29,15 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 #define TJ_NOGIL_SIZE 65536
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
-       TJ_GEMM = 6, TJ_GER = 7 };
+       TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10 };
+/* What a step returns: done, declined (the per-node path explains), a class index out
+   of range (declined too, unless the call already overwrote a value), or an error set. */
+enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
 
 typedef void (*tj_contig_fn)(int64_t n, char **ptrs);
 typedef void (*tj_strided_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
 typedef void (*tj_reduce_fn)(const int64_t *shape, char *x, char *out, const int64_t *strides);
+typedef void (*tj_rows_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
 /* The BLAS kernels of blas.py: 0 done, -1 a dimension too large for BLAS, else a bit
    mask of the array arguments (in order) BLAS can not address as they are. */
 typedef long long tj_ll;
@@ -53,22 +57,27 @@ typedef struct {
 
 typedef struct {
     int kind;
-    void *fn[4];                 /* elemwise: contiguous, strided; reduce: the kernel;
-                                    BLAS: gemm, gemv, ger, dot (TJ_FN_*) */
-    int n_ops, ops[TJ_MAXOPS];   /* operand slots */
+    void *fn[4];                 /* elemwise: contiguous, strided; reduce, rowwise: the
+                                    kernel; BLAS: gemm, gemv, ger, dot (TJ_FN_*) */
+    int n_ops, ops[TJ_MAXOPS];   /* operand slots; rowwise: the value giving the shape,
+                                    then the kernel's inputs; alloc: value, lengths */
     uint32_t bcast[TJ_MAXOPS];   /* elemwise: bit a set when the operand broadcasts on a */
-    char full[TJ_MAXOPS];        /* elemwise: the operand has elements per output element */
+    char full[TJ_MAXOPS];        /* elemwise: the operand has elements per output element;
+                                    rowwise: kernel operand j (the output last) has the
+                                    row axis (else it holds one value per row) */
     int target;                  /* elemwise: operand written in place, or -1; BLAS:
                                     0 when the first input is updated in place */
     int out, typenum, ndim;      /* output slot, dtype, ndim */
-    npy_intp dims[TJ_MAXDIM];    /* elemwise: static output lengths, -1 unknown */
+    npy_intp dims[TJ_MAXDIM];    /* elemwise, alloc: static output lengths, -1 unknown */
     int axes[TJ_MAXDIM], n_axes; /* reduce: kept axes then reduced ones; dimshuffle: the
                                     new order, -1 for a new broadcastable axis; subtensor:
                                     per indexed axis 0 for an integer, else 8 | 1 (start)
-                                    | 2 (stop) | 4 (step) for a slice */
+                                    | 2 (stop) | 4 (step) for a slice; rowwise: the row
+                                    axis */
     int n_kept;                  /* reduce: how many of axes are kept */
     int dropped[TJ_MAXDIM], n_dropped; /* dimshuffle: removed axes (length 1) */
-    int needs_elements;          /* reduce: max/min of nothing is an error */
+    int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
+                                    kernel operand 1 holds class indices to check */
     int destroys;                /* overwrites a value this call did not create */
     int n_free, *free_slots;     /* slots dead after this step */
 } tj_step;
@@ -122,6 +131,16 @@ static int tj_overlap(PyArrayObject *a, PyArrayObject *b)
     tj_extent(a, &alo, &ahi);
     tj_extent(b, &blo, &bhi);
     return alo < bhi && blo < ahi;
+}
+
+static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
+{
+    if (PyArray_NDIM(a) != nd)
+        return 0;
+    for (int i = 0; i < nd; i++)
+        if (PyArray_DIMS(a)[i] != dims[i])
+            return 0;
+    return 1;
 }
 
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
@@ -510,6 +529,117 @@ done:
     return status;
 }
 
+/* Every entry of the integer array y lies in [0, n). */
+static int tj_classes_in_range(PyArrayObject *y, npy_intp n)
+{
+    npy_intp size = PyArray_SIZE(y), index[TJ_MAXDIM] = {0};
+    int nd = PyArray_NDIM(y), wide = PyArray_ITEMSIZE(y) == 8;
+    const char *p = PyArray_BYTES(y);
+    for (npy_intp k = 0; k < size; k++) {
+        int64_t c = wide ? *(const int64_t *)p : *(const int32_t *)p;
+        if (c < 0 || c >= n)
+            return 0;
+        for (int d = nd - 1; d >= 0; d--) { /* the next element in C order */
+            if (++index[d] < PyArray_DIMS(y)[d]) {
+                p += PyArray_STRIDES(y)[d];
+                break;
+            }
+            p -= PyArray_STRIDES(y)[d] * (PyArray_DIMS(y)[d] - 1);
+            index[d] = 0;
+        }
+    }
+    return 1;
+}
+
+/* A row kernel (rowwise.py): operands with the row axis have x's shape, the others one
+   value per row (x's shape without the axis). Empty inputs and mismatched shapes are
+   declined (the per-node kernel gives NumPy's result or the error). */
+static int tj_rowwise(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *a[TJ_MAXOPS], *out;
+    int axis = s->axes[0], nd = PyArray_NDIM(x), n_in = s->n_ops - 1, n_outer = 0, j, ax;
+    npy_intp outer[TJ_MAXDIM];
+    int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
+    char *ptrs[TJ_MAXOPS + 1];
+    if (PyArray_SIZE(x) == 0)
+        return TJ_DECLINED;
+    for (ax = 0; ax < nd; ax++)
+        if (ax != axis)
+            shape[n_outer] = outer[n_outer] = PyArray_DIMS(x)[ax], n_outer++;
+    shape[n_outer] = PyArray_DIMS(x)[axis];
+    for (j = 0; j < n_in; j++) {
+        a[j] = (PyArrayObject *)v[s->ops[j + 1]];
+        if (s->full[j] ? !tj_same_shape(a[j], nd, PyArray_DIMS(x))
+                       : !tj_same_shape(a[j], n_outer, outer))
+            return TJ_DECLINED;
+    }
+    if (s->needs_elements && !tj_classes_in_range(a[1], shape[n_outer]))
+        return TJ_BAD_CLASS;
+    out = (PyArrayObject *)(s->full[n_in] ? PyArray_EMPTY(nd, PyArray_DIMS(x), s->typenum, 0)
+                                          : PyArray_EMPTY(n_outer, outer, s->typenum, 0));
+    if (out == NULL)
+        return TJ_ERROR;
+    a[n_in] = out;
+    int64_t *st = strides;
+    for (j = 0; j <= n_in; j++) {
+        ptrs[j] = PyArray_BYTES(a[j]);
+        for (ax = 0; ax < PyArray_NDIM(a[j]); ax++) /* the row axis last */
+            if (!s->full[j] || ax != axis)
+                *st++ = PyArray_STRIDES(a[j])[ax];
+        if (s->full[j])
+            *st++ = PyArray_STRIDES(a[j])[axis];
+    }
+    PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+    ((tj_rows_fn)s->fn[0])(shape, ptrs, strides);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
+/* Alloc: the value broadcast (NumPy's rule) into the shape the length operands give. */
+static int tj_alloc(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *value = (PyArrayObject *)v[s->ops[0]], *out;
+    npy_intp shape[TJ_MAXDIM];
+    int nd = s->ndim, lead = nd - PyArray_NDIM(value), i;
+    if (lead < 0 || s->n_ops != nd + 1)
+        return TJ_DECLINED;
+    for (i = 0; i < nd; i++) {
+        shape[i] = tj_index((PyArrayObject *)v[s->ops[i + 1]]);
+        if (shape[i] < 0 || (s->dims[i] >= 0 && shape[i] != s->dims[i]))
+            return TJ_DECLINED;
+    }
+    for (i = 0; i < PyArray_NDIM(value); i++) {
+        npy_intp d = PyArray_DIMS(value)[i];
+        if (d != 1 && d != shape[lead + i])
+            return TJ_DECLINED;
+    }
+    out = (PyArrayObject *)PyArray_EMPTY(nd, shape, s->typenum, 0);
+    if (out == NULL)
+        return TJ_ERROR;
+    if (PyArray_SIZE(out) > 0 && PyArray_CopyInto(out, value) < 0) {
+        Py_DECREF(out);
+        return TJ_ERROR;
+    }
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
+/* Shape: the lengths of an array as an int64 vector. */
+static int tj_shape(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
+    npy_intp nd = PyArray_NDIM(x);
+    PyArrayObject *out = (PyArrayObject *)PyArray_EMPTY(1, &nd, NPY_INT64, 0);
+    if (out == NULL)
+        return TJ_ERROR;
+    for (npy_intp i = 0; i < nd; i++)
+        ((int64_t *)PyArray_BYTES(out))[i] = PyArray_DIMS(x)[i];
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
 /* The ValueError of a shape error found after the call overwrote a value. */
 static void tj_shape_error(const tj_program *p, int k, PyObject **v)
 {
@@ -581,15 +711,23 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_DIMSHUFFLE: status = tj_dimshuffle(s, v); break;
         case TJ_SUBTENSOR: status = tj_subtensor(s, v); break;
         case TJ_DOT: status = tj_dot(s, v); break;
+        case TJ_ROWWISE: status = tj_rowwise(s, v); break;
+        case TJ_ALLOC: status = tj_alloc(s, v); break;
+        case TJ_SHAPE: status = tj_shape(s, v); break;
         default: status = tj_gemm_ger(s, v); break;
         }
         if (status < 0)
             goto done;
         if (status > 0) {
-            if (destroyed)
-                tj_shape_error(p, k, v);
-            else
+            if (!destroyed)
                 declined = 1;
+            else if (status == TJ_BAD_CLASS)
+                PyErr_Format(PyExc_IndexError,
+                             "a class index is out of range (an earlier step of this call "
+                             "already updated a value in place)\n%U",
+                             PyTuple_GET_ITEM(p->notes, k));
+            else
+                tj_shape_error(p, k, v);
             goto done;
         }
         destroyed |= s->destroys;
@@ -643,16 +781,6 @@ static PyObject *tj_row(PyArrayObject *a, npy_intp t)
 {
     return tj_view(a, PyArray_NDIM(a) - 1, PyArray_DIMS(a) + 1, PyArray_STRIDES(a) + 1,
                    PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0]);
-}
-
-static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
-{
-    if (PyArray_NDIM(a) != nd)
-        return 0;
-    for (int i = 0; i < nd; i++)
-        if (PyArray_DIMS(a)[i] != dims[i])
-            return 0;
-    return 1;
 }
 
 /* Copies value into a[t] (same shape, checked by the caller). */

@@ -6,8 +6,10 @@ with the addresses of the node's compiled kernel (its uniform entry points, see
 kernels.py), the slots freed after each step and the output slots. ``program.c`` is
 compiled once per machine (cached like the kernels), so a new function costs no extra
 compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided and in
-place), reductions, dimshuffle and basic-indexing views, and the BLAS kernels of dot,
-gemm/gemv and ger; a graph with any other node keeps the per-node VM.
+place), reductions, dimshuffle and basic-indexing views, the BLAS kernels of dot,
+gemm/gemv and ger, the row kernels (softmax, log_softmax, argmax, the cross-entropy's
+class selection and its gradient), alloc and shape; a graph with any other node keeps
+the per-node VM.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import numpy as np
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import blas, compiler, kernels
+from tensorjit.plugins.c_backend import blas, compiler, kernels, rowwise
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Dot, Reduce
+from tensorjit.tensor.math import Alloc, Dot, Reduce
+from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.subtensor import Subtensor
 from tensorjit.tensor.type import TensorType
 
-ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER = 1, 2, 3, 4, 5, 6, 7
+ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE = range(1, 11)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
 
@@ -163,6 +166,12 @@ class _Tables:
             return self._subtensor(node)
         if type(op) in (Dot, Gemm, Ger) and kernel.factory is blas.factory:
             return self._blas(node)
+        if type(op) in rowwise.OPS and kernel.factory is rowwise.factory:
+            return self._rowwise(node)
+        if type(op) is Alloc and kernel.backend in ("c", "python"):
+            return self._alloc(node)
+        if type(op) is Shape and kernel.backend in ("c", "python"):
+            return self._shape(node)
         raise Unsupported(f"{op} [kernel {kernel.name}]")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
@@ -253,3 +262,33 @@ class _Tables:
         slot = self._new_slot(out)
         return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
                 [], 0, destroys)  # fmt: skip
+
+    def _rowwise(self, node: Apply) -> tuple:
+        axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)
+        (fn,) = self._load(node, ("tj_rows_u",), source, cdef)
+        out = node.outputs[0]
+        # The first operand gives the shape; the kernel's inputs follow.
+        ops = [self._slot(node.inputs[0])]
+        ops += [self._slot(node.inputs[i]) for i in rowwise.kernel_inputs(node)]
+        slot = self._new_slot(out)
+        return (ROWWISE, [fn], ops, [], [int(r) for r in rows], -1, slot, _typenum(out),
+                out.type.ndim, [], [axis], 0, [], int(checks_classes), 0)  # fmt: skip
+
+    def _alloc(self, node: Apply) -> tuple:
+        value, *shape = node.inputs
+        for length in shape:
+            _check_tensor(length)
+            if length.type.ndim != 0 or np.dtype(length.type.dtype).kind not in "iu":
+                raise Unsupported(f"{node.op}: length {length}")
+        out = node.outputs[0]
+        ops = [self._slot(v) for v in node.inputs]
+        slot = self._new_slot(out)
+        return (ALLOC, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, _static(out),
+                [], 0, [], 0, 0)  # fmt: skip
+
+    def _shape(self, node: Apply) -> tuple:
+        out = node.outputs[0]
+        ops = [self._slot(node.inputs[0])]
+        slot = self._new_slot(out)
+        return (SHAPE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
+                0)  # fmt: skip

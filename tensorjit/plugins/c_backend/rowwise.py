@@ -103,9 +103,23 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
         "#define X(j) r_x[(j) * d_x]\n#define O(j) r_out[(j) * d_out]\n#define C(v) (*c_##v)\n"
     )
     n_args = len(args)
+    n_strides = n_args - outer - 1 - len(operands)
     cdef = f"void tj_rows({', '.join(['int64_t'] * (outer + 1) + ['char *'] * len(operands))}"
-    cdef += "".join(", int64_t" for _ in range(n_args - outer - 1 - len(operands))) + ");\n"
+    cdef += "".join(", int64_t" for _ in range(n_strides)) + ");\n"
+    # One signature for every row kernel, for whole-graph programs (program.c): the
+    # shape (outer lengths, then the row length), the pointers, the strides in order.
+    shape = ", ".join(f"n[{a}]" for a in range(outer + 1))
+    ptrs = "".join(f", p[{j}]" for j in range(len(operands)))
+    strides = "".join(f", s[{j}]" for j in range(n_strides))
+    lines.append(
+        "void tj_rows_u(const int64_t *n, char **p, const int64_t *s) "
+        f"{{ (void)s; tj_rows({shape}{ptrs}{strides}); }}"
+    )
+    cdef += UNIFORM_CDEF
     return defines + "\n".join(lines) + "\n", cdef
+
+
+UNIFORM_CDEF = "void tj_rows_u(const int64_t *, char **, const int64_t *);\n"
 
 
 def _float_names(dtype: str) -> dict[str, str]:
@@ -171,6 +185,25 @@ def source_of(node: Apply) -> tuple[str, str]:
     return _source(ndim, operands, body)
 
 
+def kernel_inputs(node: Apply) -> list[int]:
+    """Which of ``node``'s inputs its kernel reads, in the kernel's operand order (the
+    scores ``x`` of SelectClassGrad only give the output's shape)."""
+    if isinstance(node.op, SelectClassGrad):
+        return [1, 2]
+    if isinstance(node.op, SelectClass):
+        return [0, 1]
+    return [0]
+
+
+def program_plan(node: Apply) -> tuple[int, list[bool], bool, str, str]:
+    """For whole-graph programs: (axis, which kernel operands have the row axis, the
+    output last; whether operand 1 holds class indices; C source; cdef)."""
+    axis, operands, body, ndim = _plan(node)
+    source, cdef = _source(ndim, operands, body)
+    checks_classes = isinstance(node.op, SelectClass | SelectClassGrad)
+    return axis, [row for _, _, row in operands], checks_classes, source, cdef
+
+
 def factory(node: Apply) -> Run:
     axis, operands, body, ndim = _plan(node)
     source, cdef = _source(ndim, operands, body)
@@ -182,13 +215,10 @@ def factory(node: Apply) -> Run:
     name = type(op).__name__
     checks_indices = isinstance(op, SelectClass | SelectClassGrad)
     row_out = operands[-1][2]
+    read = kernel_inputs(node)
 
     def arrays(inputs: list) -> list:
-        if isinstance(op, SelectClassGrad):
-            return [inputs[1], inputs[2]]
-        if isinstance(op, SelectClass):
-            return [inputs[0], inputs[1]]
-        return [inputs[0]]
+        return [inputs[i] for i in read]
 
     def run(inputs: list, output_storage: list) -> None:
         x = inputs[0]

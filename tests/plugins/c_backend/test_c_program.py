@@ -185,7 +185,7 @@ def test_call_trusted_runs_the_program():
 
 def test_graphs_the_program_does_not_cover_keep_the_per_node_vm():
     x = T.matrix("x")
-    f = tensorjit.function([x], nnet.softmax(x) + 1)
+    f = tensorjit.function([x], T.concatenate([x, x]) + 1)
     assert f._program is None and not isinstance(f.vm, ProgramVM)
     debug = tensorjit.function([x], x + 1, mode="DebugMode")
     assert debug._program is None
@@ -258,6 +258,89 @@ def test_basic_indexing_views():
         g(arg, np.int64(7))
     with pytest.raises(IndexError) as got:
         f(arg, np.int64(7))
+    assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "reversed"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_row_kernels_agree_on_every_layout(layout, dtype):
+    x, y = T.matrix("x", dtype=dtype), T.lvector("y")
+    outputs = [
+        nnet.softmax(x),  # along the last axis
+        nnet.softmax(x, axis=0),  # along the first: rows of stride != itemsize
+        nnet.log_softmax(x) * 2,
+        T.argmax(x, axis=1),
+        T.argmin(x, axis=0),
+        nnet.categorical_crossentropy(nnet.softmax(x), y),  # SelectClass
+    ]
+    f, g = both([x, y], outputs)
+    kinds = {type(n.op).__name__ for n in f.kernels}
+    assert {"Softmax", "LogSoftmax", "Argmax", "SelectClass"} <= kinds, kinds
+    arg = layouts((5, 4))[layout].astype(dtype)
+    agree(f, g, arg, np.array([0, 3, 1, 2, 3]))
+
+
+def test_cross_entropy_training_step_is_one_program():
+    # The MLP's step: alloc of the mean's gradient, shape, softmax, the class selection
+    # and its gradient, BLAS updates of shared weights in place.
+    rng = np.random.default_rng(3)
+    x, y = T.matrix("x"), T.lvector("y")
+    w = tensorjit.shared(rng.standard_normal((6, 4)), name="w")
+    b = tensorjit.shared(np.zeros(4), name="b")
+    cost = nnet.categorical_crossentropy(nnet.softmax(T.dot(x, w) + b), y).mean()
+    gw, gb = tensorjit.grad(cost, [w, b])
+    updates = [(w, w - 0.1 * gw), (b, b - 0.1 * gb)]
+    f = tensorjit.function([x, y], cost, updates=updates)
+    kinds = {type(n.op).__name__ for n in f.kernels}
+    assert {"Alloc", "Shape", "SelectClassGrad", "Gemm"} <= kinds, kinds
+    assert f._program is not None
+    w0, b0 = w.get_value(), b.get_value()
+    with tensorjit.config.change_flags(whole_graph=False):
+        g = tensorjit.function([x, y], cost, updates=updates)
+    xs, ys = rng.standard_normal((5, 6)), np.array([0, 1, 3, 3, 2])
+    got = f(xs, ys)
+    w1, b1 = w.get_value(), b.get_value()
+    w.set_value(w0)
+    b.set_value(b0)
+    want = g(xs, ys)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(w1, w.get_value(), rtol=1e-12)
+    np.testing.assert_allclose(b1, b.get_value(), rtol=1e-12)
+    # An out-of-range class is the per-node kernel's IndexError, and nothing is updated.
+    w.set_value(w0)
+    with pytest.raises(IndexError, match="class index 4 is out of range for 4 classes"):
+        f(xs, np.array([0, 1, 4, 3, 2]))
+    np.testing.assert_array_equal(w.get_value(), w0)
+
+
+def test_row_kernels_on_empty_and_mismatched_inputs_give_the_per_node_results():
+    x, y = T.matrix("x"), T.lvector("y")
+    f, g = both([x], [nnet.softmax(x), T.argmax(x, axis=1)])
+    agree(f, g, np.zeros((0, 3)))
+    with pytest.raises(ValueError) as expected:
+        g(np.zeros((3, 0)))
+    with pytest.raises(ValueError) as got:
+        f(np.zeros((3, 0)))
+    assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
+    f, g = both([x, y], nnet.categorical_crossentropy(nnet.softmax(x), y))
+    with pytest.raises(ValueError, match="does not match the class indices' shape"):
+        f(np.ones((3, 2)), np.zeros(4, dtype=np.int64))
+
+
+def test_alloc_and_shape_steps():
+    v, n, m = T.vector("v"), T.lscalar("n"), T.lscalar("m")
+    x = T.matrix("x")
+    outputs = [T.alloc(v, n, v.shape[0]) * 2, T.alloc(np.float64(1.5), n, m) + 0, x.shape]
+    f, g = both([v, n, m, x], outputs)
+    kinds = {type(node.op).__name__ for node in f.kernels}
+    assert {"Alloc", "Shape"} <= kinds, kinds
+    got = agree(f, g, np.arange(3.0), np.int64(2), np.int64(4), np.ones((5, 7)))
+    np.testing.assert_array_equal(got[2], [5, 7])
+    agree(f, g, np.arange(3.0), np.int64(0), np.int64(0), np.ones((0, 2)))
+    with pytest.raises(ValueError) as expected:
+        g(np.arange(3.0), np.int64(-1), np.int64(4), np.ones((5, 7)))
+    with pytest.raises(ValueError) as got:
+        f(np.arange(3.0), np.int64(-1), np.int64(4), np.ones((5, 7)))
     assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
 
 
