@@ -74,6 +74,13 @@ _OPTIONS = [
         str,
     ),
     ConfigOption("cflags", "", "extra flags for the C compiler (e.g. -march=native)", str),
+    ConfigOption(
+        "blas",
+        "auto",
+        "BLAS of the C backend's products: 'numpy' (the OpenBLAS NumPy's wheel bundles), "
+        "'scipy' (scipy.linalg.cython_blas), 'auto' (NumPy's if it has one, else SciPy's)",
+        _choice("auto", "numpy", "scipy"),
+    ),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption(
         "whole_graph",

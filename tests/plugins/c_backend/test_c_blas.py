@@ -292,14 +292,45 @@ def test_output_buffer_reused_when_it_fits():
         np.testing.assert_array_equal(zv, np.ones((3, 2)))  # not inplace: z untouched
 
 
-def test_pointers_come_from_scipy_capsules_without_warnings():
-    pointers = blas.blas_pointers()
-    assert len(pointers) == len(blas.ROUTINES) and all(pointers)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        a, b = T.matrix("a"), T.matrix("b")
-        f = compile_c([a, b], T.dot(a, b))
-        np.testing.assert_allclose(f(np.eye(2), np.ones((2, 2))), np.ones((2, 2)))
+NUMPY_BLAS = blas._numpy_openblas()
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        "scipy",
+        pytest.param(
+            "numpy",
+            marks=pytest.mark.skipif(
+                NUMPY_BLAS is None, reason="this NumPy bundles no scipy-openblas64 library"
+            ),
+        ),
+    ],
+)
+def test_each_blas_provider_computes_every_product_without_warnings(choice):
+    # SciPy's BLAS takes 32-bit integers (pointers from cython_blas capsules), NumPy's
+    # bundled OpenBLAS 64-bit ones (symbols scipy_*_64_): both builds of the kernels.
+    with tensorjit.config.change_flags(blas=choice):
+        chosen = blas.provider()
+        assert chosen.name == choice and chosen.ilp64 == (choice == "numpy")
+        pointers = blas.blas_pointers()
+        assert len(pointers) == len(blas.ROUTINES) and all(pointers)
+        for dtype in ("float64", "float32"):
+            a, b = T.matrix("a", dtype=dtype), T.matrix("b", dtype=dtype)
+            u, w = T.vector("u", dtype=dtype), T.vector("w", dtype=dtype)
+            outputs = [T.dot(a, b), T.dot(a, u), T.dot(u, w), T.exp(a) + T.outer(u, w)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                f = compile_c([a, b, u, w], outputs)
+            am = RNG.standard_normal((8, 8)).astype(dtype)[::2, ::2]  # strided: a copy
+            bm = np.asfortranarray(RNG.standard_normal((4, 3)).astype(dtype))
+            uv, wv = RNG.standard_normal(8).astype(dtype)[::2], np.ones(4, dtype)
+            got = f(am, bm, uv, wv)
+            tol = 1e-5 if dtype == "float32" else 1e-12
+            np.testing.assert_allclose(got[0], am @ bm, rtol=tol)
+            np.testing.assert_allclose(got[1], am @ uv, rtol=tol)
+            np.testing.assert_allclose(got[2], uv @ wv, rtol=tol)
+            np.testing.assert_allclose(got[3], np.exp(am) + np.outer(uv, wv), rtol=tol)
 
 
 # ---------------------------------------------------------------- training steps
