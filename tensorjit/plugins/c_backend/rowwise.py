@@ -16,7 +16,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, ctype
+from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, ctype, helper_sources
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.nnet.basic import (
     LogSoftmax,
@@ -30,19 +30,23 @@ Run = Callable[[list, list], None]
 OPS = (Softmax, LogSoftmax, Argmax, SelectClass, SelectClassGrad)
 
 # Row functions. ``X(j)``/``O(j)`` read/write element j of the row; ``n`` is its length.
+# exp is codegen's branch-free tj_vexp (inlined; the exponentials get their own loop,
+# without the sum, so gcc can vectorise it).
 _SOFTMAX = """
     {t} m = X(0);
     for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
+    for (int64_t j = 0; j < n; j++) O(j) = tj_vexp_{s}(X(j) - m);
     {acc} s = 0;
-    for (int64_t j = 0; j < n; j++) {{ {t} e = exp{f}(X(j) - m); O(j) = e; s += e; }}
+    for (int64_t j = 0; j < n; j++) s += O(j);
     {t} r = ({t})(1 / s);
     for (int64_t j = 0; j < n; j++) O(j) *= r;
 """
 _LOG_SOFTMAX = """
     {t} m = X(0);
     for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
+    for (int64_t j = 0; j < n; j++) O(j) = tj_vexp_{s}(X(j) - m);
     {acc} s = 0;
-    for (int64_t j = 0; j < n; j++) s += exp{f}(X(j) - m);
+    for (int64_t j = 0; j < n; j++) s += O(j);
     {t} ls = ({t})log(s);
     for (int64_t j = 0; j < n; j++) O(j) = (X(j) - m) - ls;  /* NumPy's order: exact near m */
 """
@@ -76,7 +80,7 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     args += [f"char *{name}" for name, _, _ in operands]
     for name, _, row in operands:
         args += [f"int64_t s_{name}_{a}" for a in range(outer + row)]
-    lines = [PREAMBLE, f"void tj_rows({', '.join(args)}) {{"]
+    lines = [PREAMBLE, *helper_sources(body), f"void tj_rows({', '.join(args)}) {{"]
     for name, _, _ in operands:
         lines.append(f"    char *b_{name}_0 = {name};")
     indent = "    "
@@ -127,7 +131,7 @@ def _float_names(dtype: str) -> dict[str, str]:
         raise Unsupported(f"dtype {dtype}")
     return {
         "t": ctype(dtype),
-        "f": "f" if dtype == "float32" else "",
+        "s": "f" if dtype == "float32" else "d",
         "acc": "double",
     }
 
