@@ -9,10 +9,12 @@ before NumPy (and its OpenBLAS) is first imported, so a script does
 
 PyTensor installed from PyPI finds no BLAS to link its C code against
 (``config.blas__ldflags`` is empty), so its C backend computes products through NumPy
-from Python. SciPy's wheel bundles an OpenBLAS whose symbols carry a ``scipy_`` prefix
-(``scipy_dgemm_``); :func:`setup_pytensor_blas` compiles a small shared library defining
-the plain Fortran names (``dgemm_``) that forward to those, and points
-``blas__ldflags`` at it. It must run before ``import pytensor``.
+from Python. NumPy's and SciPy's wheels bundle OpenBLAS builds whose symbols carry a
+``scipy_`` prefix (``scipy_dgemm_64_`` with 64-bit integers in NumPy's, ``scipy_dgemm_``
+in SciPy's); :func:`setup_pytensor_blas` compiles a small shared library defining the
+plain Fortran names (``dgemm_``) that forward to the one tensorjit uses (NumPy's when
+there is one), and points ``blas__ldflags`` at it. It must run before
+``import pytensor``.
 """
 
 from __future__ import annotations
@@ -134,27 +136,54 @@ _ROUTINES = [
 ]
 
 
-def _forwarder_source() -> str:
-    lines = ["/* Plain Fortran BLAS names forwarding to SciPy's prefixed OpenBLAS. */"]
+def numpy_openblas() -> Path | None:
+    """The OpenBLAS bundled in NumPy's wheel (ILP64: 64-bit integers, ``scipy_*_64_``
+    names), the BLAS tensorjit's C backend calls by default."""
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or spec.origin is None:
+        return None
+    libs = Path(spec.origin).parent.parent / "numpy.libs"
+    candidates = sorted(libs.glob("libscipy_openblas64_*.so*"))
+    return candidates[0] if candidates else None
+
+
+def _forwarder_source(ilp64: bool) -> str:
+    """Plain Fortran names (``dgemm_``, 32-bit integers, as PyTensor's C code calls them)
+    forwarding to the prefixed OpenBLAS routines; for an ILP64 OpenBLAS the integers
+    are widened on the way."""
+    lines = ["/* Plain Fortran BLAS names forwarding to a prefixed OpenBLAS. */"]
     for letter, ctype in (("s", "float"), ("d", "double")):
         for name, ret, params in _ROUTINES:
             params_c = params.replace("T ", f"{ctype} ")
             ret_c = ctype if ret == "T" else ret
-            args = ", ".join(p.strip().split("*")[-1].strip() for p in params.split(","))
-            target = f"scipy_{letter}{name}_"
+            names = [p.strip().split("*")[-1].strip() for p in params.split(",")]
             ret_kw = "return " if ret_c != "void" else ""
-            lines.append(f"extern {ret_c} {target}({params_c});")
-            lines.append(f"{ret_c} {letter}{name}_({params_c}) {{ {ret_kw}{target}({args}); }}")
+            if not ilp64:
+                target = f"scipy_{letter}{name}_"
+                lines.append(f"extern {ret_c} {target}({params_c});")
+                body = f"{ret_kw}{target}({', '.join(names)});"
+            else:
+                target = f"scipy_{letter}{name}_64_"
+                wide = params_c.replace("const int *", "const long long *")
+                lines.append(f"extern {ret_c} {target}({wide});")
+                ints = [n for p, n in zip(params.split(","), names) if "int *" in p]
+                locals_ = " ".join(f"const long long {n}64 = *{n};" for n in ints)
+                args = ", ".join(f"&{n}64" if n in ints else n for n in names)
+                body = f"{locals_} {ret_kw}{target}({args});"
+            lines.append(f"{ret_c} {letter}{name}_({params_c}) {{ {body} }}")
     return "\n".join(lines) + "\n"
 
 
 def build_blas_forwarder() -> tuple[Path, Path]:
-    """Compile (once, cached) ``lib<FORWARDER_NAME>.so`` forwarding ``dgemm_`` etc. to
-    SciPy's OpenBLAS; returns (the forwarder's directory, the OpenBLAS it links)."""
-    target = scipy_openblas()
+    """Compile (once, cached) ``lib<FORWARDER_NAME>.so`` forwarding ``dgemm_`` etc. to the
+    OpenBLAS tensorjit uses (NumPy's bundled one, else SciPy's); returns (the
+    forwarder's directory, the OpenBLAS it links)."""
+    target = numpy_openblas()
+    ilp64 = target is not None
+    target = target or scipy_openblas()
     if target is None:
-        raise RuntimeError("SciPy's bundled OpenBLAS (scipy.libs/libscipy_openblas*.so) not found")
-    source = _forwarder_source()
+        raise RuntimeError("no bundled OpenBLAS found (numpy.libs/, scipy.libs/)")
+    source = _forwarder_source(ilp64)
     key = hashlib.sha256((source + str(target)).encode()).hexdigest()[:12]
     directory = cache_dir() / f"blasfwd-{key}"
     lib = directory / f"lib{FORWARDER_NAME}.so"

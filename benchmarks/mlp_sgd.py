@@ -3,13 +3,15 @@
 Minibatches of 60, mean categorical cross-entropy, SGD (learning rate 0.1) on shared
 w1, b1, w2, b2 updated by the compiled function. Prints examples per second for
 hand-written NumPy, tensorjit (C backend and default mode), PyTensor (default mode:
-Numba in PyTensor 3; and mode="CVM", its C backend, with its C BLAS linked to SciPy's
-OpenBLAS through a forwarding library, see _competitors.py) and JAX (jax.jit), for
-float64 and float32. Times are medians of samples taken round-robin (one sample of each
-implementation per round, each after --settle seconds untimed), same data, same run.
+Numba in PyTensor 3; and mode="CVM", its C backend, with its C BLAS linked through a
+forwarding library to the OpenBLAS tensorjit calls, NumPy's bundled one, see
+_competitors.py) and JAX (jax.jit), for float64 and float32. Times are medians of
+samples taken round-robin (one sample of each implementation per round, each after
+--settle seconds untimed), same data, same run; the process is held to --threads cores.
 
-"bound" is the time of the step's five matrix products alone through NumPy's BLAS
-(x@w1, h@w2, h.T@gz, gz@w2.T, x.T@gh); "% bound" is bound time / the implementation's
+"bound" is the time of the step's five matrix products alone through NumPy's BLAS (the
+one tensorjit calls: see config ``blas``) (x@w1, h@w2, h.T@gz, gz@w2.T, x.T@gh);
+"% bound" is bound time / the implementation's
 time. Every implementation's first-step loss is checked against NumPy's before timing.
 A competitor that is not installed is reported as such. --impls keeps only the named
 implementations (groups or row names, by prefix).
@@ -261,7 +263,8 @@ def run_dtype(dtype: str, args) -> None:
             elapsed = time.perf_counter() - start
             backends = Counter(getattr(k, "backend", "?") for k in fn.kernels.values())
             kinds = ", ".join(f"{n} {b}" for b, n in backends.most_common())
-            notes.append(f"{name}: compiled in {elapsed:.2f} s; kernels: {kinds}")
+            runs = "one whole-graph C program" if fn._program is not None else "per-node VM"
+            notes.append(f"{name}: compiled in {elapsed:.2f} s; node kernels: {kinds}; {runs}")
             timed(name, fn)
 
     try:
