@@ -15,9 +15,15 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define NPY_TARGET_VERSION NPY_1_22_API_VERSION /* PyDataMem_SetHandler */
 #include <numpy/arrayobject.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#if NPY_ABI_VERSION < 0x02000000 /* NumPy 1.x: no accessor, the field is public */
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
 
 /* Shapes are handed to the kernels as int64_t arrays. */
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
@@ -93,6 +99,118 @@ typedef struct {
     PyObject *notes;   /* per step: "while computing ..." for errors */
     PyObject *keep;    /* the kernel libraries, alive as long as this program */
 } tj_program;
+
+/* ------------------------------------------------------------------ output memory */
+
+/* Large outputs get their memory through a NumPy memory handler that keeps a few freed
+   blocks for reuse: a function called in a loop gets back the memory of the arrays its
+   earlier calls returned, once those are freed, instead of fresh pages from the OS,
+   which the kernel zeroes on first touch (for 10^7 doubles that costs about as much as
+   the computation). The arrays own their data as usual; NumPy calls the handler's free
+   when they die. Blocks are matched by exact size; at most TJ_POOL_BLOCKS blocks and
+   TJ_POOL_BYTES bytes are kept; the GIL serialises all of it. */
+#define TJ_POOL_MIN ((size_t)1 << 20)
+#define TJ_POOL_BLOCKS 4
+#define TJ_POOL_BYTES ((size_t)256 << 20)
+
+static struct {
+    void *ptr;
+    size_t size;
+} tj_pool[TJ_POOL_BLOCKS];
+static size_t tj_pool_bytes;
+static PyObject *tj_pool_handler; /* the "mem_handler" capsule, never freed */
+
+static void *tj_pool_malloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    for (int i = 0; i < TJ_POOL_BLOCKS; i++)
+        if (tj_pool[i].ptr != NULL && tj_pool[i].size == size) {
+            void *block = tj_pool[i].ptr;
+            tj_pool[i].ptr = NULL;
+            tj_pool_bytes -= size;
+            return block;
+        }
+    return malloc(size ? size : 1);
+}
+
+static void *tj_pool_calloc(void *ctx, size_t n, size_t size)
+{
+    (void)ctx;
+    return calloc(n ? n : 1, size ? size : 1);
+}
+
+static void *tj_pool_realloc(void *ctx, void *block, size_t size)
+{
+    (void)ctx;
+    return realloc(block, size ? size : 1);
+}
+
+static void tj_pool_free(void *ctx, void *block, size_t size)
+{
+    (void)ctx;
+    if (block != NULL && size >= TJ_POOL_MIN && tj_pool_bytes + size <= TJ_POOL_BYTES)
+        for (int i = 0; i < TJ_POOL_BLOCKS; i++)
+            if (tj_pool[i].ptr == NULL) {
+                tj_pool[i].ptr = block;
+                tj_pool[i].size = size;
+                tj_pool_bytes += size;
+                return;
+            }
+    free(block);
+}
+
+static PyDataMem_Handler tj_pool_handler_struct = {
+    "tensorjit_program_pool",
+    1,
+    {NULL, tj_pool_malloc, tj_pool_calloc, tj_pool_realloc, tj_pool_free},
+};
+
+/* An uninitialised C-ordered array; from the pool when it is large. */
+static PyObject *tj_empty(int nd, npy_intp *dims, int typenum)
+{
+    npy_intp n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= dims[i];
+    PyArray_Descr *descr = PyArray_DescrFromType(typenum);
+    if (descr == NULL)
+        return NULL;
+    if (tj_pool_handler == NULL || (size_t)n * (size_t)PyDataType_ELSIZE(descr) < TJ_POOL_MIN)
+        return PyArray_Empty(nd, dims, descr, 0); /* steals descr */
+    PyObject *previous = PyDataMem_SetHandler(tj_pool_handler);
+    if (previous == NULL) {
+        Py_DECREF(descr);
+        return NULL;
+    }
+    PyObject *array = PyArray_Empty(nd, dims, descr, 0);
+    PyObject *restored = PyDataMem_SetHandler(previous);
+    Py_DECREF(previous);
+    if (restored == NULL) {
+        Py_XDECREF(array);
+        return NULL;
+    }
+    Py_DECREF(restored);
+    return array;
+}
+
+/* pool_info() -> (blocks kept, bytes kept), for tests and diagnostics. */
+static PyObject *tj_pool_info(PyObject *self, PyObject *args)
+{
+    int blocks = 0;
+    for (int i = 0; i < TJ_POOL_BLOCKS; i++)
+        blocks += tj_pool[i].ptr != NULL;
+    return Py_BuildValue("in", blocks, (Py_ssize_t)tj_pool_bytes);
+}
+
+/* release_pool(): gives the kept blocks back to the system. */
+static PyObject *tj_release_pool(PyObject *self, PyObject *args)
+{
+    for (int i = 0; i < TJ_POOL_BLOCKS; i++) {
+        free(tj_pool[i].ptr);
+        tj_pool[i].ptr = NULL;
+    }
+    tj_pool_bytes = 0;
+    Py_RETURN_NONE;
+}
 
 /* ------------------------------------------------------------------ running */
 
@@ -184,7 +302,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
         out = t;
         Py_INCREF(out);
     } else {
-        out = (PyArrayObject *)PyArray_EMPTY(nd, (npy_intp *)shape, s->typenum, 0);
+        out = (PyArrayObject *)tj_empty(nd, (npy_intp *)shape, s->typenum);
         if (out == NULL)
             goto error;
     }
@@ -239,7 +357,7 @@ static int tj_reduce(const tj_step *s, PyObject **v)
         if (i < s->n_kept)
             shape[i] = all[i];
     }
-    out = (PyArrayObject *)PyArray_EMPTY(s->n_kept, shape, s->typenum, 0);
+    out = (PyArrayObject *)tj_empty(s->n_kept, shape, s->typenum);
     if (out == NULL)
         return -1;
     PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
@@ -453,7 +571,7 @@ static int tj_dot(const tj_step *s, PyObject **v)
         shape[nd++] = PyArray_DIMS(x)[0];
     if (ny == 2)
         shape[nd++] = PyArray_DIMS(y)[1];
-    PyArrayObject *out = (PyArrayObject *)PyArray_EMPTY(nd, shape, s->typenum, 0);
+    PyArrayObject *out = (PyArrayObject *)tj_empty(nd, shape, s->typenum);
     if (out == NULL)
         return -1;
     call = nx == 2 ? (ny == 2 ? TJ_CALL_GEMM : TJ_CALL_GEMV)
@@ -503,8 +621,7 @@ static int tj_gemm_ger(const tj_step *s, PyObject **v)
             y = (PyArrayObject *)copies[1];
         }
     } else {
-        target = (PyArrayObject *)PyArray_EMPTY(PyArray_NDIM(z), PyArray_DIMS(z),
-                                                s->typenum, 0);
+        target = (PyArrayObject *)tj_empty(PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
         if (target == NULL)
             goto done;
         /* Gemm with beta 0 does not read the target. */
@@ -575,8 +692,8 @@ static int tj_rowwise(const tj_step *s, PyObject **v)
     }
     if (s->needs_elements && !tj_classes_in_range(a[1], shape[n_outer]))
         return TJ_BAD_CLASS;
-    out = (PyArrayObject *)(s->full[n_in] ? PyArray_EMPTY(nd, PyArray_DIMS(x), s->typenum, 0)
-                                          : PyArray_EMPTY(n_outer, outer, s->typenum, 0));
+    out = (PyArrayObject *)(s->full[n_in] ? tj_empty(nd, PyArray_DIMS(x), s->typenum)
+                                          : tj_empty(n_outer, outer, s->typenum));
     if (out == NULL)
         return TJ_ERROR;
     a[n_in] = out;
@@ -615,7 +732,7 @@ static int tj_alloc(const tj_step *s, PyObject **v)
         if (d != 1 && d != shape[lead + i])
             return TJ_DECLINED;
     }
-    out = (PyArrayObject *)PyArray_EMPTY(nd, shape, s->typenum, 0);
+    out = (PyArrayObject *)tj_empty(nd, shape, s->typenum);
     if (out == NULL)
         return TJ_ERROR;
     if (PyArray_SIZE(out) > 0 && PyArray_CopyInto(out, value) < 0) {
@@ -1167,6 +1284,8 @@ error:
 
 static PyMethodDef tj_methods[] = {
     {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
+    {"pool_info", tj_pool_info, METH_NOARGS, "pool_info() -> (blocks, bytes) kept for reuse"},
+    {"release_pool", tj_release_pool, METH_NOARGS, "release_pool(): free the kept blocks"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1177,6 +1296,9 @@ PyMODINIT_FUNC PyInit_tj_program(void)
 {
     import_array();
     if (PyType_Ready(&tj_program_type) < 0)
+        return NULL;
+    tj_pool_handler = PyCapsule_New(&tj_pool_handler_struct, "mem_handler", NULL);
+    if (tj_pool_handler == NULL)
         return NULL;
     return PyModule_Create(&tj_module);
 }

@@ -344,6 +344,32 @@ def test_alloc_and_shape_steps():
     assert str(got.value).split("created at")[0] == str(expected.value).split("created at")[0]
 
 
+def test_large_outputs_reuse_the_memory_of_freed_ones():
+    from tensorjit.plugins.c_backend.program import _interpreter
+
+    pool = _interpreter()
+    pool.release_pool()
+    x = T.vector("x")
+    f, g = both([x], T.exp(x) + 1)
+    big = RNG.standard_normal(1 << 18)  # 2 MiB: above the pool's 1 MiB threshold
+    first = f(big)
+    address = first.ctypes.data
+    assert first.flags.owndata and first.base is None
+    del first  # NumPy hands the block to the pool's free ...
+    assert pool.pool_info() == (1, big.nbytes)
+    second = f(big)  # ... and the next output of that size gets it back
+    assert second.ctypes.data == address and pool.pool_info() == (0, 0)
+    np.testing.assert_array_equal(second, g(big))
+    third = f(big)  # the second is alive: fresh memory
+    assert not np.shares_memory(second, third)
+    np.testing.assert_array_equal(third, second)
+    small = f(np.ones(8))  # small outputs never enter the pool
+    del small, second, third
+    assert pool.pool_info()[0] == 2
+    pool.release_pool()
+    assert pool.pool_info() == (0, 0)
+
+
 def _rnn(two_taps: bool):
     from tensorjit.scan import scan
 
