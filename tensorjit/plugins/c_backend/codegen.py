@@ -941,6 +941,16 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
     return "\n".join(lines) + "\n", cdef
 
 
+def _open_loops(lines: list[str], axes: range, ptr: str, indent: str) -> str:
+    """Appends nested loops over ``axes`` (lengths n<a>, byte strides st<a>), each moving
+    the pointer <ptr>_<a+1> = <ptr>_<a> + i<a> * st<a>; returns the innermost indent."""
+    for a in axes:
+        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        indent += "    "
+        lines.append(f"{indent}char *{ptr}_{a + 1} = {ptr}_{a} + i{a} * st{a};")
+    return indent
+
+
 def _reduce_columns(
     tin: str, tout: str, tacc: str, start: str, combine: str, acc_dtype: str,
     out_dtype: str, n_kept: int, ndim: int,
@@ -961,11 +971,7 @@ def _reduce_columns(
         "    int64_t o = 0;",
         "    char *b_0 = x;",
     ]
-    indent = "    "
-    for a in range(last):
-        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
-        indent += "    "
-        lines.append(f"{indent}char *b_{a + 1} = b_{a} + i{a} * st{a};")
+    indent = _open_loops(lines, range(last), "b", "    ")
     lines += [
         f"{indent}for (int64_t j0 = 0; j0 < n{last}; j0 += {chunk}) {{",
         f"{indent}    const int64_t len = n{last} - j0 < {chunk} ? n{last} - j0 : {chunk};",
@@ -973,11 +979,7 @@ def _reduce_columns(
         f"{indent}    const {tin} *first = (const {tin} *)c_{n_kept};",
     ]
     lines.append(f"{indent}    for (int64_t j = 0; j < len; j++) accs[j] = {start};")
-    inner = indent + "    "
-    for a in range(n_kept, ndim):
-        lines.append(f"{inner}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
-        inner += "    "
-        lines.append(f"{inner}char *c_{a + 1} = c_{a} + i{a} * st{a};")
+    inner = _open_loops(lines, range(n_kept, ndim), "c", indent + "    ")
     lines += [
         f"{inner}const {tin} *row = (const {tin} *)c_{ndim};",
         f"{inner}for (int64_t j = 0; j < len; j++) {{",
