@@ -199,13 +199,18 @@ def kernel_inputs(node: Apply) -> list[int]:
     return [0]
 
 
+def checks_class_indices(node: Apply) -> bool:
+    """Whether ``node``'s kernel reads class indices (its operand 1) that must be checked
+    against the row length first."""
+    return isinstance(node.op, SelectClass | SelectClassGrad)
+
+
 def program_plan(node: Apply) -> tuple[int, list[bool], bool, str, str]:
     """For whole-graph programs: (axis, which kernel operands have the row axis, the
     output last; whether operand 1 holds class indices; C source; cdef)."""
     axis, operands, body, ndim = _plan(node)
     source, cdef = _source(ndim, operands, body)
-    checks_classes = isinstance(node.op, SelectClass | SelectClassGrad)
-    return axis, [row for _, _, row in operands], checks_classes, source, cdef
+    return axis, [row for _, _, row in operands], checks_class_indices(node), source, cdef
 
 
 def factory(node: Apply) -> Run:
@@ -217,7 +222,7 @@ def factory(node: Apply) -> Run:
     perform = op.perform
     out_dtype = node.outputs[0].type.numpy_dtype
     name = type(op).__name__
-    checks_indices = isinstance(op, SelectClass | SelectClassGrad)
+    checks_indices = checks_class_indices(node)
     row_out = operands[-1][2]
     read = kernel_inputs(node)
 
