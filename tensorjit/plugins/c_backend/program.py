@@ -15,6 +15,7 @@ the per-node VM.
 from __future__ import annotations
 
 import pathlib
+import re
 import warnings
 from typing import Any
 
@@ -56,8 +57,18 @@ def whole_graph(plan: GraphPlan) -> Program | None:
     return interpreter.make(*tables.arguments())
 
 
+_LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)".*$', re.MULTILINE)
+
+
+def _source(name: str) -> str:
+    """A C file of this package with its local ``#include "..."`` lines replaced by the
+    files' text, so the compile cache's key covers every line that is compiled."""
+    text = pathlib.Path(__file__).with_name(name).read_text()
+    return _LOCAL_INCLUDE.sub(lambda match: _source(match.group(1)), text)
+
+
 def _interpreter() -> Any:
-    source = pathlib.Path(__file__).with_name("program.c").read_text()
+    source = _source("program.c")
     return compiler.load_extension(source, "tj_program", what="the whole-graph program runner")
 
 

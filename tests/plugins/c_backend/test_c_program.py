@@ -355,6 +355,7 @@ def test_large_outputs_reuse_the_memory_of_freed_ones():
     first = f(big)
     address = first.ctypes.data
     assert first.flags.owndata and first.base is None
+    assert address % 4096 == 0  # page-aligned: see output_pool.c
     del first  # NumPy hands the block to the pool's free ...
     assert pool.pool_info() == (1, big.nbytes)
     second = f(big)  # ... and the next output of that size gets it back
@@ -368,6 +369,21 @@ def test_large_outputs_reuse_the_memory_of_freed_ones():
     assert pool.pool_info()[0] == 2
     pool.release_pool()
     assert pool.pool_info() == (0, 0)
+
+
+@pytest.mark.parametrize("new_length", [1 << 19, 1 << 17, 3])
+def test_pool_arrays_resize_like_any_array(new_length):
+    # ndarray.resize reallocates through the memory handler that made the array: the
+    # pool's realloc moves between mapped and heap blocks and keeps the leading values.
+    x = T.vector("x")
+    f, _ = both([x], x * 2)
+    values = RNG.standard_normal(1 << 18)
+    out = f(values)
+    out.resize(new_length, refcheck=False)
+    kept = min(new_length, values.size)
+    np.testing.assert_array_equal(out[:kept], values[:kept] * 2)
+    out[:] = 1.0  # the whole new length is writable
+    assert out.sum() == new_length
 
 
 def _rnn(two_taps: bool):
