@@ -14,7 +14,7 @@ compiler vectorises, not libm calls (HELPERS).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -732,6 +732,57 @@ class _Emitter:
         return name, dtype
 
 
+# Whole cache lines stored without reading them first (non-temporal stores), on
+# x86-64; elsewhere plain stores. The destination is a line-aligned cache line.
+STREAM_STORES = """#define TJ_LINE_BYTES 64
+#if defined(__AVX__)
+#include <immintrin.h>
+static inline void tj_stream_line(void *dst, const void *src) {
+    const __m256i *s = (const __m256i *)src;
+    __m256i *d = (__m256i *)dst;
+    _mm256_stream_si256(d, _mm256_loadu_si256(s));
+    _mm256_stream_si256(d + 1, _mm256_loadu_si256(s + 1));
+}
+static inline void tj_stream_fence(void) { _mm_sfence(); }
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+static inline void tj_stream_line(void *dst, const void *src) {
+    const __m128i *s = (const __m128i *)src;
+    __m128i *d = (__m128i *)dst;
+    for (int k = 0; k < 4; k++) _mm_stream_si128(d + k, _mm_loadu_si128(s + k));
+}
+static inline void tj_stream_fence(void) { _mm_sfence(); }
+#else
+#include <string.h>
+static inline void tj_stream_line(void *dst, const void *src) { memcpy(dst, src, TJ_LINE_BYTES); }
+static inline void tj_stream_fence(void) {}
+#endif
+"""
+
+
+def _contiguous_operands(
+    ops: list, out_ptr: str, fresh_output: bool
+) -> tuple[list[str], Callable[[str], dict[str, str]]]:
+    """Declarations of the typed operand pointers (single elements read once) of a
+    contiguous loop, and a function giving each operand's load at an index."""
+    setup, at = [], {}
+    for name, dt, kind, _ in ops:
+        t = ctype(dt)
+        if kind == "scalar" and name != out_ptr:
+            setup.append(f"    const {t} s_{name} = *(const {t} *){name};")
+            at[name] = None
+        elif name == out_ptr:
+            restrict = " restrict" if fresh_output else ""
+            setup.append(f"    {t} *{restrict} p_{name} = ({t} *){name};")
+        else:
+            setup.append(f"    const {t} *p_{name} = (const {t} *){name};")
+
+    def load(index: str) -> dict[str, str]:
+        return {name: f"s_{name}" if name in at else f"p_{name}[{index}]" for name, *_ in ops}
+
+    return setup, load
+
+
 def elemwise_source(
     scalar_op: ScalarOp,
     in_dtypes: Sequence[str],
@@ -757,6 +808,7 @@ def elemwise_source(
     body = "\n".join(emitter.lines)
     lines = [
         PREAMBLE,
+        STREAM_STORES,
         *helper_sources(body),
         f"static inline {tout} tj_f({params}) {{",
         body,
@@ -772,23 +824,32 @@ def elemwise_source(
     def call(load: dict[str, str]) -> str:
         return "tj_f(" + ", ".join(load[f"d{i}"] for i in var) + ")"
 
-    # The contiguous entry point: one flat loop.
+    # The contiguous entry points: one flat loop; and the same loop storing whole cache
+    # lines with non-temporal stores, for outputs too large to keep cached (program.c
+    # picks it; an in-place kernel has none, its output was read anyway).
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
+    setup, load = _contiguous_operands(ops, out_ptr, inplace is None)
+    out_at = f"p_{out_ptr}"
     lines.append(f"void tj_contig(int64_t n, {sig}) {{")
-    load = {}
-    for name, dt, kind, _ in ops:
-        t = ctype(dt)
-        if kind == "scalar" and name != out_ptr:
-            lines.append(f"    const {t} s_{name} = *(const {t} *){name};")
-            load[name] = f"s_{name}"
-        elif name == out_ptr:
-            restrict = " restrict" if inplace is None else ""
-            lines.append(f"    {t} *{restrict} p_{name} = ({t} *){name};")
-            load[name] = f"p_{name}[i]"
-        else:
-            lines.append(f"    const {t} *p_{name} = (const {t} *){name};")
-            load[name] = f"p_{name}[i]"
-    lines.append(f"    for (int64_t i = 0; i < n; i++) p_{out_ptr}[i] = {call(load)};")
+    lines += setup
+    lines.append(f"    for (int64_t i = 0; i < n; i++) {out_at}[i] = {call(load('i'))};")
+    lines.append("}")
+    lines.append(f"void tj_contig_stream(int64_t n, {sig}) {{")
+    if inplace is None:
+        lines += setup
+        lines += [
+            "    int64_t i = 0;",
+            f"    enum {{ LINE = TJ_LINE_BYTES / sizeof({tout}) }};",
+            "    for (; i + LINE <= n; i += LINE) {",
+            f"        {tout} line[LINE];",
+            f"        for (int64_t k = 0; k < LINE; k++) line[k] = {call(load('i + k'))};",
+            f"        tj_stream_line({out_at} + i, line);",
+            "    }",
+            f"    for (; i < n; i++) {out_at}[i] = {call(load('i'))};",
+            "    tj_stream_fence();",
+        ]
+    else:
+        lines.append(f"    tj_contig(n, {', '.join(name for name, *_ in ops)});")
     lines.append("}")
 
     # The strided entry point: nested loops over byte strides.
@@ -852,6 +913,7 @@ def elemwise_source(
     stride_decl = "".join(", int64_t" for _ in ops for _ in range(ndim))
     cdef = (
         f"void tj_contig(int64_t, {ptr_decl});\n"
+        f"void tj_contig_stream(int64_t, {ptr_decl});\n"
         f"void tj_strided({shape_decl}{ptr_decl}{stride_decl});\n"
     )
     return "\n".join(lines) + "\n", cdef

@@ -60,6 +60,7 @@ def _elemwise_plan(node: Apply) -> tuple:
 # pointers and strides), for whole-graph programs (program.c) to call through pointers.
 UNIFORM_ELEMWISE_CDEF = (
     "void tj_contig_u(int64_t, char **);\n"
+    "void tj_contig_stream_u(int64_t, char **);\n"
     "void tj_strided_u(const int64_t *, char **, const int64_t *);\n"
 )
 UNIFORM_REDUCE_CDEF = "void tj_reduce_u(const int64_t *, char *, char *, const int64_t *);\n"
@@ -71,6 +72,7 @@ def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
     strides = "".join(f", s[{i}]" for i in range(n_ptrs * ndim))
     return (
         f"void tj_contig_u(int64_t n, char **p) {{ tj_contig(n, {ptrs}); }}\n"
+        f"void tj_contig_stream_u(int64_t n, char **p) {{ tj_contig_stream(n, {ptrs}); }}\n"
         "void tj_strided_u(const int64_t *n, char **p, const int64_t *s) "
         f"{{ (void)n; (void)s; tj_strided({shape}{ptrs}{strides}); }}\n"
     )

@@ -6,7 +6,7 @@
  * which the kernel zeroes on first touch (for 10^7 doubles that costs about as much as
  * the computation). The arrays own their data as usual; NumPy calls the handler's free
  * when they die. Blocks are matched by exact size; at most TJ_POOL_BLOCKS blocks and
- * TJ_POOL_BYTES bytes are kept; the GIL serialises all of it.
+ * TJ_POOL_BYTES bytes are kept, the most recently freed; the GIL serialises all of it.
  *
  * Large blocks are mapped by themselves, aligned to 2 MiB and marked for transparent
  * huge pages: a kernel streaming through an output of several MiB then misses the TLB
@@ -37,8 +37,10 @@ _Static_assert(sizeof(tj_block_header) <= TJ_HEADER, "header too large");
 static struct {
     void *ptr;
     size_t size;
+    unsigned long long age; /* tj_pool_clock when kept */
 } tj_pool[TJ_POOL_BLOCKS];
 static size_t tj_pool_bytes;
+static unsigned long long tj_pool_clock;
 static PyObject *tj_pool_handler; /* the "mem_handler" capsule, never freed */
 
 static tj_block_header *tj_header(void *data)
@@ -145,6 +147,9 @@ static void *tj_pool_realloc(void *ctx, void *block, size_t size)
     return moved;
 }
 
+/* Keeps a freed mapped block, evicting the longest-kept ones to make room: the block
+   freed last is the likeliest to be asked for next (a loop's sizes recur; sizes seen
+   once must not hold the pool). */
 static void tj_pool_free(void *ctx, void *block, size_t size)
 {
     (void)ctx;
@@ -152,15 +157,29 @@ static void tj_pool_free(void *ctx, void *block, size_t size)
     if (block == NULL)
         return;
     tj_block_header *header = tj_header(block);
-    if (header->kind == TJ_BLOCK_MAPPED && tj_pool_bytes + header->size <= TJ_POOL_BYTES)
-        for (int i = 0; i < TJ_POOL_BLOCKS; i++)
-            if (tj_pool[i].ptr == NULL) {
-                tj_pool[i].ptr = block;
-                tj_pool[i].size = header->size;
-                tj_pool_bytes += header->size;
-                return;
-            }
-    tj_block_release(block);
+    if (header->kind != TJ_BLOCK_MAPPED || header->size > TJ_POOL_BYTES) {
+        tj_block_release(block);
+        return;
+    }
+    for (;;) {
+        int empty = -1, oldest = -1;
+        for (int i = 0; i < TJ_POOL_BLOCKS; i++) {
+            if (tj_pool[i].ptr == NULL)
+                empty = i;
+            else if (oldest < 0 || tj_pool[i].age < tj_pool[oldest].age)
+                oldest = i;
+        }
+        if (empty >= 0 && tj_pool_bytes + header->size <= TJ_POOL_BYTES) {
+            tj_pool[empty].ptr = block;
+            tj_pool[empty].size = header->size;
+            tj_pool[empty].age = ++tj_pool_clock;
+            tj_pool_bytes += header->size;
+            return;
+        }
+        tj_block_release(tj_pool[oldest].ptr);
+        tj_pool_bytes -= tj_pool[oldest].size;
+        tj_pool[oldest].ptr = NULL;
+    }
 }
 
 static PyDataMem_Handler tj_pool_handler_struct = {

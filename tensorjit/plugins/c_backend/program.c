@@ -63,7 +63,7 @@ typedef struct {
 
 typedef struct {
     int kind;
-    void *fn[4];                 /* elemwise: contiguous, strided; reduce, rowwise: the
+    void *fn[4];                 /* elemwise: contiguous, strided, streaming; reduce, rowwise: the
                                     kernel; BLAS: gemm, gemv, ger, dot (TJ_FN_*) */
     int n_ops, ops[TJ_MAXOPS];   /* operand slots; rowwise: the value giving the shape,
                                     then the kernel's inputs; alloc: value, lengths */
@@ -85,6 +85,7 @@ typedef struct {
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
     int destroys;                /* overwrites a value this call did not create */
+    int streams;                 /* elemwise: the output is the program's: may stream */
     int n_free, *free_slots;     /* slots dead after this step */
 } tj_step;
 
@@ -153,6 +154,8 @@ static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
     return 1;
 }
 
+#include "streaming.c" /* tj_streams, set_stream_threshold */
+
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
 static int tj_elemwise(const tj_step *s, PyObject **v)
 {
@@ -214,7 +217,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
     npy_intp size = PyArray_SIZE(out);
     PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
     if (fast) {
-        ((tj_contig_fn)s->fn[0])(size, ptrs);
+        ((tj_contig_fn)s->fn[tj_streams(s, n, a, out) ? 2 : 0])(size, ptrs);
     } else {
         int n_all = s->target < 0 ? n + 1 : n;
         for (j = 0; j < n_all; j++) {
@@ -1162,6 +1165,9 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         goto error;
     if (tj_ints(outputs, p->outputs, p->n_outputs, "output slots") != p->n_outputs)
         goto error;
+    for (int k = 0; k < p->n_steps; k++)
+        for (int i = 0; i < p->n_outputs; i++)
+            p->steps[k].streams |= p->steps[k].out == p->outputs[i];
     tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);
     if (program == NULL)
         goto error;
@@ -1178,6 +1184,8 @@ static PyMethodDef tj_methods[] = {
     {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
     {"pool_info", tj_pool_info, METH_NOARGS, "pool_info() -> (blocks, bytes) kept for reuse"},
     {"release_pool", tj_release_pool, METH_NOARGS, "release_pool(): free the kept blocks"},
+    {"set_stream_threshold", tj_set_stream_threshold, METH_O,
+     "set_stream_threshold(bytes) -> previous: outputs of steps touching this much stream"},
     {NULL, NULL, 0, NULL},
 };
 

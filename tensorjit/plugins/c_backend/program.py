@@ -69,7 +69,29 @@ def _source(name: str) -> str:
 
 def _interpreter() -> Any:
     source = _source("program.c")
-    return compiler.load_extension(source, "tj_program", what="the whole-graph program runner")
+    module = compiler.load_extension(source, "tj_program", what="the whole-graph program runner")
+    if not hasattr(module, "configured"):  # once per build (config cflags make their own)
+        # Outputs of steps touching at least half the last-level cache stream past it.
+        module.set_stream_threshold(last_level_cache_bytes() // 2)
+        module.configured = True
+    return module
+
+
+def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of this CPU's largest cache, from Linux's sysfs (32 MiB if unknown:
+    sysconf's figure is the host's in some virtual machines)."""
+    sizes = []
+    for index in pathlib.Path(cpu).glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        if text[:-1].isdigit() and text[-1] in units:
+            sizes.append(int(text[:-1]) * units[text[-1]])
+        elif text.isdigit():
+            sizes.append(int(text))
+    return max(sizes, default=32 << 20)
 
 
 def _typenum(var: Variable) -> int:
@@ -200,7 +222,8 @@ class _Tables:
         operands = [i for i, kind in enumerate(kinds) if kind != "const"]
         if len(operands) + 1 > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
             raise Unsupported(f"{node.op}: {len(operands)} operands")
-        contig, strided = self._load(node, ("tj_contig_u", "tj_strided_u"), source, cdef)
+        functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u")
+        entries = self._load(node, functions, source, cdef)
         ops = [self._slot(node.inputs[i]) for i in operands]
         masks = [sum(1 << a for a, b in enumerate(bcast[i]) if b) for i in operands]
         full = [int(kinds[i] == "full") for i in operands]
@@ -212,7 +235,7 @@ class _Tables:
             self.roots[out] = root
             destroys = int(root.owner is None)  # an input's, a shared or a constant's
         slot = self._new_slot(out)
-        return (ELEMWISE, [contig, strided], ops, masks, full, target, slot, _typenum(out),
+        return (ELEMWISE, entries, ops, masks, full, target, slot, _typenum(out),
                 ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
 
     def _reduce(self, node: Apply) -> tuple:

@@ -371,6 +371,49 @@ def test_large_outputs_reuse_the_memory_of_freed_ones():
     assert pool.pool_info() == (0, 0)
 
 
+def test_pool_keeps_the_latest_freed_blocks_when_full():
+    from tensorjit.plugins.c_backend.program import _interpreter
+
+    pool = _interpreter()
+    pool.release_pool()
+    x = T.vector("x")
+    f, _ = both([x], x + 1)
+    sizes = [(1 << 17) + k for k in range(6)]  # six sizes above 1 MiB, each freed once
+    for n in sizes:
+        f(np.ones(n))
+    assert pool.pool_info() == (4, 8 * sum(sizes[-4:]))  # the four freed last
+    address = None
+    for _ in range(3):  # a loop's size keeps its block
+        out = f(np.ones(sizes[0]))
+        assert address in (None, out.ctypes.data)
+        address = out.ctypes.data
+        del out
+    pool.release_pool()
+
+
+@pytest.fixture
+def streaming_always():
+    """Every program output streams (non-temporal stores) whatever its size."""
+    from tensorjit.plugins.c_backend.program import _interpreter
+
+    previous = _interpreter().set_stream_threshold(1)
+    yield
+    _interpreter().set_stream_threshold(previous)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 1000, (1 << 20) + 3])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "int64"])
+def test_streamed_outputs_agree_with_the_per_node_kernels(streaming_always, n, dtype):
+    # Lengths around a cache line's worth of elements exercise the tail loop; the last
+    # length comes from the pool (line-aligned, so it streams), the others from NumPy.
+    a, b = T.tensor(dtype, shape=(None,), name="a"), T.tensor(dtype, shape=(None,), name="b")
+    s = T.tensor(dtype, shape=(), name="s")
+    outputs = [a * 2 + b * s, a + 1, (a * b).astype("float64"), a.sum() * b]
+    f, g = both([a, b, s], outputs)
+    values = (RNG.standard_normal((2, n)) * 10).astype(dtype)
+    agree(f, g, values[0], values[1], np.asarray(3, dtype))
+
+
 @pytest.mark.parametrize("new_length", [1 << 19, 1 << 17, 3])
 def test_pool_arrays_resize_like_any_array(new_length):
     # ndarray.resize reallocates through the memory handler that made the array: the
