@@ -732,29 +732,44 @@ class _Emitter:
         return name, dtype
 
 
-# Whole cache lines stored without reading them first (non-temporal stores), on
-# x86-64; elsewhere plain stores. The destination is a line-aligned cache line.
+# Whole cache lines stored without reading them first (non-temporal stores) on x86-64,
+# through compiler builtins: <immintrin.h> alone would add 0.2 s to every kernel's
+# compile. Elsewhere, plain stores. The destination is a line-aligned cache line.
 STREAM_STORES = """#define TJ_LINE_BYTES 64
-#if defined(__AVX__)
-#include <immintrin.h>
+#if defined(__x86_64__) && defined(__clang__)
+typedef long long tj_line_part __attribute__((vector_size(16)));
 static inline void tj_stream_line(void *dst, const void *src) {
-    const __m256i *s = (const __m256i *)src;
-    __m256i *d = (__m256i *)dst;
-    _mm256_stream_si256(d, _mm256_loadu_si256(s));
-    _mm256_stream_si256(d + 1, _mm256_loadu_si256(s + 1));
+    for (int k = 0; k < 4; k++) {
+        tj_line_part part;
+        __builtin_memcpy(&part, (const char *)src + 16 * k, 16);
+        __builtin_nontemporal_store(part, (tj_line_part *)dst + k);
+    }
 }
-static inline void tj_stream_fence(void) { _mm_sfence(); }
-#elif defined(__SSE2__)
-#include <emmintrin.h>
+static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
+#elif defined(__x86_64__) && defined(__GNUC__) && defined(__AVX__)
+typedef long long tj_line_part __attribute__((vector_size(32)));
 static inline void tj_stream_line(void *dst, const void *src) {
-    const __m128i *s = (const __m128i *)src;
-    __m128i *d = (__m128i *)dst;
-    for (int k = 0; k < 4; k++) _mm_stream_si128(d + k, _mm_loadu_si128(s + k));
+    for (int k = 0; k < 2; k++) {
+        tj_line_part part;
+        __builtin_memcpy(&part, (const char *)src + 32 * k, 32);
+        __builtin_ia32_movntdq256((tj_line_part *)dst + k, part);
+    }
 }
-static inline void tj_stream_fence(void) { _mm_sfence(); }
+static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
+#elif defined(__x86_64__) && defined(__GNUC__)
+typedef long long tj_line_part __attribute__((vector_size(16)));
+static inline void tj_stream_line(void *dst, const void *src) {
+    for (int k = 0; k < 4; k++) {
+        tj_line_part part;
+        __builtin_memcpy(&part, (const char *)src + 16 * k, 16);
+        __builtin_ia32_movntdq((tj_line_part *)dst + k, part);
+    }
+}
+static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
 #else
-#include <string.h>
-static inline void tj_stream_line(void *dst, const void *src) { memcpy(dst, src, TJ_LINE_BYTES); }
+static inline void tj_stream_line(void *dst, const void *src) {
+    __builtin_memcpy(dst, src, TJ_LINE_BYTES);
+}
 static inline void tj_stream_fence(void) {}
 #endif
 """

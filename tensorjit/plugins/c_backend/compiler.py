@@ -376,35 +376,39 @@ def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, .
         return found
 
 
-def prebuild(sources: list[tuple[str, str]]) -> int:
-    """Build the cache entries of these (source, what) pairs that are neither loaded nor
-    on disk, several compiler processes at once; returns how many were built. A build
-    that fails here is left to ``load``, which reports it."""
+def prebuild(sources: list[tuple]) -> int:
+    """Build the cache entries of these (source, what) or (source, what, extra flags)
+    entries that are neither loaded nor on disk, several compiler processes at once;
+    returns how many were built. A build that fails here is left to ``load``, which
+    reports it."""
     directory = cache_dir()
-    todo: dict[str, tuple[str, str]] = {}
-    for source, what in sources:
-        key = cache_key(source)
+    todo: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+    for source, what, *flags in sources:
+        extra_flags = tuple(flags[0]) if flags else ()
+        key = cache_key(source, extra_flags)
         if key not in _loaded and key not in todo:
             if not os.path.exists(os.path.join(directory, f"{key}.so")):
-                todo[key] = (source, what)
+                todo[key] = (source, what, extra_flags)
     if len(todo) < 2:
         return 0  # load() builds a single entry just as fast
     os.makedirs(directory, exist_ok=True)
 
-    def build(item: tuple[str, tuple[str, str]]) -> int:
-        key, (source, what) = item
+    def build(item: tuple[str, tuple[str, str, tuple[str, ...]]]) -> int:
+        key, (source, what, extra_flags) = item
         with _key_lock(os.path.join(directory, f"{key}.lock")):
             if os.path.exists(os.path.join(directory, f"{key}.so")):
                 return 0  # another process built it meanwhile
             try:
-                _build(source, directory, key, what)
+                _build(source, directory, key, what, extra_flags)
             except CCompileError:
                 return 0
             return 1
 
+    # The longest builds first (the program runner), so they do not finish last alone.
+    order = sorted(todo.items(), key=lambda item: -len(item[1][0]))
     workers = min(len(todo), os.cpu_count() or 1, 8)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return sum(pool.map(build, todo.items()))
+        return sum(pool.map(build, order))
 
 
 def clear_memory_cache() -> None:

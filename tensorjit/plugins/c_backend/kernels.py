@@ -248,9 +248,10 @@ def sources(node: Apply) -> list[tuple[str, str]]:
     return []
 
 
-def prepare(nodes: list[Apply]) -> None:
-    """Build every kernel these nodes need before their factories load them one by one."""
-    wanted = []
+def prepare(nodes: list[Apply], extra: list[tuple] = ()) -> None:
+    """Build every kernel these nodes need, and the ``extra`` entries (see
+    ``compiler.prebuild``), before their factories load them one by one."""
+    wanted = list(extra)
     for node in nodes:
         try:
             wanted.extend(sources(node))

@@ -43,9 +43,9 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
 
 
 def _prepare(nodes: list) -> None:
-    from tensorjit.plugins.c_backend.kernels import prepare
+    from tensorjit.plugins.c_backend import kernels, program
 
-    prepare(nodes)
+    kernels.prepare(nodes, extra=program.prebuild_entries())
 
 
 def _whole_graph(plan):

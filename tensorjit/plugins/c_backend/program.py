@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.compile.program import GraphPlan, Program
+from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
 from tensorjit.plugins.c_backend import blas, compiler, kernels, rowwise
@@ -67,9 +68,20 @@ def _source(name: str) -> str:
     return _LOCAL_INCLUDE.sub(lambda match: _source(match.group(1)), text)
 
 
+RUNNER = "the whole-graph program runner"
+
+
+def prebuild_entries() -> list[tuple]:
+    """The program runner as an entry for ``compiler.prebuild``, when functions may
+    become programs: built alongside the kernels instead of after them."""
+    if not config.whole_graph or compiler.extension_unavailable_reason() is not None:
+        return []
+    return [(_source("program.c"), RUNNER, compiler.extension_flags())]
+
+
 def _interpreter() -> Any:
     source = _source("program.c")
-    module = compiler.load_extension(source, "tj_program", what="the whole-graph program runner")
+    module = compiler.load_extension(source, "tj_program", what=RUNNER)
     if not hasattr(module, "configured"):  # once per build (config cflags make their own)
         # Outputs of steps touching at least half the last-level cache stream past it.
         module.set_stream_threshold(last_level_cache_bytes() // 2)

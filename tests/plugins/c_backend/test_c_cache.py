@@ -223,11 +223,12 @@ def test_a_functions_kernels_are_built_together_before_loading(tmp_path, monkeyp
     monkeypatch.setattr(compiler, "prebuild", lambda s: batches.append(real(s)) or batches[-1])
     a = T.matrix("a")
     outputs = [T.exp(a) + 1, T.sin(a) * 2, a.sum(axis=0), T.argmax(a, axis=1)]
-    # (whole_graph off: the program runner would be a fifth entry, built on its own)
-    with tensorjit.config.change_flags(compiledir=str(tmp_path), whole_graph=False):
+    with tensorjit.config.change_flags(compiledir=str(tmp_path)):
         f = tensorjit.function([a], outputs)
-    assert batches == [4]  # one batch: the four kernels built by parallel compiler runs
-    assert len(entries(tmp_path)[0]) == 4
+    # One batch: the four kernels and the program runner, by parallel compiler runs.
+    assert batches == [5]
+    assert len(entries(tmp_path)[0]) == 5
+    assert f._program is not None
     value = np.arange(6.0).reshape(2, 3)
     got = f(value)
     np.testing.assert_allclose(got[0], np.exp(value) + 1)
