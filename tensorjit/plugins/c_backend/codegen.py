@@ -776,24 +776,33 @@ static inline void tj_stream_fence(void) {}
 
 
 def _contiguous_operands(
-    ops: list, out_ptr: str, fresh_output: bool
+    ops: list,
+    out_ptr: str,
+    single: set[str],
+    restrict: bool,
+    base: Callable[[str], str] = lambda name: name,
+    indent: str = "    ",
 ) -> tuple[list[str], Callable[[str], dict[str, str]]]:
-    """Declarations of the typed operand pointers (single elements read once) of a
-    contiguous loop, and a function giving each operand's load at an index."""
-    setup, at = [], {}
-    for name, dt, kind, _ in ops:
-        t = ctype(dt)
-        if kind == "scalar" and name != out_ptr:
-            setup.append(f"    const {t} s_{name} = *(const {t} *){name};")
-            at[name] = None
+    """Declarations of the typed operand pointers of a loop over contiguous elements
+    (operands in ``single`` hold one element, read once; each starts at ``base(name)``),
+    and a function giving each operand's load at an index."""
+    setup = []
+    for name, dt, *_ in ops:
+        t, start = ctype(dt), base(name)
+        if name in single and name != out_ptr:
+            setup.append(f"{indent}const {t} s_{name} = *(const {t} *){start};")
         elif name == out_ptr:
-            restrict = " restrict" if fresh_output else ""
-            setup.append(f"    {t} *{restrict} p_{name} = ({t} *){name};")
+            setup.append(
+                f"{indent}{t} *{'restrict ' if restrict else ''}p_{name} = ({t} *){start};"
+            )
         else:
-            setup.append(f"    const {t} *p_{name} = (const {t} *){name};")
+            setup.append(f"{indent}const {t} *p_{name} = (const {t} *){start};")
 
     def load(index: str) -> dict[str, str]:
-        return {name: f"s_{name}" if name in at else f"p_{name}[{index}]" for name, *_ in ops}
+        return {
+            name: f"s_{name}" if name in single and name != out_ptr else f"p_{name}[{index}]"
+            for name, *_ in ops
+        }
 
     return setup, load
 
@@ -843,7 +852,8 @@ def elemwise_source(
     # lines with non-temporal stores, for outputs too large to keep cached (program.c
     # picks it; an in-place kernel has none, its output was read anyway).
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
-    setup, load = _contiguous_operands(ops, out_ptr, inplace is None)
+    scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
+    setup, load = _contiguous_operands(ops, out_ptr, scalars, restrict=inplace is None)
     out_at = f"p_{out_ptr}"
     lines.append(f"void tj_contig(int64_t n, {sig}) {{")
     lines += setup
@@ -894,20 +904,17 @@ def elemwise_source(
         moving = [(n, dt) for n, dt, _, b in ops if not b[a]]
         check = " && ".join(f"st_{n}_{a} == sizeof({ctype(dt)})" for n, dt in moving) or "1"
         lines.append(f"{indent}if ({check}) {{")
-        load = {}
-        for name, dt, _, b in ops:
-            t = ctype(dt)
-            if b[a] and name != out_ptr:
-                lines.append(f"{indent}    const {t} s_{name} = *(const {t} *)b_{name}_{last};")
-                load[name] = f"s_{name}"
-            elif name == out_ptr:
-                lines.append(f"{indent}    {t} *p_{name} = ({t} *)b_{name}_{last};")
-                load[name] = f"p_{name}[i]"
-            else:
-                lines.append(f"{indent}    const {t} *p_{name} = (const {t} *)b_{name}_{last};")
-                load[name] = f"p_{name}[i]"
+        setup, load = _contiguous_operands(
+            ops,
+            out_ptr,
+            {name for name, _, _, b in ops if b[a]},
+            restrict=False,
+            base=lambda name: f"b_{name}_{last}",
+            indent=indent + "    ",
+        )
+        lines += setup
         lines.append(
-            f"{indent}    for (int64_t i = 0; i < n{a}; i++) p_{out_ptr}[i] = {call(load)};"
+            f"{indent}    for (int64_t i = 0; i < n{a}; i++) {out_at}[i] = {call(load('i'))};"
         )
         lines.append(f"{indent}}} else {{")
         load = {}
