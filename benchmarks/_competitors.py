@@ -136,17 +136,6 @@ _ROUTINES = [
 ]
 
 
-def numpy_openblas() -> Path | None:
-    """The OpenBLAS bundled in NumPy's wheel (ILP64: 64-bit integers, ``scipy_*_64_``
-    names), the BLAS tensorjit's C backend calls by default."""
-    spec = importlib.util.find_spec("numpy")
-    if spec is None or spec.origin is None:
-        return None
-    libs = Path(spec.origin).parent.parent / "numpy.libs"
-    candidates = sorted(libs.glob("libscipy_openblas64_*.so*"))
-    return candidates[0] if candidates else None
-
-
 def _forwarder_source(ilp64: bool) -> str:
     """Plain Fortran names (``dgemm_``, 32-bit integers, as PyTensor's C code calls them)
     forwarding to the prefixed OpenBLAS routines; for an ILP64 OpenBLAS the integers
@@ -178,9 +167,11 @@ def build_blas_forwarder() -> tuple[Path, Path]:
     """Compile (once, cached) ``lib<FORWARDER_NAME>.so`` forwarding ``dgemm_`` etc. to the
     OpenBLAS tensorjit uses (NumPy's bundled one, else SciPy's); returns (the
     forwarder's directory, the OpenBLAS it links)."""
-    target = numpy_openblas()
-    ilp64 = target is not None
-    target = target or scipy_openblas()
+    from tensorjit.plugins.c_backend import blas  # imports NumPy: after limit_threads()
+
+    used = blas.provider()
+    ilp64 = used.ilp64
+    target = Path(used.where) if used.name == "numpy" else scipy_openblas()
     if target is None:
         raise RuntimeError("no bundled OpenBLAS found (numpy.libs/, scipy.libs/)")
     source = _forwarder_source(ilp64)

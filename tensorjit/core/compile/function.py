@@ -252,14 +252,7 @@ class Function:
         for k, copy in enumerate(self._copy_plan):
             if copy:
                 values[k] = self.fgraph.outputs[k].type.copy_value(values[k])
-        n_out = len(self.outputs)
-        n_shared = len(self._updated_shared)
-        # Updates are applied after every output is computed, as if simultaneously.
-        for shared, value in zip(self._updated_shared, values[n_out : n_out + n_shared]):
-            shared.storage[0] = value
-        for i, value in zip(self._updated_inputs, values[n_out + n_shared :]):
-            self.defaults[i] = value
-        outputs = values[:n_out]
+        outputs = self._store_updates(values)
         if self.unpack_single:
             return outputs[0]
         return outputs
@@ -271,12 +264,21 @@ class Function:
             return None
         return getattr(self._program, "loop", None)
 
-    def _finish_program_call(self, values: list[Any]) -> Any:
+    def _store_updates(self, values: list[Any]) -> list[Any]:
+        """Stores the updates' values, which follow the outputs in ``values`` (shared
+        variables' first, then updated inputs'), and returns the outputs. Every output
+        is computed before any update is stored: they happen as if simultaneously."""
         n_out = self._n_outputs
+        n_shared = len(self._updated_shared)
+        for shared, value in zip(self._updated_shared, values[n_out : n_out + n_shared]):
+            shared.storage[0] = value
+        for i, value in zip(self._updated_inputs, values[n_out + n_shared :]):
+            self.defaults[i] = value
+        return values[:n_out]
+
+    def _finish_program_call(self, values: list[Any]) -> Any:
         if self._updated_shared:
-            for shared, value in zip(self._updated_shared, values[n_out:]):
-                shared.storage[0] = value
-            del values[n_out:]
+            values = self._store_updates(values)
         return values[0] if self.unpack_single else values
 
     def call_trusted(
@@ -292,11 +294,8 @@ class Function:
         program = self._program  # its outputs are new arrays: no borrowed buffer to spare
         if program is not None:
             results = program(values)
-            if results is not None:
-                n_out = self._n_outputs
-                for shared, value in zip(self._updated_shared, results[n_out:]):
-                    shared.storage[0] = value
-                return results[:n_out]
+            if results is not None:  # without updates: exactly the outputs
+                return self._store_updates(results) if self._updated_shared else results
         for cell, value in zip(self._input_cells, values):
             cell[0] = value
         if self._borrowed_output_cells:
@@ -311,10 +310,7 @@ class Function:
                 cell[0] = None
             for cell in self._computed_output_cells:
                 cell[0] = None
-        n_out = len(self.outputs)
-        for shared, value in zip(self._updated_shared, results[n_out:]):
-            shared.storage[0] = value
-        return results[:n_out]
+        return self._store_updates(results)
 
     def _release_borrowed_buffers(self, values: Sequence[Any]) -> None:
         """An Out(borrow=True) buffer that comes back as an argument (a loop's carried
