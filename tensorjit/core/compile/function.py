@@ -103,6 +103,7 @@ class Function:
         # Per-function defaults: In(update=...) replaces them after each call.
         self.defaults = [inp.value for inp in inputs]
         self._updated_inputs = [i for i, inp in enumerate(inputs) if inp.update is not None]
+        self._has_updates = bool(self._updated_shared or self._updated_inputs)
 
         storage: dict[Variable, list] = {}
         for var, shared in zip(fgraph.inputs[n_in:], shared_inputs):
@@ -277,7 +278,7 @@ class Function:
         return values[:n_out]
 
     def _finish_program_call(self, values: list[Any]) -> Any:
-        if self._updated_shared:
+        if self._has_updates:
             values = self._store_updates(values)
         return values[0] if self.unpack_single else values
 
@@ -295,7 +296,7 @@ class Function:
         if program is not None:
             results = program(values)
             if results is not None:  # without updates: exactly the outputs
-                return self._store_updates(results) if self._updated_shared else results
+                return self._store_updates(results) if self._has_updates else results
         for cell, value in zip(self._input_cells, values):
             cell[0] = value
         if self._borrowed_output_cells:

@@ -145,3 +145,29 @@ def test_a_borrowed_output_passed_back_as_input_is_not_overwritten_while_read():
     np.testing.assert_allclose(f(state), expected)
     state = f(np.array([0.0, 1.0]))
     np.testing.assert_allclose(f.call_trusted([state])[0], expected)
+
+
+def test_call_trusted_stores_every_update_like_a_call():
+    # Shared variables' updates and In(update=...) both land, after the outputs.
+    x, acc = T.vector("x"), T.vector("acc")
+    total = shared(np.zeros(2), name="total")
+    f = function(
+        [x, In(acc, value=np.zeros(2), update=acc + x)],
+        acc * 1,
+        updates=[(total, total + x)],
+    )
+    step = np.array([1.0, 2.0])
+    (first,) = f.call_trusted([step, np.zeros(2)])
+    np.testing.assert_array_equal(first, [0.0, 0.0])  # outputs see the old values
+    np.testing.assert_array_equal(total.get_value(), step)
+    np.testing.assert_array_equal(f(step), step)  # the input's default was updated
+    np.testing.assert_array_equal(total.get_value(), 2 * step)
+
+
+def test_call_trusted_stores_input_updates_without_shared_ones():
+    x, acc = T.vector("x"), T.vector("acc")
+    f = function([x, In(acc, value=np.zeros(2), update=acc + x)], acc * 2)
+    outputs = f.call_trusted([np.ones(2), np.full(2, 3.0)])
+    assert len(outputs) == 1
+    np.testing.assert_array_equal(outputs[0], [6.0, 6.0])
+    np.testing.assert_array_equal(f(np.ones(2)), [8.0, 8.0])  # default became 3 + 1
