@@ -30,6 +30,18 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
     return parse
 
 
+def _auto_or_bytes(value: Any) -> str | int:
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise ValueError(f"expected 'auto' or a number of bytes >= 0, got {value!r}")
+    return number
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -80,6 +92,14 @@ _OPTIONS = [
         "BLAS of the C backend's products: 'numpy' (the OpenBLAS NumPy's wheel bundles), "
         "'scipy' (scipy.linalg.cython_blas), 'auto' (NumPy's if it has one, else SciPy's)",
         _choice("auto", "numpy", "scipy"),
+    ),
+    ConfigOption(
+        "stream_min_bytes",
+        "auto",
+        "a compiled program's elementwise outputs are written with non-temporal stores "
+        "when their step touches at least this many bytes: 'auto' (half the last-level "
+        "cache), a number, or 0 (never)",
+        _auto_or_bytes,
     ),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption(

@@ -85,7 +85,7 @@ typedef struct {
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
     int destroys;                /* overwrites a value this call did not create */
-    int streams;                 /* elemwise: the output is the program's: may stream */
+    size_t stream_min_bytes;     /* elemwise: see streaming.c */
     int n_free, *free_slots;     /* slots dead after this step */
 } tj_step;
 
@@ -154,7 +154,7 @@ static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
     return 1;
 }
 
-#include "streaming.c" /* tj_streams, set_stream_threshold */
+#include "streaming.c" /* tj_streams */
 
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
 static int tj_elemwise(const tj_step *s, PyObject **v)
@@ -962,9 +962,28 @@ done:
 
 static void tj_program_dealloc(PyObject *self);
 
+/* stream_thresholds() -> per step, the bytes from which its output streams (0: never). */
+static PyObject *tj_stream_thresholds(PyObject *self, PyObject *args)
+{
+    (void)args;
+    const tj_program *p = ((tj_program_object *)self)->p;
+    PyObject *list = PyList_New(p->n_steps);
+    for (int k = 0; list != NULL && k < p->n_steps; k++) {
+        PyObject *bytes = PyLong_FromSize_t(p->steps[k].stream_min_bytes);
+        if (bytes == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, bytes);
+    }
+    return list;
+}
+
 static PyMethodDef tj_program_methods[] = {
     {"loop", tj_loop, METH_VARARGS,
      "loop(n_steps, sequences, taps, carries, non_sequences, n_mit, n_nit)"},
+    {"stream_thresholds", tj_stream_thresholds, METH_NOARGS,
+     "stream_thresholds() -> per step, the bytes from which its output streams (0: never)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1113,10 +1132,12 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     tj_program *p = PyMem_Calloc(1, sizeof(tj_program));
     if (p == NULL)
         return PyErr_NoMemory();
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!O", &p->n_slots, &PyList_Type, &inputs,
+    unsigned long long stream_min_bytes;
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK", &p->n_slots, &PyList_Type, &inputs,
                           &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
                           &const_slots, &PyList_Type, &consts, &PyList_Type, &steps,
-                          &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep))
+                          &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep,
+                          &stream_min_bytes))
         goto error;
     Py_INCREF(notes);
     p->notes = notes;
@@ -1167,7 +1188,8 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         goto error;
     for (int k = 0; k < p->n_steps; k++)
         for (int i = 0; i < p->n_outputs; i++)
-            p->steps[k].streams |= p->steps[k].out == p->outputs[i];
+            if (p->steps[k].out == p->outputs[i])
+                p->steps[k].stream_min_bytes = (size_t)stream_min_bytes;
     tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);
     if (program == NULL)
         goto error;
@@ -1184,8 +1206,6 @@ static PyMethodDef tj_methods[] = {
     {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
     {"pool_info", tj_pool_info, METH_NOARGS, "pool_info() -> (blocks, bytes) kept for reuse"},
     {"release_pool", tj_release_pool, METH_NOARGS, "release_pool(): free the kept blocks"},
-    {"set_stream_threshold", tj_set_stream_threshold, METH_O,
-     "set_stream_threshold(bytes) -> previous: outputs of steps touching this much stream"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ the per-node VM.
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 import warnings
@@ -81,14 +82,17 @@ def prebuild_entries() -> list[tuple]:
 
 def _interpreter() -> Any:
     source = _source("program.c")
-    module = compiler.load_extension(source, "tj_program", what=RUNNER)
-    if not hasattr(module, "configured"):  # once per build (config cflags make their own)
-        # Outputs of steps touching at least half the last-level cache stream past it.
-        module.set_stream_threshold(last_level_cache_bytes() // 2)
-        module.configured = True
-    return module
+    return compiler.load_extension(source, "tj_program", what=RUNNER)
 
 
+def stream_min_bytes() -> int:
+    """Config ``stream_min_bytes`` in bytes: by default, outputs of steps touching at
+    least half the last-level cache stream past it (see streaming.c)."""
+    chosen = config.stream_min_bytes
+    return last_level_cache_bytes() // 2 if chosen == "auto" else chosen
+
+
+@functools.cache
 def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
     """The size of this CPU's largest cache, from Linux's sysfs (32 MiB if unknown:
     sysconf's figure is the host's in some virtual machines)."""
@@ -165,6 +169,7 @@ class _Tables:
             self.outputs,
             tuple(self.notes),
             tuple(self.keep),
+            stream_min_bytes(),
         )
 
     def _value_spec(self, var: Variable) -> tuple[int, int, list[int]]:

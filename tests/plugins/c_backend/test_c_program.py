@@ -391,25 +391,38 @@ def test_pool_keeps_the_latest_freed_blocks_when_full():
     pool.release_pool()
 
 
-@pytest.fixture
-def streaming_always():
-    """Every program output streams (non-temporal stores) whatever its size."""
-    from tensorjit.plugins.c_backend.program import _interpreter
+def test_only_output_steps_stream_from_the_configured_size():
+    from tensorjit.plugins.c_backend.program import last_level_cache_bytes
 
-    previous = _interpreter().set_stream_threshold(1)
-    yield
-    _interpreter().set_stream_threshold(previous)
+    x, y = T.vector("x"), T.vector("y")
+    t = T.exp(x) + y  # a temporary: its step never streams (it is read again soon)
+    outputs = [t.sum() * x, t * 2]
+
+    def thresholds(**flags):
+        with tensorjit.config.change_flags(**flags):
+            f, _ = both([x, y], outputs)
+        return f._program.stream_thresholds()
+
+    default = thresholds()
+    assert sorted(set(default)) == [0, last_level_cache_bytes() // 2]
+    assert default.count(0) >= 2  # the temporary and the sum
+    assert sorted(set(thresholds(stream_min_bytes=4096))) == [0, 4096]
+    assert set(thresholds(stream_min_bytes=0)) == {0}
+    with pytest.raises(ValueError, match="'auto' or a number of bytes"):
+        tensorjit.config.stream_min_bytes = "big"
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 1000, (1 << 20) + 3])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int8", "int64"])
-def test_streamed_outputs_agree_with_the_per_node_kernels(streaming_always, n, dtype):
-    # Lengths around a cache line's worth of elements exercise the tail loop; the last
-    # length comes from the pool (line-aligned, so it streams), the others from NumPy.
+def test_streamed_outputs_agree_with_the_per_node_kernels(n, dtype):
+    # Every output streams (non-temporal stores) whatever its size. Lengths around a
+    # cache line's worth of elements exercise the tail loop; the last length comes from
+    # the pool (line-aligned, so it streams), the others from NumPy.
     a, b = T.tensor(dtype, shape=(None,), name="a"), T.tensor(dtype, shape=(None,), name="b")
     s = T.tensor(dtype, shape=(), name="s")
     outputs = [a * 2 + b * s, a + 1, (a * b).astype("float64"), a.sum() * b]
-    f, g = both([a, b, s], outputs)
+    with tensorjit.config.change_flags(stream_min_bytes=1):
+        f, g = both([a, b, s], outputs)
     values = (RNG.standard_normal((2, n)) * 10).astype(dtype)
     agree(f, g, values[0], values[1], np.asarray(3, dtype))
 
