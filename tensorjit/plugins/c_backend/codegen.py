@@ -736,33 +736,25 @@ class _Emitter:
 # through compiler builtins: <immintrin.h> alone would add 0.2 s to every kernel's
 # compile. Elsewhere, plain stores. The destination is a line-aligned cache line.
 STREAM_STORES = """#define TJ_LINE_BYTES 64
-#if defined(__x86_64__) && defined(__clang__)
-typedef long long tj_line_part __attribute__((vector_size(16)));
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__AVX__)
+#define TJ_PART_BYTES 32
+#else
+#define TJ_PART_BYTES 16
+#endif
+typedef long long tj_line_part __attribute__((vector_size(TJ_PART_BYTES)));
+#if defined(__clang__)
+#define TJ_STORE_PART(dst, part) __builtin_nontemporal_store(part, dst)
+#elif defined(__AVX__)
+#define TJ_STORE_PART(dst, part) __builtin_ia32_movntdq256(dst, part)
+#else
+#define TJ_STORE_PART(dst, part) __builtin_ia32_movntdq(dst, part)
+#endif
 static inline void tj_stream_line(void *dst, const void *src) {
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < TJ_LINE_BYTES / TJ_PART_BYTES; k++) {
         tj_line_part part;
-        __builtin_memcpy(&part, (const char *)src + 16 * k, 16);
-        __builtin_nontemporal_store(part, (tj_line_part *)dst + k);
-    }
-}
-static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
-#elif defined(__x86_64__) && defined(__GNUC__) && defined(__AVX__)
-typedef long long tj_line_part __attribute__((vector_size(32)));
-static inline void tj_stream_line(void *dst, const void *src) {
-    for (int k = 0; k < 2; k++) {
-        tj_line_part part;
-        __builtin_memcpy(&part, (const char *)src + 32 * k, 32);
-        __builtin_ia32_movntdq256((tj_line_part *)dst + k, part);
-    }
-}
-static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
-#elif defined(__x86_64__) && defined(__GNUC__)
-typedef long long tj_line_part __attribute__((vector_size(16)));
-static inline void tj_stream_line(void *dst, const void *src) {
-    for (int k = 0; k < 4; k++) {
-        tj_line_part part;
-        __builtin_memcpy(&part, (const char *)src + 16 * k, 16);
-        __builtin_ia32_movntdq((tj_line_part *)dst + k, part);
+        __builtin_memcpy(&part, (const char *)src + TJ_PART_BYTES * k, TJ_PART_BYTES);
+        TJ_STORE_PART((tj_line_part *)dst + k, part);
     }
 }
 static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
