@@ -63,8 +63,9 @@ typedef struct {
 
 typedef struct {
     int kind;
-    void *fn[4];                 /* elemwise: contiguous, strided, streaming; reduce, rowwise: the
-                                    kernel; BLAS: gemm, gemv, ger, dot (TJ_FN_*) */
+    void *fn[4];                 /* elemwise: contiguous, strided, streaming stores;
+                                    reduce, rowwise: the kernel; BLAS: gemm, gemv, ger,
+                                    dot (TJ_FN_*) */
     int n_ops, ops[TJ_MAXOPS];   /* operand slots; rowwise: the value giving the shape,
                                     then the kernel's inputs; alloc: value, lengths */
     uint32_t bcast[TJ_MAXOPS];   /* elemwise: bit a set when the operand broadcasts on a */
