@@ -6,22 +6,16 @@ import warnings
 
 import numpy as np
 import pytest
+from helpers.c_backend import C_ONLY, DEBUG_C, NEEDS_C
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import blas
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
-FAST_C = tensorjit.FAST_RUN.with_backends("c", "python")
 RNG = np.random.default_rng(0)
 BLAS_OPS = (Dot, Gemm, Ger)
 TOL = {"float64": {"rtol": 1e-12, "atol": 1e-12}, "float32": {"rtol": 2e-5, "atol": 2e-5}}
@@ -31,12 +25,6 @@ NO_COPY = {
     1: {"contiguous", "submatrix", "strided"},
     2: {"contiguous", "fortran", "transposed", "submatrix"},
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
 
 
 @pytest.fixture
@@ -378,7 +366,7 @@ def test_mlp_training_step_matches_the_python_backend(dtype):
     y = (RNG.uniform(size=20) > 0.5).astype(dtype)
     data = (x, y, 0.3 * RNG.standard_normal((12, 8)).astype(dtype))
     data += (0.3 * RNG.standard_normal(8).astype(dtype),)
-    train_c, costs_c, params_c = mlp_step(FAST_C, dtype, data)
+    train_c, costs_c, params_c = mlp_step(C_ONLY, dtype, data)
     _, costs_py, params_py = mlp_step(tensorjit.FAST_RUN, dtype, data)
     c_blas = [n for n, k in train_c.kernels.items() if isinstance(n.op, BLAS_OPS)]
     assert len(c_blas) >= 3

@@ -3,36 +3,22 @@ against Op.perform under DebugMode, on every layout BLAS can and can not address
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from helpers.c_backend import NEEDS_C, compiled_with
 
-import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import blas_batched
 from tensorjit.tensor import linalg
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
 RNG = np.random.default_rng(2)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
-
-
-def compiled(inputs, output):
-    f = tensorjit.function(inputs, output, mode=DEBUG_C)
-    nodes = [n for n in f.kernels if isinstance(n.op, blas_batched.OPS)]
-    assert nodes and all(f.kernels[n].name == "debug:c:blas" for n in nodes)
-    return f
+compiled = functools.partial(compiled_with, "blas", blas_batched.OPS)
 
 
 def variants(a):

@@ -5,41 +5,23 @@ exactly against NumPy, on contiguous, Fortran, strided, reversed, broadcast (str
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from helpers.c_backend import C_ONLY, NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import construct
 from tensorjit.tensor import nnet
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
-C_ONLY = tensorjit.FAST_RUN.with_backends("c", "python")
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
-
-
-def compiled(inputs, outputs, mode=DEBUG_C):
-    """DebugMode compares every C kernel with Op.perform on each call."""
-    f = tensorjit.function(inputs, outputs, mode=mode)
-    nodes = [n for n in f.kernels if isinstance(n.op, construct.OPS)]
-    assert nodes, "the graph has no op with a construct C kernel"
-    want = "debug:c:construct" if mode is DEBUG_C else "c:construct"
-    for node in nodes:
-        assert f.kernels[node].name == want, (str(node.op), f.kernels[node].name)
-    return f
+compiled = functools.partial(compiled_with, "construct", construct.OPS)
 
 
 def values(shape, dtype):

@@ -3,37 +3,22 @@ on the first axis) against Op.perform under DebugMode."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from helpers.c_backend import NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import indexing
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
 RNG = np.random.default_rng(3)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
-
-
-def compiled(inputs, outputs, mode=DEBUG_C):
-    f = tensorjit.function(inputs, outputs, mode=mode)
-    nodes = [n for n in f.kernels if isinstance(n.op, indexing.OPS)]
-    assert nodes and all(f.kernels[n].name.endswith("c:indexing") for n in nodes), [
-        (str(n.op), f.kernels[n].name) for n in f.kernels
-    ]
-    return f
+compiled = functools.partial(compiled_with, "indexing", indexing.OPS)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])

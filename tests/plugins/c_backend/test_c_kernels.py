@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.c_backend import DEBUG_C, NEEDS_C
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Reduce
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
 RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    # One cache for the module: kernels compiled once are reused by later tests.
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
 
 
 def compile_c(inputs, outputs, **kwargs):

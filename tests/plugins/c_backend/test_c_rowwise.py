@@ -3,40 +3,23 @@ Op.perform under DebugMode, on contiguous, transposed, strided, reversed, empty 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from helpers.c_backend import C_ONLY, NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import rowwise
 from tensorjit.tensor import nnet
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-pytestmark = pytest.mark.skipif(
-    REASON is not None, reason=f"no C compiler for the C backend: {REASON}"
-)
+pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
-C_ONLY = tensorjit.FAST_RUN.with_backends("c", "python")
 RNG = np.random.default_rng(1)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
-
-
-def compiled(inputs, outputs):
-    """DebugMode compares every C kernel with Op.perform on each call."""
-    f = tensorjit.function(inputs, outputs, mode=DEBUG_C)
-    rowwise_nodes = [n for n in f.kernels if isinstance(n.op, rowwise.OPS)]
-    assert rowwise_nodes, "the graph has no op with a rowwise C kernel"
-    for node in rowwise_nodes:
-        assert f.kernels[node].name == "debug:c:rowwise", (node.op, f.kernels[node].name)
-    return f
+compiled = functools.partial(compiled_with, "rowwise", rowwise.OPS)
 
 
 def layouts(shape, dtype):

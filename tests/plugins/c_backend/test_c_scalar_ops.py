@@ -4,45 +4,31 @@ under a DebugMode that also compares every C kernel with Op.perform."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 
 import numpy as np
 import pytest
 import scipy.special
+from helpers.c_backend import DEBUG_C, NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import codegen
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.scalar import SCALAR_OPS
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
 pytestmark = [
-    pytest.mark.skipif(REASON is not None, reason=f"no C compiler for the C backend: {REASON}"),
+    NEEDS_C,
+    pytest.mark.usefixtures("module_compile_cache"),
     pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning"),
 ]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
 RNG = np.random.default_rng(0)
 INF, NAN = np.inf, np.nan
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    # One cache for the module: kernels compiled once are reused by later tests.
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
-
-
-def compile_c(inputs, outputs):
-    f = tensorjit.function(inputs, outputs, mode=DEBUG_C)
-    elemwise = [(n, k) for n, k in f.kernels.items() if isinstance(n.op, Elemwise)]
-    assert elemwise
-    for node, kernel in elemwise:
-        assert kernel.name.startswith("debug:c:"), (node.op, kernel.name)
-    return f
+compile_c = functools.partial(compiled_with, "elemwise", Elemwise)
 
 
 def _round_away(x):

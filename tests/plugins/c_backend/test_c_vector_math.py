@@ -12,30 +12,22 @@ import subprocess
 import numpy as np
 import pytest
 import scipy.special
+from helpers.c_backend import DEBUG_C, NEEDS_C
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.mode import Mode
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import compiler
 
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
 pytestmark = [
-    pytest.mark.skipif(REASON is not None, reason=f"no C compiler for the C backend: {REASON}"),
+    NEEDS_C,
+    pytest.mark.usefixtures("module_compile_cache"),
     pytest.mark.filterwarnings("ignore:.*encountered:RuntimeWarning"),
 ]
 
-DEBUG_C = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("c", "python"), debug=True)
 RNG = np.random.default_rng(7)
 INF, NAN = np.inf, np.nan
 # np.longdouble is x87 extended (64-bit significand) on x86 Linux: a reference for float64.
 EXTENDED = np.finfo(np.longdouble).nmant >= 63
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiledir(tmp_path_factory):
-    with tensorjit.config.change_flags(compiledir=str(tmp_path_factory.mktemp("c_cache"))):
-        yield
 
 
 def _expit(x):
