@@ -37,6 +37,7 @@ from functools import partial
 
 import numpy as np
 
+from tensorjit.plugins.c_backend.buffers import reusable
 from tensorjit.plugins.sparse.basic import DenseSparseDot, StructuredDot
 
 Run = Callable[[list, list], None]
@@ -322,16 +323,6 @@ def supported(node) -> bool:
     return node.outputs[0].type.dtype in _VALUE_TYPES
 
 
-def _reusable(buf, shape: tuple, dtype: np.dtype) -> bool:
-    return (
-        type(buf) is np.ndarray
-        and buf.shape == shape
-        and buf.dtype == dtype
-        and buf.flags.c_contiguous
-        and buf.flags.writeable
-    )
-
-
 def _malformed(x, what: str):
     raise ValueError(
         f"{what}: malformed {x.format.upper()} matrix of shape {x.shape}: its indptr is not "
@@ -404,7 +395,7 @@ def structured_dot_factory(node) -> Run:
             ldy = n
         shape = (m,) if y.ndim == 1 else (m, n)
         out = output_storage[0][0]
-        if not _reusable(out, shape, out_dtype) or any(
+        if not reusable(out, shape, out_dtype, []) or any(
             np.may_share_memory(out, a) for a in (y, data)
         ):
             out = np.empty(shape, out_dtype)
@@ -465,7 +456,7 @@ def dense_sparse_dot_factory(node) -> Run:
         sa0, sa1 = (s // itemsize for s in a2.strides)
         shape = (n,) if a.ndim == 1 else (m, n)
         out = output_storage[0][0]
-        if not _reusable(out, shape, out_dtype) or any(
+        if not reusable(out, shape, out_dtype, []) or any(
             np.may_share_memory(out, b) for b in (a, data)
         ):
             out = np.empty(shape, out_dtype)
