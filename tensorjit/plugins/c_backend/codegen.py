@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,20 @@ C_TYPES = {
 
 class Unsupported(Exception):
     """This node has no C implementation here (its Python kernel is used instead)."""
+
+
+def covered_by(plan: Callable[[Any], object]) -> Callable[[Any], bool]:
+    """A test of whether a node has a C kernel: ``plan(node)`` (which builds what the
+    kernel needs) raises no Unsupported."""
+
+    def supported(node: Any) -> bool:
+        try:
+            plan(node)
+        except Unsupported:
+            return False
+        return True
+
+    return supported
 
 
 def _float_helpers(t: str, s: str, suffix: str) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, convert, ctype
+from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, convert, covered_by, ctype
 from tensorjit.tensor.allocation import ARange, Eye, Second, Tri
 from tensorjit.tensor.extra_ops import CumOp, Sort
 from tensorjit.tensor.math import Alloc
@@ -431,12 +431,7 @@ def _plan(node: Apply) -> tuple[str, str, tuple[str, ...]]:
     raise Unsupported(type(op).__name__)
 
 
-def supported(node: Apply) -> bool:
-    try:
-        _plan(node)
-    except Unsupported:
-        return False
-    return True
+supported = covered_by(_plan)
 
 
 def source_of(node: Apply) -> tuple[str, str]:

@@ -18,7 +18,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import Unsupported, ctype
+from tensorjit.plugins.c_backend.codegen import Unsupported, covered_by, ctype
 from tensorjit.tensor.linalg import ExtractDiag
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 
@@ -104,12 +104,7 @@ def _plan(node: Apply) -> tuple[str, str]:
     return x.type.dtype, idx.type.dtype
 
 
-def supported(node: Apply) -> bool:
-    try:
-        _plan(node)
-    except Unsupported:
-        return False
-    return True
+supported = covered_by(_plan)
 
 
 _DIAG_DTYPES = ("float64", "float32", "int64", "int32", "int16", "int8", "uint8", "bool")

@@ -87,12 +87,7 @@ def _uniform_reduce(ndim: int) -> str:
     )
 
 
-def elemwise_supported(node: Apply) -> bool:
-    try:
-        _elemwise_plan(node)
-    except codegen.Unsupported:
-        return False
-    return True
+elemwise_supported = codegen.covered_by(_elemwise_plan)
 
 
 def elemwise_factory(node: Apply) -> Run:
@@ -191,12 +186,7 @@ def _reduce_plan(node: Apply) -> tuple:
     return kept, source, cdef
 
 
-def reduce_supported(node: Apply) -> bool:
-    try:
-        _reduce_plan(node)
-    except codegen.Unsupported:
-        return False
-    return True
+reduce_supported = codegen.covered_by(_reduce_plan)
 
 
 def reduce_factory(node: Apply) -> Run:

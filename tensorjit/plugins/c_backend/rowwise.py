@@ -16,7 +16,13 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, ctype, helper_sources
+from tensorjit.plugins.c_backend.codegen import (
+    PREAMBLE,
+    Unsupported,
+    covered_by,
+    ctype,
+    helper_sources,
+)
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.nnet.basic import (
     LogSoftmax,
@@ -176,12 +182,7 @@ def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int]:
     raise Unsupported(type(op).__name__)
 
 
-def supported(node: Apply) -> bool:
-    try:
-        _plan(node)
-    except Unsupported:
-        return False
-    return True
+supported = covered_by(_plan)
 
 
 def source_of(node: Apply) -> tuple[str, str]:
