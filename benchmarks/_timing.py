@@ -7,14 +7,18 @@ import time
 from collections.abc import Callable
 
 
-def median_time(step: Callable[[], object], repeats: int, budget: float = 0.2) -> float:
+def median_time(
+    step: Callable[[], object], repeats: int, budget: float = 0.2, inner: int | None = None
+) -> float:
     """Median over ``repeats`` samples of the mean time of ``step``; each sample runs
-    ``step`` as many times as fit in about ``budget`` seconds (at least once)."""
+    ``step`` ``inner`` times, or, by default, as many times as fit in about ``budget``
+    seconds (at least once)."""
     step()  # warm-up (compilation caches, allocator, BLAS threads, output buffers)
-    start = time.perf_counter()
-    step()
-    once = max(time.perf_counter() - start, 1e-7)
-    inner = max(1, int(budget / once))
+    if inner is None:
+        start = time.perf_counter()
+        step()
+        once = max(time.perf_counter() - start, 1e-7)
+        inner = max(1, int(budget / once))
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -8,22 +8,9 @@ ratio to NumPy. A competitor that is not installed is reported as such.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 
 import numpy as np
-
-
-def median_time(step: Callable[[], object], repeats: int, inner: int) -> float:
-    step()  # warm-up (compilation caches, allocator)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            step()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+from _timing import median_time
 
 
 def numpy_step(x, y, w, b):
@@ -67,20 +54,22 @@ def main() -> None:
     w0 = 0.01 * rng.standard_normal(784)
 
     results: dict[str, float | str] = {}
-    results["numpy"] = median_time(numpy_step(x, y, [w0.copy()], [0.0]), args.repeats, args.inner)
+    results["numpy"] = median_time(
+        numpy_step(x, y, [w0.copy()], [0.0]), args.repeats, inner=args.inner
+    )
 
     import tensorjit
     import tensorjit.tensor as tt
 
     results["tensorjit"] = median_time(
-        symbolic_step(tensorjit, tt, x, y, w0), args.repeats, args.inner
+        symbolic_step(tensorjit, tt, x, y, w0), args.repeats, inner=args.inner
     )
     try:
         import pytensor
         import pytensor.tensor as pt
 
         results["pytensor"] = median_time(
-            symbolic_step(pytensor, pt, x, y, w0), args.repeats, args.inner
+            symbolic_step(pytensor, pt, x, y, w0), args.repeats, inner=args.inner
         )
     except ImportError as exc:
         results["pytensor"] = f"not installed ({exc})"
