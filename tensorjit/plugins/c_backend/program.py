@@ -62,6 +62,7 @@ def whole_graph(plan: GraphPlan) -> Program | None:
 _LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)".*$', re.MULTILINE)
 
 
+@functools.cache  # read once per process, not per compiled function
 def _source(name: str) -> str:
     """A C file of this package with its local ``#include "..."`` lines replaced by the
     files' text, so the compile cache's key covers every line that is compiled."""
