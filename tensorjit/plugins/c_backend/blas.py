@@ -31,6 +31,7 @@ import numpy as np
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 
@@ -448,7 +449,6 @@ def factory(node: Apply) -> Run:
 def _helpers(ffi, dtype: np.dtype):
     """ptr(array): a char * to element 0; output(cell value, shape): the result array."""
     from_buffer, cast = ffi.from_buffer, ffi.cast
-    empty = np.empty
 
     def ptr(a: np.ndarray):
         try:
@@ -458,13 +458,7 @@ def _helpers(ffi, dtype: np.dtype):
 
     def output(buf, shape: tuple):
         """``buf`` if the result may be written into it (C-ordered, writeable), else new."""
-        if type(buf) is np.ndarray and buf.shape == shape and buf.dtype == dtype:
-            try:
-                from_buffer(buf, require_writable=True)
-                return buf
-            except ValueError:  # not C-contiguous or read-only
-                pass
-        return empty(shape, dtype)
+        return output_buffer(buf, shape, dtype, [])
 
     return ptr, output
 
