@@ -1,13 +1,16 @@
-"""What the core itself registers: the Python backend (Op.perform) and the generic
-rewrites (merge, constant folding) that every op family benefits from."""
+"""What the core itself registers: the Python backend (Op.perform, on the host device),
+the generic rewrites (merge, constant folding) that every op family benefits from, and
+the placement pass of the transfer phase."""
 
 from __future__ import annotations
 
+from tensorjit.core.devices import HOST, HOST_ARRAYS
 from tensorjit.core.hooks import hookimpl, registries
 from tensorjit.core.registries import Backend, BackendRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.core.rewrites.inplace import InplacePass
 from tensorjit.core.rewrites.merge import MergeRewriter, constant_folding
+from tensorjit.core.rewrites.transfer import PlaceOnDevices, remove_back_to_back_transfers
 
 PYTHON_BACKEND = "python"
 
@@ -21,11 +24,12 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
     registry.add(
         Backend(
             PYTHON_BACKEND,
-            device="cpu",
+            device=HOST,
             priority=0,
             check_available=_always_available,
             description="reference kernels (Op.perform, NumPy); runs everywhere",
             plugin="core",
+            array_kind=HOST_ARRAYS,
         )
     )
 
@@ -66,6 +70,13 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
         position=-1,
         plugin="core",
     )
+    # Placement is needed for correctness (a device's values never reach a host kernel),
+    # so every mode runs it: the tag "transfer" selects it even in an empty query.
+    for name, rewriter in (
+        ("place_on_devices", PlaceOnDevices()),
+        ("remove_back_to_back_transfers", remove_back_to_back_transfers),
+    ):
+        db.register(name, rewriter, "transfer", "fast_run", "fast_compile", "transfer", plugin="core")
     db.register(
         "inplace",
         InplacePass(lambda: registries().inplace),

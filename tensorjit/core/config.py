@@ -71,7 +71,20 @@ _OPTIONS = [
         "default float dtype of tensor constructors",
         _choice("float64", "float32", "float16"),
     ),
-    ConfigOption("device", "cpu", "device for computation and float32 shared storage", str),
+    ConfigOption(
+        "device",
+        "cpu",
+        "default device: where computation is placed when a backend of it covers a node, "
+        "and where shared() puts tensors without target=",
+        str,
+    ),
+    ConfigOption(
+        "assert_no_cpu_op",
+        "ignore",
+        "for functions using a device: 'raise' makes compiling fail, naming the nodes, when "
+        "a node would run on the host (transfers and host scalars excepted); 'warn' warns",
+        _choice("ignore", "warn", "raise"),
+    ),
     ConfigOption(
         "mode",
         "FAST_RUN",

@@ -10,6 +10,7 @@ and ``tensorjit_validate_replacement`` (once per substitution).
 
 from __future__ import annotations
 
+import difflib
 import os
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from tensorjit.core.registries import (
     InplaceRegistry,
     KernelRegistry,
     OpRegistry,
+    TransferRegistry,
     TypeRegistry,
 )
 from tensorjit.core.rewrites.db import RewriteDB
@@ -42,34 +44,68 @@ class PluginLoadError(ImportError):
 
 
 class HookSpecs:
-    """The hook specifications (the contract with plugin authors; see the README)."""
+    """The hook specifications (the contract with plugin authors; see the README and
+    docs/architecture.md). An implementation may take fewer arguments than its spec."""
 
     @hookspec(historic=True)
     def tensorjit_register_types(self, registry: TypeRegistry) -> None:
-        """Register Type classes and shared-variable constructors for value kinds."""
+        """Register Type classes and shared-variable constructors for value kinds.
+
+        ``registry``: ``add_type(TypeClass)``; ``add_shared_constructor(name, accepts,
+        constructor)`` where ``constructor(value, name=, borrow=, **kwargs)`` is used for
+        values ``accepts(value)`` holds (later registrations are tried first).
+        """
 
     @hookspec(historic=True)
     def tensorjit_register_ops(self, registry: OpRegistry) -> None:
-        """Register op classes under a family name; malformed view/destroy maps are rejected."""
+        """Register op classes under a family name.
+
+        ``registry``: ``add(OpClass, family)``; a malformed view_map/destroy_map is
+        rejected here, naming the class.
+        """
 
     @hookspec(historic=True)
     def tensorjit_register_backends(self, registry: BackendRegistry) -> None:
-        """Register backends: name, device, priority and a lazy availability check."""
+        """Register backends, each one ``Backend`` object with its parts.
+
+        ``registry``: ``add(Backend(name, device, priority, check_available, ...,
+        array_kind=, prepare=, whole_graph=))``. A backend on a new device declares that
+        device's ``array_kind``. ``check_available`` runs lazily, never at registration.
+        """
 
     @hookspec(historic=True)
     def tensorjit_register_kernels(self, registry: KernelRegistry) -> None:
-        """Register kernels: ``registry.add(backend, op_class, factory)`` for any backend."""
+        """Register kernels for any backend.
+
+        ``registry``: ``add_spec(KernelSpec(name, backend, op_classes, factory, plan=,
+        sources=, step=))`` (one spec per op family; see core/registries.py), or
+        ``add(backend, OpClass, factory)`` for a kernel covering every node of a class.
+        """
 
     @hookspec(firstresult=True)
     def tensorjit_select_kernel(self, node: Any, backend: str) -> Any:
         """Fallback when a backend's kernel table has no entry for a node's op class.
 
-        Return a kernel factory, or None. Results are cached per (op, input types, backend).
+        ``node``: the Apply node; ``backend``: the backend's name. Return a kernel
+        factory ``factory(node) -> run``, or None. Results are cached per (op, input
+        types, backend).
+        """
+
+    @hookspec(historic=True)
+    def tensorjit_register_transfers(self, registry: TransferRegistry) -> None:
+        """Register transfer rules: ``registry.add_copier(source, target, copier)`` for a
+        direct device-to-device copy, ``registry.add_lifter(device, OpClass, lifter)``
+        where ``lifter(node, device)`` returns the Op computing ``node`` on ``device``
+        (or None). The core's placement pass decides where each node runs.
         """
 
     @hookspec(historic=True)
     def tensorjit_register_rewrites(self, db: RewriteDB) -> None:
-        """Register rewriters into phases: ``db.register(name, rewriter, phase, *tags)``."""
+        """Register rewriters into phases.
+
+        ``db``: ``register(name, rewriter, phase, *tags, position=, plugin=)``; phases are
+        listed in core/rewrites/db.py.
+        """
 
     @hookspec(historic=True)
     def tensorjit_register_inplace(self, registry: InplaceRegistry) -> None:
@@ -84,7 +120,26 @@ class HookSpecs:
     def tensorjit_validate_replacement(
         self, fgraph: Any, replacements: Sequence[tuple[Any, Any]], reason: str | None
     ) -> None:
-        """Veto a substitution by raising InconsistencyError (after the core's own checks)."""
+        """Veto a substitution by raising InconsistencyError (after the core's own checks).
+
+        ``fgraph``: the FunctionGraph after the substitution; ``replacements``: the
+        (old, new) variable pairs; ``reason``: the rewrite's name.
+        """
+
+
+HOOK_NAMES = frozenset(name for name in vars(HookSpecs) if name.startswith("tensorjit_"))
+
+
+def unknown_hook_names(plugin: Any) -> list[str]:
+    """Names of ``plugin``'s hook implementations that match no hook specification
+    (a misspelt hook would otherwise never be called)."""
+    unknown = []
+    for name in dir(plugin):
+        if not name.startswith("tensorjit_") or name in HOOK_NAMES:
+            continue
+        if getattr(getattr(plugin, name, None), PROJECT + "_impl", None) is not None:
+            unknown.append(name)
+    return unknown
 
 
 @dataclass
@@ -95,6 +150,7 @@ class Registries:
     kernels: KernelRegistry
     rewrites: RewriteDB
     inplace: InplaceRegistry
+    transfers: TransferRegistry
 
 
 class PluginSystem:
@@ -110,6 +166,7 @@ class PluginSystem:
             KernelRegistry(),
             RewriteDB(),
             InplaceRegistry(),
+            TransferRegistry(),
         )
         self.entry_points: dict[str, str] = {}  # plugin name -> distribution "name version"
         self.blocked: list[str] = []
@@ -129,6 +186,7 @@ class PluginSystem:
         hook.tensorjit_register_kernels.call_historic(kwargs={"registry": r.kernels})
         hook.tensorjit_register_rewrites.call_historic(kwargs={"db": r.rewrites})
         hook.tensorjit_register_inplace.call_historic(kwargs={"registry": r.inplace})
+        hook.tensorjit_register_transfers.call_historic(kwargs={"registry": r.transfers})
 
     def _load_entry_points(self, blocklist: set[str]) -> None:
         seen: set[tuple[str, str]] = set()
@@ -157,6 +215,16 @@ class PluginSystem:
             if self.pm.get_plugin(name) is plugin:
                 return
             raise PluginLoadError(f"a different tensorjit plugin named {name!r} is registered")
+        unknown = unknown_hook_names(plugin)
+        if unknown:
+            hints = []
+            for bad in unknown:
+                close = difflib.get_close_matches(bad, sorted(HOOK_NAMES), n=1)
+                hints.append(f"{bad} (did you mean {close[0]}?)" if close else bad)
+            raise PluginLoadError(
+                f"tensorjit plugin {name!r} implements hooks that no specification has: "
+                f"{', '.join(hints)}; known hooks: {', '.join(sorted(HOOK_NAMES))}"
+            )
         try:
             self.pm.register(plugin, name)
         except Exception as exc:

@@ -12,6 +12,7 @@ from typing import Any
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
+from tensorjit.core.devices import HOST, HOST_ARRAYS, ArrayKind, UnknownDeviceError
 from tensorjit.core.graph.type import Type
 
 # A kernel factory turns a node into a callable ``run(inputs, output_storage)`` that
@@ -109,12 +110,21 @@ class TypeRegistry:
 
 @dataclass(frozen=True)
 class Backend:
-    """A place kernels run. ``check_available()`` returns None, or why it is unavailable.
-    ``prepare(nodes)``, if given, is called once per compiled function with every node
-    whose kernel this backend supplies, before any kernel factory runs (e.g. to build
-    all their code at once, in parallel). ``whole_graph(plan)``, if given, may return
-    one compiled program running a whole function (see core/compile/program.py), or
-    None when it does not cover every node."""
+    """A place kernels run, declared as one object with named parts.
+
+    - ``device``: where its values live; ``array_kind`` (required for any device but the
+      host's) says how to tell, allocate, transfer and alias-check them (core/devices.py).
+    - ``check_available()``: None, or why the backend can not run here (called lazily).
+    - ``renderer`` / ``compiler``: the backend's source renderer and compiler objects,
+      for tools and for plugins that add kernels to it (the core does not call them).
+    - Its kernel table is the ``KernelSpec`` entries registered for its name (by itself
+      or any plugin, through ``tensorjit_register_kernels``).
+    - ``prepare(kernels)``: called once per compiled function with the ``(node, kernel)``
+      pairs this backend runs, before any kernel is instantiated (e.g. to build all their
+      code at once, in parallel, from each spec's ``sources``).
+    - ``whole_graph(plan)``: may return one compiled program running a whole function
+      (see core/compile/program.py), or None when it does not cover every node.
+    """
 
     name: str
     device: str
@@ -126,12 +136,16 @@ class Backend:
     plugin: str | None = None
     prepare: Callable[[list[Any]], None] | None = None
     whole_graph: Callable[[Any], Callable | None] | None = None
+    array_kind: ArrayKind | None = None
+    renderer: Any = None
+    compiler: Any = None
 
 
 @dataclass
 class BackendRegistry:
     backends: dict[str, Backend] = field(default_factory=dict)
     _availability: dict[str, str | None] = field(default_factory=dict)
+    _kinds: dict[str, ArrayKind] = field(default_factory=dict)
 
     def add(self, backend: Backend) -> None:
         old = self.backends.get(backend.name)
@@ -140,7 +154,49 @@ class BackendRegistry:
                 f"backend {backend.name!r}{_owner_label(backend.plugin)} is already registered"
                 f"{_owner_label(old.plugin)}"
             )
+        kind = backend.array_kind
+        if backend.device == HOST:
+            if kind is not None and kind is not HOST_ARRAYS:
+                raise RegistrationError(
+                    f"backend {backend.name!r}{_owner_label(backend.plugin)}: the host "
+                    "device's arrays are NumPy's; give array_kind only for another device"
+                )
+        elif kind is None and backend.device not in self._kinds:
+            raise RegistrationError(
+                f"backend {backend.name!r}{_owner_label(backend.plugin)} runs on device "
+                f"{backend.device!r} but declares no array_kind for its values"
+            )
+        elif kind is not None:
+            known = self._kinds.setdefault(backend.device, kind)
+            if known is not kind:
+                raise RegistrationError(
+                    f"backend {backend.name!r}{_owner_label(backend.plugin)} declares a second "
+                    f"array kind for device {backend.device!r}"
+                )
+            if kind.device != backend.device:
+                raise RegistrationError(
+                    f"backend {backend.name!r}: its array kind is for device {kind.device!r}, "
+                    f"not {backend.device!r}"
+                )
         self.backends[backend.name] = backend
+
+    def array_kind(self, device: str) -> ArrayKind:
+        if device == HOST:
+            return HOST_ARRAYS
+        try:
+            return self._kinds[device]
+        except KeyError:
+            raise UnknownDeviceError(
+                f"no loaded backend declares device {device!r}; known devices: "
+                f"{sorted({HOST, *self._kinds})}"
+            ) from None
+
+    def array_kinds(self) -> dict[str, ArrayKind]:
+        """The array kind of every non-host device, by device name."""
+        return dict(self._kinds)
+
+    def devices(self) -> list[str]:
+        return [HOST, *self._kinds]
 
     def unavailable_reason(self, name: str) -> str | None:
         """None if the backend can run here; checked lazily once, then cached."""
@@ -160,17 +216,64 @@ class BackendRegistry:
 
 @dataclass(frozen=True)
 class Kernel:
+    """The kernel chosen for one node: ``factory(node)`` returns its ``run``. ``spec`` and
+    ``plan`` are the kernel spec it came from and what the spec planned for this node
+    (the same plan serves the factory, ``sources`` and the whole-graph ``step``)."""
+
     name: str
     backend: str
     factory: KernelFactory
     plugin: str | None = None
+    spec: KernelSpec | None = None
+    plan: Any = None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One op family's kernels on one backend: every decision about them in one place.
+
+    - ``plan(node)``: what the kernel will do for ``node`` (any object), or None when it
+      does not cover the node (then the next backend is asked). Called once per node
+      per compile. Without ``plan`` every node of ``op_classes`` is covered.
+    - ``factory``: ``factory(node, plan)`` (``factory(node)`` without ``plan``) returns
+      ``run(inputs, output_storage)``, the Op.perform contract.
+    - ``sources(node, plan)``: what a backend's ``prepare`` builds ahead (optional).
+    - ``step(builder, node, plan)``: the node's step in a whole-graph program (optional;
+      the builder is the backend's own, and may raise to decline).
+    """
+
+    name: str
+    backend: str
+    op_classes: tuple[type, ...]
+    factory: Callable[..., Callable[[list, list], None]]
+    plan: Callable[[Apply], Any] | None = None
+    sources: Callable[[Apply, Any], list] | None = None
+    step: Callable[[Any, Apply, Any], Any] | None = None
+    plugin: str | None = None
+
+    def bind(self, node: Apply) -> Kernel | None:
+        """This spec's kernel for ``node``, or None if it does not cover it."""
+        if self.plan is None:
+            return Kernel(self.name, self.backend, self.factory, self.plugin, self, None)
+        plan = self.plan(node)
+        if plan is None:
+            return None
+        make = self.factory
+        return Kernel(
+            self.name,
+            self.backend,
+            lambda node: make(node, plan),
+            self.plugin,
+            self,
+            plan,
+        )
 
 
 @dataclass
 class KernelRegistry:
-    """Kernels per (backend, op class). Any plugin may add kernels for any backend."""
+    """Kernel specs per (backend, op class). Any plugin may add kernels for any backend."""
 
-    table: dict[tuple[str, type], Kernel] = field(default_factory=dict)
+    table: dict[tuple[str, type], KernelSpec] = field(default_factory=dict)
 
     def add(
         self,
@@ -180,21 +283,41 @@ class KernelRegistry:
         name: str | None = None,
         plugin: str | None = None,
     ) -> None:
-        key = (backend, op_class)
-        if key in self.table:
-            raise RegistrationError(
-                f"a {backend!r} kernel for {op_class.__name__} is already registered "
-                f"({self.table[key].name}{_owner_label(self.table[key].plugin)})"
-            )
+        """A kernel covering every node of ``op_class``: ``factory(node)`` gives its run."""
         label = name or f"{backend}:{op_class.__name__}"
-        self.table[key] = Kernel(label, backend, factory, plugin)
+        self.add_spec(KernelSpec(label, backend, (op_class,), factory, plugin=plugin))
 
-    def lookup(self, backend: str, op: Op) -> Kernel | None:
+    def add_spec(self, spec: KernelSpec) -> None:
+        for op_class in spec.op_classes:
+            key = (spec.backend, op_class)
+            if key in self.table:
+                raise RegistrationError(
+                    f"a {spec.backend!r} kernel for {op_class.__name__} is already registered "
+                    f"({self.table[key].name}{_owner_label(self.table[key].plugin)})"
+                )
+        for op_class in spec.op_classes:
+            self.table[(spec.backend, op_class)] = spec
+
+    def lookup(self, backend: str, op: Op) -> KernelSpec | None:
+        """The spec registered for the closest class of ``op`` on ``backend``."""
         for cls in type(op).__mro__:
-            kernel = self.table.get((backend, cls))
-            if kernel is not None:
-                return kernel
+            spec = self.table.get((backend, cls))
+            if spec is not None:
+                return spec
         return None
+
+    def kernel_for(self, backend: str, node: Apply) -> Kernel | None:
+        """The kernel ``backend`` runs ``node`` with, planned now, or None."""
+        spec = self.lookup(backend, node.op)
+        return None if spec is None else spec.bind(node)
+
+    def specs_of(self, backend: str) -> list[KernelSpec]:
+        """A backend's kernel table: each spec once."""
+        seen: dict[int, KernelSpec] = {}
+        for (name, _), spec in self.table.items():
+            if name == backend:
+                seen.setdefault(id(spec), spec)
+        return list(seen.values())
 
 
 # An inplace variant maker gets a node and the input indices the core found destroyable,
@@ -228,4 +351,52 @@ class InplaceRegistry:
             variant = self.table.get(cls)
             if variant is not None:
                 return variant
+        return None
+
+
+# A copier moves a value of one device to another without passing through the host.
+Copier = Callable[[Any], Any]
+# A lifter gets a node (on the host) and a device, and returns the Op that computes the
+# same outputs there (the same op, or a device-specific one), or None to keep it off it.
+Lifter = Callable[[Apply, str], Op | None]
+
+
+@dataclass
+class TransferRegistry:
+    """Transfer rules that backends supply (``tensorjit_register_transfers``).
+
+    The core's placement pass (core/rewrites/transfer.py) owns the decisions; these rules
+    only say how: ``copier(source, target)`` for direct device-to-device copies (without
+    one, a copy goes through the host), and ``lifter(device, op)`` for ops that need a
+    different Op on a device (without one, a node keeps its op when a backend of the
+    device has a kernel for it).
+    """
+
+    copiers: dict[tuple[str, str], Copier] = field(default_factory=dict)
+    lifters: dict[tuple[str, type], tuple[Lifter, str | None]] = field(default_factory=dict)
+
+    def add_copier(self, source: str, target: str, copier: Copier) -> None:
+        if (source, target) in self.copiers:
+            raise RegistrationError(f"a copier from {source!r} to {target!r} is registered")
+        self.copiers[(source, target)] = copier
+
+    def add_lifter(
+        self, device: str, op_class: type, lifter: Lifter, plugin: str | None = None
+    ) -> None:
+        key = (device, op_class)
+        if key in self.lifters:
+            raise RegistrationError(
+                f"a lifter of {op_class.__name__} to {device!r} is already registered"
+                f"{_owner_label(self.lifters[key][1])}"
+            )
+        self.lifters[key] = (lifter, plugin)
+
+    def copier(self, source: str, target: str) -> Copier | None:
+        return self.copiers.get((source, target))
+
+    def lifter(self, device: str, op: Op) -> Lifter | None:
+        for cls in type(op).__mro__:
+            entry = self.lifters.get((device, cls))
+            if entry is not None:
+                return entry[0]
         return None

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.config import config
+from tensorjit.core.devices import HOST, array_kind, kind_of
 from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.type import Type
 
@@ -44,16 +45,22 @@ _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
 
 class TensorType(Type):
     """Dense N-d arrays of one dtype, with a static shape: an int per known dimension,
-    None where unknown. A static length of 1 is what makes a dimension broadcastable."""
+    None where unknown. A static length of 1 is what makes a dimension broadcastable.
+    ``device``: where the values live ("cpu": NumPy arrays; another device's values are
+    handled only through its array kind, see core/devices.py)."""
 
-    __props__ = ("dtype", "shape")
+    __props__ = ("dtype", "shape", "device")
 
     def __init__(
         self,
         dtype: Any = None,
         shape: Sequence[int | None] | None = None,
         broadcastable: Sequence[bool] | None = None,
+        device: str = HOST,
     ):
+        if not isinstance(device, str):
+            raise TypeError(f"TensorType device must be a device name, got {device!r}")
+        self.device = device
         self.dtype = normalize_dtype(dtype)
         if shape is None and broadcastable is None:
             raise TypeError("TensorType needs a shape (or a broadcastable pattern)")
@@ -73,17 +80,31 @@ class TensorType(Type):
 
     def __str__(self) -> str:
         shape = ", ".join("?" if s is None else str(s) for s in self.shape)
-        return f"TensorType({self.dtype}, shape=({shape}{',' if self.ndim == 1 else ''}))"
+        where = "" if self.device == HOST else f", device={self.device}"
+        return f"TensorType({self.dtype}, shape=({shape}{',' if self.ndim == 1 else ''}){where})"
 
     def short_str(self) -> str:
         names = {0: "scalar", 1: "vector", 2: "matrix"}
         kind = names.get(self.ndim, f"tensor{self.ndim}")
         if self.ndim == 2 and self.shape[0] == 1 and self.shape[1] != 1:
             kind = "row"
-        return f"{self.dtype} {kind}"
+        where = "" if self.device == HOST else f" on {self.device}"
+        return f"{self.dtype} {kind}{where}"
 
     def clone(self, dtype: Any = None, shape: Sequence[int | None] | None = None) -> TensorType:
-        return TensorType(dtype or self.dtype, self.shape if shape is None else shape)
+        return TensorType(
+            dtype or self.dtype, self.shape if shape is None else shape, device=self.device
+        )
+
+    def on_device(self, device: str) -> TensorType:
+        if device == self.device:
+            return self
+        return TensorType(self.dtype, self.shape, device=device)
+
+    def host_value(self, value: Any) -> Any:
+        if self.device == HOST:
+            return value
+        return array_kind(self.device).to_host(value)
 
     # ---------------------------------------------------------------- values
     def filter(self, value: Any, strict: bool = False, allow_downcast: bool | None = None):
@@ -91,8 +112,11 @@ class TensorType(Type):
 
         Never copies a matching ndarray (so ``shared(v, borrow=True)`` can alias it).
         Converting to a smaller dtype needs ``allow_downcast``; Python scalars convert
-        if they keep their value.
+        if they keep their value. A device type takes its device's values as they are
+        and copies host values there (not with ``strict``).
         """
+        if self.device != HOST:
+            return self._filter_on_device(value, strict, allow_downcast)
         if isinstance(value, np.ndarray) and value.dtype == self.numpy_dtype:
             arr = value
         elif strict:
@@ -112,9 +136,40 @@ class TensorType(Type):
                 )
         return arr
 
+    def _check_shape(self, shape: tuple, where: str) -> None:
+        if len(shape) != self.ndim:
+            raise ValueError(f"expected {self.ndim} dimensions, got {len(shape)} ({where})")
+        for axis, (want, got) in enumerate(zip(self.shape, shape)):
+            if want is not None and want != got:
+                raise ValueError(
+                    f"dimension {axis} has length {got}, but the type's static shape "
+                    f"{self.shape} requires {want} ({where})"
+                )
+
+    def _filter_on_device(self, value: Any, strict: bool, allow_downcast: bool | None) -> Any:
+        kind = array_kind(self.device)
+        if kind.is_value(value):
+            if np.dtype(value.dtype) != self.numpy_dtype:
+                raise TypeError(
+                    f"expected a value of dtype {self.dtype} on {self.device}, got "
+                    f"{kind.describe(value)}"
+                )
+            self._check_shape(tuple(value.shape), kind.describe(value))
+            return value
+        if strict:
+            raise TypeError(
+                f"expected a {kind.type_name} of dtype {self.dtype} on {self.device}, got "
+                f"{_value_kind(value)} (strict=True allows no conversion)"
+            )
+        host = TensorType(self.dtype, self.shape).filter(value, False, allow_downcast)
+        return kind.from_host(host)
+
     def _convert(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
         if isinstance(value, Variable):
             raise TypeError(f"expected a value, got the symbolic variable {value.describe()}")
+        source_kind = None if isinstance(value, np.ndarray) else kind_of(value)
+        if source_kind is not None and source_kind.device != HOST:
+            value = source_kind.to_host(value)  # another device's value, fetched
         # Exact types: np.float64 subclasses float but is a NumPy value with a dtype.
         is_python = type(value) in (bool, int, float, complex, list, tuple)
         try:
@@ -140,6 +195,10 @@ class TensorType(Type):
         )
 
     def values_eq(self, a: Any, b: Any) -> bool:
+        if self.device != HOST:
+            return TensorType(self.dtype, self.shape).values_eq(
+                self.host_value(a), self.host_value(b)
+            )
         return (
             a.shape == b.shape
             and a.dtype == b.dtype
@@ -153,25 +212,38 @@ class TensorType(Type):
             # Two correct float32 kernels that sum in different orders differ by a few ulps
             # of the largest term, so small results need an absolute tolerance (Theano's).
             atol = _APPROX_ATOL.get(self.dtype, 1e-8)
+        if self.device != HOST:
+            a, b = self.host_value(a), self.host_value(b)
         return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
 
     def may_share_memory(self, a: Any, b: Any) -> bool:
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
             return bool(np.may_share_memory(a, b))
-        return a is b
+        if self.device != HOST:
+            kind = array_kind(self.device)
+            if kind.is_value(a) and kind.is_value(b):
+                return kind.may_share_memory(a, b)
+        return a is b  # values of different devices never share memory
 
     def shares_memory(self, a: Any, b: Any) -> bool:
         if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
             return bool(np.shares_memory(a, b, max_work=10**6))
+        if self.device != HOST:
+            kind = array_kind(self.device)
+            if kind.is_value(a) and kind.is_value(b):
+                return kind.shares_memory(a, b)
         return a is b
 
-    def copy_value(self, value: Any) -> np.ndarray:
+    def copy_value(self, value: Any) -> Any:
+        if self.device != HOST:
+            return array_kind(self.device).copy(value)
         return np.array(value, copy=True)
 
     # ---------------------------------------------------------------- types
     def is_super(self, other: Type) -> bool:
         return (
             isinstance(other, TensorType)
+            and other.device == self.device
             and other.dtype == self.dtype
             and other.ndim == self.ndim
             and all(s is None or s == o for s, o in zip(self.shape, other.shape))
@@ -197,6 +269,13 @@ class TensorType(Type):
 
         var = as_tensor_variable(other)
         converted = self.convert_variable(var)
+        if converted is None and var.type.device != self.device:
+            from tensorjit.core.memory.transfer_op import transfer
+
+            moved = transfer(var, self.device)  # e.g. a host expression updating device storage
+            if self.is_super(moved.type):
+                return moved
+            var = moved
         if converted is None and var.type.dtype != self.dtype and var.type.ndim == self.ndim:
             from tensorjit.tensor.math import cast
 

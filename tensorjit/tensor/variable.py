@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.config import config
+from tensorjit.core.devices import HOST, kind_of
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.tensor.type import TensorType
@@ -357,16 +358,25 @@ def tensor_shared_constructor(
     allow_downcast: bool | None = None,
     shape: tuple | None = None,
     broadcastable: tuple | None = None,
+    target: str | None = None,
 ) -> TensorSharedVariable:
-    """The shared constructor the tensor family registers for ndarrays and scalars."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    """The shared constructor the tensor family registers for ndarrays and scalars.
+    ``target``: the device holding the value (default ``config.device``)."""
+    kind = None if isinstance(value, np.ndarray) else kind_of(value)
+    if kind is not None and kind.device != HOST:
+        arr = value  # a device value: shared on its device unless told otherwise
+        target = kind.device if target is None else target
+    else:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
     if shape is None and broadcastable is None:
         shape = (None,) * arr.ndim  # shared values may change shape, as in Theano
-    ttype = TensorType(arr.dtype, shape, broadcastable)
+    device = config.device if target is None else target
+    ttype = TensorType(arr.dtype, shape, broadcastable, device=device)
     return TensorSharedVariable(ttype, value, name, borrow, strict, allow_downcast)
 
 
 def accepts_tensor_value(value: Any) -> bool:
     if isinstance(value, (np.ndarray, np.generic, bool, int, float, complex)):
         return np.asarray(value).dtype.kind in "biufc"
-    return False
+    kind = kind_of(value)  # a device's array
+    return kind is not None and np.dtype(value.dtype).kind in "biufc"

@@ -11,11 +11,17 @@ from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_guards, lazy_schedule
-from tensorjit.core.compile.linker import backends_for, choose_kernels
+from tensorjit.core.compile.linker import (
+    BackendChoice,
+    CompileError,
+    backends_for,
+    choose_kernels,
+)
 from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.program import GraphPlan, ProgramVM, whole_graph_program
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import (
     OUTPUT,
@@ -31,8 +37,10 @@ from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
 from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.shared import SharedVariable
+from tensorjit.core.memory.transfer_op import is_transfer, transfer
 from tensorjit.core.rewrites.db import RewriteQuery
 from tensorjit.core.rewrites.runner import RewriteStats, run_phases
+from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 
 
 class UnusedInputError(ValueError):
@@ -116,7 +124,7 @@ class Function:
         self._arg_values: list[Any] = []
         self._output_cells = [storage[v] for v in fgraph.outputs]
 
-        backends = backends_for(mode.backends, config.device)
+        backends = fgraph.get_feature(BackendChoice).backends
         order = _shared_updates_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
         if any(hasattr(n.op, "lazy_branches") for n in order):
@@ -531,7 +539,11 @@ def function(
                 input_updates.append(inp.variable.type.filter_variable(inp.update))
             except TypeError as exc:
                 raise TypeError(f"In({inp.variable.describe()}).update: {exc}") from None
-    targets = [o.variable for o in outs] + [u for _, u in update_pairs] + input_updates
+    # A device value is returned as a host array unless Out(return_internal_type=True).
+    out_vars = [
+        o.variable if o.return_internal_type else transfer(o.variable, HOST) for o in outs
+    ]
+    targets = out_vars + [u for _, u in update_pairs] + input_updates
     new_targets, _ = clone_replace(targets, replace) if replace else (targets, {})
 
     _check_inputs(ins, roots, new_targets, on_unused_input)
@@ -558,17 +570,21 @@ def function(
     if accept_inplace:
         protect_hand_built_destroyers(fgraph, handler)
     mode_obj = get_mode(mode)
+    backends = backends_for(mode_obj.backends, config.device)
+    fgraph.attach_feature(BackendChoice(backends, config.device))
     recorder = ReplacementRecorder() if mode_obj.debug else None
     if recorder is not None:
         fgraph.attach_feature(recorder)
     stats = RewriteStats()
     query = mode_obj.query.without(*config.excluded_rewrites)
-    for backend in backends_for(mode_obj.backends, config.device):
+    for backend in backends:
         # A backend may need some rewrite families and be unable to run others.
         query = query.including(*backend.requires_tags).excluding(*backend.excludes_tags)
     run_phases(fgraph, system.registries.rewrites.query(query), stats)
     if config.profile_rewrites:
         print(f"rewrites of function {name or '<unnamed>'}:\n{stats.report()}")
+    _return_internal_values(fgraph, outs)
+    _check_host_nodes(fgraph, name)
     checker = None
     if recorder is not None:
         fgraph.remove_feature(recorder)
@@ -592,10 +608,40 @@ def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Fun
     return function(
         [In(v, mutable=True) for v in inputs],
         outputs,
-        mode=Mode("unrewritten", RewriteQuery(), backends=("python",)),
+        # Only the placement pass: device values reach host kernels through transfers.
+        mode=Mode("unrewritten", RewriteQuery(include=frozenset({"transfer"})), backends=("python",)),
         on_unused_input="ignore",
         accept_inplace=True,
     )
+
+
+def _return_internal_values(fgraph: FunctionGraph, outs: list[Out]) -> None:
+    """``Out(y, return_internal_type=True)`` of a value computed on a device returns the
+    device value: the final copy to the host is skipped."""
+    for k, out in enumerate(outs):
+        var = fgraph.outputs[k]
+        if out.return_internal_type and is_transfer(var.owner) and var.type.device == HOST:
+            fgraph.change_node_input(OUTPUT, k, var.owner.inputs[0], "return_internal_type", True)
+
+
+def _check_host_nodes(fgraph: FunctionGraph, name: str | None) -> None:
+    """Config ``assert_no_cpu_op``: a device function's nodes that run on the host."""
+    if config.assert_no_cpu_op == "ignore":
+        return
+    found = host_nodes_of_device_function(fgraph, config.device)
+    if not found:
+        return
+    listed = "; ".join(
+        f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})" for node in found
+    )
+    message = (
+        f"function {name or '<unnamed>'}: {len(found)} node(s) run on the host although the "
+        f"function uses a device (config.assert_no_cpu_op={config.assert_no_cpu_op!r}): "
+        f"{listed}"
+    )
+    if config.assert_no_cpu_op == "raise":
+        raise CompileError(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def _shared_updates_last(fgraph: FunctionGraph, order: list) -> list:

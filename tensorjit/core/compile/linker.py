@@ -1,12 +1,17 @@
-"""Kernel selection: one kernel per node, from the highest-priority backend offering one."""
+"""Kernel selection: one kernel per node, from the highest-priority backend of the node's
+device offering one. Every choice reads the kernel specs (core/registries.py), so
+selection, a backend's ``prepare`` and its whole-graph program agree by construction."""
 
 from __future__ import annotations
 
 import warnings
 from functools import partial
 
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
+from tensorjit.core.graph.fgraph import Feature
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.memory.transfer_op import is_transfer
 from tensorjit.core.registries import Backend, Kernel
 
 PERFORM = Kernel("perform", "python", lambda node: partial(node.op.perform, node), "core")
@@ -17,19 +22,39 @@ _select_cache: dict[tuple, Kernel | None] = {}
 _warned_unavailable: set[str] = set()
 
 
-def backends_for(names: tuple[str, ...] | None, device: str) -> list[Backend]:
-    """The backends a mode may use, best first. A named backend that can not run here is
-    skipped with one warning (per backend and process) saying why; the others, and in the
-    end Op.perform, still run the function."""
+class CompileError(RuntimeError):
+    """A function can not be compiled as asked (e.g. a node would run on the host of a
+    function that must run on a device)."""
+
+
+class BackendChoice(Feature):
+    """The backends a function may use (every device's, best first) and its default
+    device; attached to the graph by ``function()`` so the placement pass sees them."""
+
+    def __init__(self, backends: list[Backend], default_device: str):
+        self.backends = backends
+        self.default_device = default_device
+
+    def of_device(self, device: str) -> list[Backend]:
+        return [b for b in self.backends if b.device == device]
+
+
+def backends_for(names: tuple[str, ...] | None, device: str = HOST) -> list[Backend]:
+    """The backends a mode may use, best first within each device. A named backend that
+    can not run here is skipped with one warning (per backend and process) saying why;
+    the others, and in the end Op.perform, still run the function. ``device`` is the
+    default device: with ``names`` None its backends are checked first, so that one
+    that would have been preferred (e.g. C without a compiler) says why it is not used."""
     registry = get_plugin_system().registries.backends
     if names is None:
-        # The device's backends by priority; one that would have been preferred to the
-        # best available one (e.g. C without a compiler) says once why it is not used.
-        chosen = registry.for_device(device)
-        best = chosen[0].priority if chosen else float("-inf")
-        for backend in registry.backends.values():
-            if backend.device == device and backend.priority > best:
-                _warn_unavailable(backend.name, registry.unavailable_reason(backend.name))
+        chosen = []
+        for dev in dict.fromkeys([device, *registry.devices()]):
+            mine = registry.for_device(dev)
+            best = mine[0].priority if mine else float("-inf")
+            for backend in registry.backends.values():
+                if backend.device == dev and backend.priority > best and dev == device:
+                    _warn_unavailable(backend.name, registry.unavailable_reason(backend.name))
+            chosen.extend(mine)
         return chosen
     chosen = []
     for name in names:
@@ -58,22 +83,46 @@ def _kernel_name(factory) -> str:
     return getattr(factory, "kernel_name", None) or getattr(factory, "__name__", "selected")
 
 
+def node_device(node: Apply) -> str:
+    """The device a node runs on: its outputs' (a transfer runs on its target)."""
+    return node.outputs[0].type.device if node.outputs else HOST
+
+
 def choose_kernels(nodes: list[Apply], backends: list[Backend]) -> list[Kernel]:
-    """A kernel per node; then each backend that prepares its kernels gets its nodes."""
+    """A kernel per node; then each backend that prepares its kernels gets its
+    ``(node, kernel)`` pairs."""
     kernels = [choose_kernel(node, backends) for node in nodes]
     for backend in backends:
         if backend.prepare is not None:
-            mine = [n for n, k in zip(nodes, kernels) if k.backend == backend.name]
+            mine = [(n, k) for n, k in zip(nodes, kernels) if k.backend == backend.name]
             if mine:
                 backend.prepare(mine)
     return kernels
 
 
 def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
+    """The kernel of the best backend of the node's device that covers it; Op.perform
+    for host nodes (and transfers) no backend covers."""
+    device = node_device(node)
+    kernel = find_kernel(node, [b for b in backends if b.device == device])
+    if kernel is not None:
+        return kernel
+    if device == HOST or is_transfer(node):
+        return PERFORM
+    raise CompileError(
+        f"no backend of device {device!r} has a kernel for {node.op} (created at "
+        f"{node.outputs[0].created_at or 'unknown'}); the placement pass keeps such nodes "
+        "on the host, so a rewrite after it must have moved this one"
+    )
+
+
+def find_kernel(node: Apply, backends: list[Backend]) -> Kernel | None:
+    """The first kernel that one of ``backends`` (best first) offers for ``node``:
+    its kernel table's spec, else the ``tensorjit_select_kernel`` hook; or None."""
     system = get_plugin_system()
     table = system.registries.kernels
     for backend in backends:
-        kernel = table.lookup(backend.name, node.op)
+        kernel = table.kernel_for(backend.name, node)
         if kernel is not None:
             return kernel
         if backend.name == PERFORM.backend:
@@ -88,4 +137,4 @@ def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
             )
         if _select_cache[key] is not None:
             return _select_cache[key]
-    return PERFORM
+    return None

@@ -142,12 +142,18 @@ class FunctionGraph:
                 del self.clients[inp][(node, i)]
                 stack.append(inp)
 
-    def change_node_input(self, node: Any, i: int, new: Variable, reason: str | None = None):
-        """Make input ``i`` of ``node`` (or graph output ``i`` if node is OUTPUT) be ``new``."""
+    def change_node_input(
+        self, node: Any, i: int, new: Variable, reason: str | None = None, any_type: bool = False
+    ):
+        """Make input ``i`` of ``node`` (or graph output ``i`` if node is OUTPUT) be ``new``.
+        ``any_type``: for graph outputs only, ``new`` may be of another type (a device
+        value a function returns as it is)."""
         old = self.outputs[i] if node == OUTPUT else node.inputs[i]
         if old is new:
             return
-        if old.type != new.type:
+        if any_type and node != OUTPUT:
+            raise ValueError("only a graph output may change type")
+        if old.type != new.type and not any_type:
             converted = old.type.convert_variable(new)
             if converted is None:
                 raise TypeError(

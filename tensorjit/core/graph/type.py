@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tensorjit.core.devices import HOST
+
 if TYPE_CHECKING:
     from tensorjit.core.graph.basic import Constant, Variable
 
@@ -20,6 +22,8 @@ class Type:
     constant_class: type = None  # type: ignore[assignment]
     # Attributes that define the type: equal props mean equal types (as for Ops).
     __props__: tuple[str, ...] = ()
+    #: where values of this type live (see core/devices.py); the host is "cpu"
+    device: str = HOST
 
     def _props(self) -> tuple:
         return tuple(getattr(self, p) for p in self.__props__)
@@ -83,6 +87,17 @@ class Type:
         import copy
 
         return copy.deepcopy(value)
+
+    def on_device(self, device: str) -> Type:
+        """This type for values living on ``device`` (the placement pass re-types the
+        nodes it moves with it)."""
+        if device == self.device:
+            return self
+        raise TypeError(f"values of type {self} can not live on device {device!r}")
+
+    def host_value(self, value: Any) -> Any:
+        """``value`` as a host object: itself for host types, a new copy for a device's."""
+        return value
 
     def is_super(self, other: Type) -> bool:
         """True if every value valid for ``other`` is valid for ``self``."""

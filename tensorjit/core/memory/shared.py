@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from tensorjit.core.devices import HOST, HOST_ARRAYS, array_kind
 from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.type import Type
 
@@ -42,6 +43,8 @@ class SharedVariable(Variable):
         self._set_filtered(value, borrow, strict, allow_downcast)
 
     def _set_filtered(self, value: Any, borrow: bool, strict: bool, allow_downcast) -> None:
+        if self._write_into_device_buffer(value):
+            return
         try:
             filtered = self.type.filter(value, strict=strict, allow_downcast=allow_downcast)
         except (TypeError, ValueError) as exc:
@@ -62,15 +65,34 @@ class SharedVariable(Variable):
                     return True
         return False
 
-    def get_value(self, borrow: bool = False, return_internal_type: bool = False) -> Any:
-        """The current value; a copy unless ``borrow=True``.
+    def _write_into_device_buffer(self, value: Any) -> bool:
+        """On a device, a host value of the stored value's shape and dtype is copied into
+        the existing device buffer (made C-contiguous first), without a new allocation."""
+        if self.type.device == HOST or self.storage[0] is None:
+            return False
+        kind = array_kind(self.type.device)
+        if kind.is_value(value) or not HOST_ARRAYS.is_value(value):
+            return False
+        current = self.storage[0]
+        if tuple(value.shape) != tuple(current.shape) or value.dtype != current.dtype:
+            return False
+        import numpy as np
 
-        ``return_internal_type=True`` returns the internal object (e.g. a device array)
-        without conversion; host values are their own internal type.
+        return kind.write_from_host(current, np.ascontiguousarray(value))
+
+    def get_value(self, borrow: bool = False, return_internal_type: bool = False) -> Any:
+        """The current value, as a host value; a copy unless ``borrow=True``.
+
+        A device's value is always returned as a new host array, unless
+        ``return_internal_type=True``: then the device value itself is returned (in
+        constant time with ``borrow=True``, else a device copy).
         """
         value = self.storage[0]
-        if borrow:
-            return value
+        if return_internal_type:
+            return value if borrow else self.type.copy_value(value)
+        host = self.type.host_value(value)
+        if host is not value or borrow:
+            return host  # a device's value fetched to the host is already a new array
         return self.type.copy_value(value)
 
     def set_value(self, value: Any, borrow: bool = False) -> None:

@@ -7,28 +7,27 @@ returns only checks shapes and contiguity, allocates (or reuses) the output and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import (
-    blas,
-    blas_batched,
-    codegen,
-    compiler,
-    indexing,
-    rowwise,
-)
+from tensorjit.plugins.c_backend import codegen, compiler
 from tensorjit.plugins.c_backend.buffers import reusable
-from tensorjit.tensor.blas import Gemm, Ger
-from tensorjit.tensor.elemwise import Elemwise
-from tensorjit.tensor.math import Dot, Reduce
 
 Run = Callable[[list, list], None]
 
 
 # ---------------------------------------------------------------- Elemwise
-def _elemwise_plan(node: Apply) -> tuple:
+class ElemwisePlan(NamedTuple):
+    kinds: list[str]  # per input: "full", "scalar" (broadcast everywhere) or "const"
+    bcast: list[tuple[bool, ...]]  # per input: which axes broadcast
+    source: str
+    cdef: str
+
+
+def elemwise_plan(node: Apply) -> ElemwisePlan:
+    """What the C kernel of an Elemwise node is (Unsupported if none can be made)."""
     op = node.op
     target = op.inplace
     kinds, consts, bcast = [], {}, []
@@ -53,7 +52,7 @@ def _elemwise_plan(node: Apply) -> tuple:
     ndim = len(bcast[0]) if bcast else 0
     source += _uniform_elemwise(n_ptrs, ndim)
     cdef += UNIFORM_ELEMWISE_CDEF
-    return kinds, bcast, source, cdef
+    return ElemwisePlan(kinds, bcast, source, cdef)
 
 
 # Entry points with one signature for every kernel of a kind (arrays of shapes, data
@@ -87,11 +86,8 @@ def _uniform_reduce(ndim: int) -> str:
     )
 
 
-elemwise_supported = codegen.covered_by(_elemwise_plan)
-
-
-def elemwise_factory(node: Apply) -> Run:
-    kinds, bcast, source, cdef = _elemwise_plan(node)
+def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
+    kinds, bcast, source, cdef = plan or elemwise_plan(node)
     ffi, lib = compiler.load(source, cdef, ("tj_contig", "tj_strided"), what=str(node.op))
     contig, strided = lib.tj_contig, lib.tj_strided
     from_buffer, cast = ffi.from_buffer, ffi.cast
@@ -170,7 +166,14 @@ def elemwise_factory(node: Apply) -> Run:
 
 
 # ---------------------------------------------------------------- Reduce
-def _reduce_plan(node: Apply) -> tuple:
+class ReducePlan(NamedTuple):
+    kept: list[int]  # the axes not reduced
+    source: str
+    cdef: str
+
+
+def reduce_plan(node: Apply) -> ReducePlan:
+    """What the C kernel of a Reduce node is (Unsupported if none can be made)."""
     op = node.op
     ndim = node.inputs[0].type.ndim
     kept = [a for a in range(ndim) if a not in op.axis]
@@ -183,14 +186,11 @@ def _reduce_plan(node: Apply) -> tuple:
     )
     source += _uniform_reduce(ndim)
     cdef += UNIFORM_REDUCE_CDEF
-    return kept, source, cdef
+    return ReducePlan(kept, source, cdef)
 
 
-reduce_supported = codegen.covered_by(_reduce_plan)
-
-
-def reduce_factory(node: Apply) -> Run:
-    kept, source, cdef = _reduce_plan(node)
+def reduce_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
+    kept, source, cdef = plan or reduce_plan(node)
     ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
     fn = lib.tj_reduce
     from_buffer, cast = ffi.from_buffer, ffi.cast
@@ -216,61 +216,3 @@ def reduce_factory(node: Apply) -> Run:
         output_storage[0][0] = out
 
     return run
-
-
-def sources(node: Apply) -> list[tuple[str, str]]:
-    """The (C source, description) pairs that ``node``'s kernel will load."""
-    op = node.op
-    if type(op) is Elemwise:
-        return [(_elemwise_plan(node)[2], str(op))]
-    if type(op) is Reduce:
-        return [(_reduce_plan(node)[1], str(op))]
-    if type(op) in rowwise.OPS:
-        return [(rowwise.source_of(node)[0], str(op))]
-    if type(op) in indexing.OPS:
-        return [(indexing.source_of(node), str(op))]
-    if type(op) in (Dot, Gemm, Ger, *blas_batched.OPS):
-        return [(blas.blas_source()[0], "BLAS kernels")]
-    from tensorjit.plugins.c_backend import construct
-
-    if type(op) in construct.OPS:
-        return [(construct.source_of(node)[0], str(op))]
-    return []
-
-
-def prepare(nodes: list[Apply], extra: list[tuple] = ()) -> None:
-    """Build every kernel these nodes need, and the ``extra`` entries (see
-    ``compiler.prebuild``), before their factories load them one by one."""
-    wanted = list(extra)
-    for node in nodes:
-        try:
-            wanted.extend(sources(node))
-        except codegen.Unsupported:
-            pass
-    compiler.prebuild(wanted)
-
-
-elemwise_factory.kernel_name = "elemwise"
-reduce_factory.kernel_name = "reduce"
-
-
-def select(node: Apply) -> Run | None:
-    """The C kernel factory for ``node``, or None (its Python kernel is used)."""
-    op = node.op
-    if type(op) is Elemwise and elemwise_supported(node):
-        return elemwise_factory
-    if type(op) is Reduce and reduce_supported(node):
-        return reduce_factory
-    if type(op) in (Dot, Gemm, Ger) and blas.supported(node):
-        return blas.factory
-    if type(op) in rowwise.OPS and rowwise.supported(node):
-        return rowwise.factory
-    if type(op) in blas_batched.OPS and blas_batched.supported(node):
-        return blas_batched.factory
-    if type(op) in indexing.OPS and indexing.supported(node):
-        return indexing.factory
-    from tensorjit.plugins.c_backend import construct
-
-    if type(op) in construct.OPS and construct.supported(node):
-        return construct.factory
-    return None

@@ -1,16 +1,16 @@
 """Entry point of the C backend (backend and kernel registration hooks).
 
 It is the default CPU backend (priority above the Python backend's). Registration
-probes nothing: whether cffi and a C compiler are usable is checked when
-the backend is first asked for. Kernels are chosen per node through
-``tensorjit_select_kernel``, so a node the C code generator does not cover (a scalar op
-without a C equivalent, float16, complex) falls back to the next backend.
+probes nothing: whether cffi and a C compiler are usable is checked when the backend is
+first asked for. Its kernels are the specs of kernel_table.py; a node no spec covers (a
+scalar op without a C equivalent, float16, complex) falls back to the next backend.
 """
 
 from __future__ import annotations
 
+from tensorjit.core.devices import HOST
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import Backend, BackendRegistry
+from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
 
 BACKEND = "c"
 PLUGIN = "c_backend"
@@ -31,7 +31,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
     registry.add(
         Backend(
             BACKEND,
-            device="cpu",
+            device=HOST,
             priority=PRIORITY,
             check_available=check_available,
             description="generated C (elementwise, fused, reductions, BLAS) compiled with cffi",
@@ -42,10 +42,10 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
     )
 
 
-def _prepare(nodes: list) -> None:
-    from tensorjit.plugins.c_backend import kernels, program
+def _prepare(chosen: list) -> None:
+    from tensorjit.plugins.c_backend import kernel_table, program
 
-    kernels.prepare(nodes, extra=program.prebuild_entries())
+    kernel_table.prepare(chosen, extra=program.prebuild_entries())
 
 
 def _whole_graph(plan):
@@ -55,9 +55,8 @@ def _whole_graph(plan):
 
 
 @hookimpl
-def tensorjit_select_kernel(node, backend: str):
-    if backend != BACKEND:
-        return None
-    from tensorjit.plugins.c_backend.kernels import select
+def tensorjit_register_kernels(registry: KernelRegistry) -> None:
+    from tensorjit.plugins.c_backend.kernel_table import SPECS
 
-    return select(node)
+    for spec in SPECS:
+        registry.add_spec(spec)

@@ -26,12 +26,10 @@ from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
+from tensorjit.core.devices import HOST
 from tensorjit.plugins.c_backend import blas, compiler, kernels, rowwise
-from tensorjit.tensor.blas import Gemm, Ger
-from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Alloc, Dot, Reduce
-from tensorjit.tensor.shape_ops import Shape
-from tensorjit.tensor.subtensor import Subtensor
+from tensorjit.tensor.blas import Gemm
+from tensorjit.tensor.math import Dot
 from tensorjit.tensor.type import TensorType
 
 ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE = range(1, 11)
@@ -120,7 +118,11 @@ def _static(var: Variable) -> list[int]:
 
 
 def _check_tensor(var: Variable) -> None:
-    if not isinstance(var.type, TensorType) or var.type.ndim > MAX_DIMS:
+    if (
+        not isinstance(var.type, TensorType)
+        or var.type.ndim > MAX_DIMS
+        or var.type.device != HOST
+    ):
         raise Unsupported(f"{var}: {var.type}")
 
 
@@ -206,24 +208,15 @@ class _Tables:
         return self.roots.get(var, var)
 
     def _step(self, node: Apply, kernel: Kernel) -> tuple:
-        op = node.op
-        if type(op) is Elemwise and kernel.factory is kernels.elemwise_factory:
-            return self._elemwise(node)
-        if type(op) is Reduce and kernel.factory is kernels.reduce_factory:
-            return self._reduce(node)
-        if type(op) is DimShuffle and kernel.backend in ("c", "python"):
-            return self._dimshuffle(node)
-        if type(op) is Subtensor and kernel.backend in ("c", "python"):
-            return self._subtensor(node)
-        if type(op) in (Dot, Gemm, Ger) and kernel.factory is blas.factory:
-            return self._blas(node)
-        if type(op) in rowwise.OPS and kernel.factory is rowwise.factory:
-            return self._rowwise(node)
-        if type(op) is Alloc and kernel.backend in ("c", "python"):
-            return self._alloc(node)
-        if type(op) is Shape and kernel.backend in ("c", "python"):
-            return self._shape(node)
-        raise Unsupported(f"{op} [kernel {kernel.name}]")
+        """The node's step, from its kernel's spec (core/registries.py); a kernel
+        without one (Op.perform, another backend's) does not run in a program."""
+        spec = kernel.spec
+        if spec is None or spec.step is None or spec.backend != "c":
+            raise Unsupported(f"{node.op} [kernel {kernel.name}]")
+        return spec.step(self, node, kernel.plan)
+
+    def decline(self, node: Apply) -> tuple:
+        raise Unsupported(f"{node.op}: no program step")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
         return self._addresses(*compiler.load(source, cdef, symbols, what=str(node.op)), symbols)
@@ -233,8 +226,8 @@ class _Tables:
         self.keep.append(lib)
         return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in names]
 
-    def _elemwise(self, node: Apply) -> tuple:
-        kinds, bcast, source, cdef = kernels._elemwise_plan(node)
+    def elemwise(self, node: Apply, plan: kernels.ElemwisePlan) -> tuple:
+        kinds, bcast, source, cdef = plan
         out = node.outputs[0]
         ndim = out.type.ndim
         operands = [i for i, kind in enumerate(kinds) if kind != "const"]
@@ -256,8 +249,8 @@ class _Tables:
         return (ELEMWISE, entries, ops, masks, full, target, slot, _typenum(out),
                 ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
 
-    def _reduce(self, node: Apply) -> tuple:
-        kept, source, cdef = kernels._reduce_plan(node)
+    def reduce(self, node: Apply, plan: kernels.ReducePlan) -> tuple:
+        kept, source, cdef = plan
         out = node.outputs[0]
         if out.type.ndim != len(kept):
             raise Unsupported(f"{node.op} keeps its reduced axes")
@@ -269,7 +262,7 @@ class _Tables:
         return (REDUCE, [fn], [x], [0], [1], -1, slot, _typenum(out), len(kept), [], axes,
                 len(kept), [], needs_elements, 0)  # fmt: skip
 
-    def _dimshuffle(self, node: Apply) -> tuple:
+    def dimshuffle(self, node: Apply, plan: object = None) -> tuple:
         op = node.op
         out = node.outputs[0]
         x = self._slot(node.inputs[0])
@@ -279,7 +272,7 @@ class _Tables:
         return (DIMSHUFFLE, [], [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
                 0, list(op.dropped), 0, 0)  # fmt: skip
 
-    def _subtensor(self, node: Apply) -> tuple:
+    def subtensor(self, node: Apply, plan: object = None) -> tuple:
         x, *indices = node.inputs
         out = node.outputs[0]
         for index in indices:
@@ -294,7 +287,7 @@ class _Tables:
         return (SUBTENSOR, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, [], codes,
                 0, [], 0, 0)  # fmt: skip
 
-    def _blas(self, node: Apply) -> tuple:
+    def blas(self, node: Apply, plan: object = None) -> tuple:
         op = node.op
         out = node.outputs[0]
         if type(op) is not Dot:
@@ -315,7 +308,7 @@ class _Tables:
         return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
                 [], 0, destroys)  # fmt: skip
 
-    def _rowwise(self, node: Apply) -> tuple:
+    def rowwise(self, node: Apply, plan: object = None) -> tuple:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)
         (fn,) = self._load(node, ("tj_rows_u",), source, cdef)
         out = node.outputs[0]
@@ -326,7 +319,7 @@ class _Tables:
         return (ROWWISE, [fn], ops, [], [int(r) for r in rows], -1, slot, _typenum(out),
                 out.type.ndim, [], [axis], 0, [], int(checks_classes), 0)  # fmt: skip
 
-    def _alloc(self, node: Apply) -> tuple:
+    def alloc(self, node: Apply, plan: object = None) -> tuple:
         value, *shape = node.inputs
         for length in shape:
             _check_tensor(length)
@@ -338,7 +331,7 @@ class _Tables:
         return (ALLOC, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, _static(out),
                 [], 0, [], 0, 0)  # fmt: skip
 
-    def _shape(self, node: Apply) -> tuple:
+    def shape(self, node: Apply, plan: object = None) -> tuple:
         out = node.outputs[0]
         ops = [self._slot(node.inputs[0])]
         slot = self._new_slot(out)

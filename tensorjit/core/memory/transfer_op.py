@@ -1,0 +1,65 @@
+"""Transfer: a value copied to another device (host to device, back, or between devices).
+
+The placement pass (core/rewrites/transfer.py) inserts transfers at device boundaries;
+users may also write ``transfer(x, "opencl")``. A transfer always makes a new buffer on
+its target, so it declares no view. Its gradient is the transfer back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorjit.core.devices import HOST, array_kind
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.op import Op
+
+
+class Transfer(Op):
+    """Copies its input to ``target``; the output's type is the input's on ``target``."""
+
+    __props__ = ("target",)
+    constant_folding = False  # a folded transfer would be a device constant: keep it explicit
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def make_node(self, x: Variable) -> Apply:
+        if not isinstance(x, Variable):
+            raise TypeError(f"transfer() takes a symbolic variable, got {x!r}")
+        return Apply(self, [x], [x.type.on_device(self.target).make_variable()])
+
+    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+        output_storage[0][0] = move(inputs[0], node.inputs[0].type.device, self.target)
+
+    def grad(self, inputs: list, output_grads: list) -> list:
+        return [transfer(output_grads[0], inputs[0].type.device)]
+
+    def __str__(self) -> str:
+        return f"Transfer{{{self.target}}}" if self.target != HOST else "TransferToHost"
+
+
+def move(value: Any, source: str, target: str) -> Any:
+    """A copy of ``value`` (living on ``source``) on ``target``, through a direct copier
+    when a backend registered one, else through the host."""
+    if source == target:
+        return array_kind(source).copy(value)
+    from tensorjit.core.hooks import registries
+
+    copier = registries().transfers.copier(source, target)
+    if copier is not None:
+        return copier(value)
+    host = value if source == HOST else array_kind(source).to_host(value)
+    if target == HOST:
+        return host
+    return array_kind(target).from_host(host)
+
+
+def transfer(x: Variable, target: str) -> Variable:
+    """``x`` on device ``target`` (itself when it is there already)."""
+    if x.type.device == target:
+        return x
+    return Transfer(target)(x)
+
+
+def is_transfer(node: Any) -> bool:
+    return node is not None and isinstance(getattr(node, "op", None), Transfer)

@@ -1,0 +1,147 @@
+"""The transfer phase: place every node on a device and copy values only at boundaries.
+
+Each node goes to the best device whose backend covers it (with the op a transfer rule's
+lifter gives, else its own op). Candidates are the devices its inputs live on, then the
+function's default device (``config.device``). A node whose outputs are all scalars and
+whose inputs all live on the host stays there, and so does a node no device covers;
+values cross devices through ``Transfer`` nodes inserted only where a value's producer
+and consumer disagree. ``remove_back_to_back_transfers`` then drops copies that go
+there and back again. Nothing here is specific to one device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensorjit.core.devices import HOST
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.memory.transfer_op import Transfer, is_transfer, transfer
+from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
+
+
+def _device(var: Variable) -> str:
+    return var.type.device
+
+
+def _scalar_on_host(node: Apply) -> bool:
+    return all(getattr(o.type, "ndim", None) == 0 for o in node.outputs) and all(
+        _device(v) == HOST for v in node.inputs
+    )
+
+
+class PlaceOnDevices(GraphRewriter):
+    """The core's placement pass (see the module docstring)."""
+
+    name = "place_on_devices"
+
+    def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
+        from tensorjit.core.compile.linker import BackendChoice, backends_for, find_kernel
+        from tensorjit.core.config import config
+        from tensorjit.core.hooks import registries
+
+        choice = fgraph.get_feature(BackendChoice)
+        if choice is None:
+            choice = BackendChoice(backends_for(None, config.device), config.device)
+        default = choice.default_device
+        used = {_device(v) for v in fgraph.variables} | {default}
+        if used == {HOST}:
+            return  # a host-only function: nothing to place
+        lifters = registries().transfers
+        moved: dict[tuple[Variable, str], Variable] = {}
+
+        def on(var: Variable, device: str) -> Variable:
+            """``var`` on ``device``: itself, what it was copied from, or a new copy."""
+            if _device(var) == device:
+                return var
+            if is_transfer(var.owner) and _device(var.owner.inputs[0]) == device:
+                return var.owner.inputs[0]
+            key = (var, device)
+            if key not in moved:
+                moved[key] = transfer(var, device)
+            return moved[key]
+
+        def covered(node: Apply, device: str) -> Any:
+            """The op running ``node`` on ``device``, or None."""
+            backends = choice.of_device(device)
+            if not backends:
+                return None
+            lifter = lifters.lifter(device, node.op)
+            op = node.op if lifter is None else lifter(node, device)
+            if op is None:
+                return None
+            probe = _retyped(op, node, [v.type.on_device(device) for v in node.inputs], device)
+            return op if find_kernel(probe, backends) is not None else None
+
+        for node in fgraph.toposort():
+            if node not in fgraph.apply_nodes or is_transfer(node):
+                continue
+            candidates = [_device(v) for v in node.inputs if _device(v) != HOST]
+            if default != HOST and not _scalar_on_host(node):
+                candidates.append(default)
+            target, op = HOST, node.op
+            for device in dict.fromkeys(candidates):
+                try:
+                    lifted = covered(node, device)
+                except TypeError:
+                    lifted = None  # a type that can not live there
+                if lifted is not None:
+                    target, op = device, lifted
+                    break
+            placed = all(_device(v) == target for v in (*node.inputs, *node.outputs))
+            if placed and op is node.op:
+                continue
+            inputs = [on(v, target) for v in node.inputs]
+            new = _retyped(op, node, [v.type for v in inputs], target, inputs)
+            pairs = []
+            for old, out in zip(node.outputs, new.outputs):
+                pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
+            apply_replacements(pairs, "place_on_devices")
+
+
+def _retyped(
+    op: Any, node: Apply, in_types: list, device: str, inputs: list | None = None
+) -> Apply:
+    """``node`` with ``op``, on inputs of ``in_types`` (fresh ones unless given), with its
+    outputs' types moved to ``device``."""
+    if inputs is None:
+        inputs = [
+            v if v.type == t else t.make_variable(v.name) for v, t in zip(node.inputs, in_types)
+        ]
+    outputs = []
+    for old in node.outputs:
+        out = old.type.on_device(device).make_variable(old.name)
+        out.created_at = old.created_at
+        outputs.append(out)
+    return Apply(op, inputs, outputs)
+
+
+@node_rewriter([Transfer], name="remove_back_to_back_transfers")
+def remove_back_to_back_transfers(fgraph: FunctionGraph, node: Apply) -> Any:
+    """A copy of a value to where it already is, or back to where it came from, is the
+    value itself."""
+    (x,) = node.inputs
+    if _device(x) == node.op.target and x.type == node.outputs[0].type:
+        return [x]
+    if is_transfer(x.owner):
+        source = x.owner.inputs[0]
+        if source.type == node.outputs[0].type:
+            return [source]
+        return [Transfer(node.op.target)(source)]  # a device-to-device copy, one hop
+    return None
+
+
+def host_nodes_of_device_function(fgraph: FunctionGraph, default_device: str) -> list[Apply]:
+    """Nodes that run on the host in a function using a device (transfers, and the
+    scalar work placement keeps on the host, excepted); empty for host-only functions."""
+    devices = {_device(v) for v in fgraph.variables} | {default_device}
+    if devices == {HOST}:
+        return []
+    return [
+        node
+        for node in fgraph.toposort()
+        if not is_transfer(node)
+        and node.outputs
+        and all(_device(o) == HOST for o in node.outputs)
+        and not _scalar_on_host(node)
+    ]

@@ -1,0 +1,167 @@
+"""The C backend's kernel table: one ``KernelSpec`` per op family.
+
+Each spec makes every decision about its family once: whether it covers a node (its
+``plan``, computed once per node per compile), the C sources to prebuild, the per-node
+kernel and the node's step in a whole-graph program (``program._Tables``). Selection
+(core/compile/linker.py), preparation (``prepare`` below) and programs all read these
+specs, so they agree by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.c_backend import (
+    blas,
+    blas_batched,
+    codegen,
+    compiler,
+    construct,
+    indexing,
+    kernels,
+    rowwise,
+)
+from tensorjit.tensor.blas import Gemm, Ger
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.math import Alloc, Dot, Reduce
+from tensorjit.tensor.shape_ops import Shape
+from tensorjit.tensor.subtensor import Subtensor
+
+BACKEND = "c"
+PLUGIN = "c_backend"
+
+
+def _exactly(classes: tuple[type, ...], plan: Callable[[Apply], Any]) -> Callable[[Apply], Any]:
+    """A plan for nodes whose op is exactly one of ``classes`` (subclasses may differ),
+    None where the generator raises Unsupported."""
+
+    def planned(node: Apply) -> Any:
+        if type(node.op) not in classes:
+            return None
+        try:
+            return plan(node)
+        except codegen.Unsupported:
+            return None
+
+    return planned
+
+
+def _covered_if(supported: Callable[[Apply], bool]) -> Callable[[Apply], Any]:
+    return lambda node: True if supported(node) else None
+
+
+def _blas_sources(node: Apply, plan: Any) -> list[tuple[str, str]]:
+    return [(blas.blas_source()[0], "BLAS kernels")]
+
+
+def _perform(node: Apply, plan: Any) -> Callable[[list, list], None]:
+    """Views and shapes run Op.perform per node (NumPy makes the view); the program
+    computes them itself."""
+    return partial(node.op.perform, node)
+
+
+def _step(name: str) -> Callable[[Any, Apply, Any], Any]:
+    """The program builder's method ``name`` as a spec's ``step``."""
+    return lambda tables, node, plan: getattr(tables, name)(node, plan)
+
+
+SPECS = (
+    KernelSpec(
+        "c:elemwise",
+        BACKEND,
+        (Elemwise,),
+        kernels.elemwise_factory,
+        plan=_exactly((Elemwise,), kernels.elemwise_plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step("elemwise"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:reduce",
+        BACKEND,
+        (Reduce,),
+        kernels.reduce_factory,
+        plan=_exactly((Reduce,), kernels.reduce_plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step("reduce"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:blas",
+        BACKEND,
+        (Dot, Gemm, Ger),
+        lambda node, plan: blas.factory(node),
+        plan=_exactly((Dot, Gemm, Ger), _covered_if(blas.supported)),
+        sources=_blas_sources,
+        step=_step("blas"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:blas",
+        BACKEND,
+        blas_batched.OPS,
+        lambda node, plan: blas_batched.factory(node),
+        plan=_exactly(blas_batched.OPS, _covered_if(blas_batched.supported)),
+        sources=_blas_sources,
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:rowwise",
+        BACKEND,
+        rowwise.OPS,
+        lambda node, plan: rowwise.factory(node),
+        plan=_exactly(rowwise.OPS, _covered_if(rowwise.supported)),
+        sources=lambda node, plan: [(rowwise.source_of(node)[0], str(node.op))],
+        step=_step("rowwise"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:indexing",
+        BACKEND,
+        indexing.OPS,
+        lambda node, plan: indexing.factory(node),
+        plan=_exactly(indexing.OPS, _covered_if(indexing.supported)),
+        sources=lambda node, plan: [(indexing.source_of(node), str(node.op))],
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:construct",
+        BACKEND,
+        construct.OPS,
+        lambda node, plan: construct.factory(node),
+        plan=_exactly(construct.OPS, _covered_if(construct.supported)),
+        sources=lambda node, plan: [(construct.source_of(node)[0], str(node.op))],
+        step=lambda tables, node, plan: tables.alloc(node, plan)
+        if type(node.op) is Alloc
+        else tables.decline(node),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:view",
+        BACKEND,
+        (DimShuffle, Subtensor, Shape),
+        _perform,
+        plan=_exactly((DimShuffle, Subtensor, Shape), lambda node: True),
+        step=lambda tables, node, plan: {
+            DimShuffle: tables.dimshuffle,
+            Subtensor: tables.subtensor,
+            Shape: tables.shape,
+        }[type(node.op)](node, plan),
+        plugin=PLUGIN,
+    ),
+)
+
+
+def prepare(chosen: list[tuple[Apply, Any]], extra: list[tuple] = ()) -> None:
+    """Build every kernel the chosen ``(node, kernel)`` pairs need, and the ``extra``
+    entries (see ``compiler.prebuild``), before their factories load them one by one."""
+    wanted = list(extra)
+    for node, kernel in chosen:
+        spec = kernel.spec
+        if spec is not None and spec.sources is not None:
+            wanted.extend(spec.sources(node, kernel.plan))
+    compiler.prebuild(wanted)
