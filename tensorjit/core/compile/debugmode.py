@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import Feature
 from tensorjit.core.registries import Kernel
@@ -74,12 +75,19 @@ def checked_kernel(kernel: Kernel) -> Kernel:
                             "does not declare"
                         )
             if kernel.name != "perform":
+                # Op.perform is the host reference: a device node's values are compared
+                # on the host (through each type's device).
                 reference = [[None] for _ in node.outputs]
-                node.op.perform(node, _copies(in_types, before), reference)
+                host_inputs = [
+                    None if v is None else t.host_value(t.copy_value(v))
+                    for t, v in zip(in_types, before)
+                ]
+                node.op.perform(node, host_inputs, reference)
                 for j, out in enumerate(node.outputs):
-                    got, want = output_storage[j][0], reference[j][0]
+                    got, want = out.type.host_value(output_storage[j][0]), reference[j][0]
                     same_kind = getattr(got, "dtype", None) == getattr(want, "dtype", None)
-                    if not (same_kind and out.type.values_eq_approx(got, want)):
+                    host_type = out.type.on_device(HOST)
+                    if not (same_kind and host_type.values_eq_approx(got, want)):
                         raise BadKernel(
                             f"{_where(node)}: kernel {kernel.name} computed output {j} = "
                             f"{output_storage[j][0]!r}, but Op.perform gives "
@@ -136,8 +144,8 @@ class RewriteChecker:
                 self._functions.append(self._compile(self.inputs, [old, new]))
         for (old, new, reason), fn in zip(self.pairs, self._functions):
             values = [v.type.copy_value(x) for v, x in zip(self.inputs, input_values)]
-            before, after = fn(*values)
-            if not old.type.values_eq_approx(before, after):
+            before, after = fn(*values)  # host values, whatever device computed them
+            if not old.type.on_device(HOST).values_eq_approx(before, after):
                 raise BadOptimization(
                     f"rewrite {reason!r} replaced {old} (by {new}) but the values differ: "
                     f"{before!r} before, {after!r} after"

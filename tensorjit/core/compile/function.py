@@ -128,7 +128,7 @@ class Function:
         order = _shared_updates_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
         if any(hasattr(n.op, "lazy_branches") for n in order):
-            ordered = fgraph.destroy_handler.orderings(fgraph)
+            ordered = fgraph.get_feature(DestroyHandler).orderings(fgraph)
             pinned = set(ordered) | {n for before in ordered.values() for n in before}
             order, lazy_blocks = lazy_schedule(fgraph, order, pinned)
         kernels = choose_kernels(order, backends)
@@ -648,7 +648,7 @@ def _shared_updates_last(fgraph: FunctionGraph, order: list) -> list:
     """Move the nodes that overwrite shared storage (and what depends on them) to the end
     of the schedule, so that a call failing anywhere else leaves shared values as they
     were: updates then happen as if all at once, after everything else."""
-    handler = fgraph.destroy_handler
+    handler = fgraph.get_feature(DestroyHandler)
     shared_roots = set(handler.update_outputs)
     deferred: set = set()
     stack = [

@@ -54,13 +54,11 @@ class DestroyHandler(Feature):
 
     # ---------------------------------------------------------------- bookkeeping
     def on_attach(self, fgraph: FunctionGraph) -> None:
-        if getattr(fgraph, "destroy_handler", None) not in (None, self):
+        if fgraph.get_feature(DestroyHandler) not in (None, self):
             raise InconsistencyError("a FunctionGraph can have only one DestroyHandler")
         self.fgraph = fgraph
-        fgraph.destroy_handler = self  # type: ignore[attr-defined]
 
     def on_detach(self, fgraph: FunctionGraph) -> None:
-        fgraph.destroy_handler = None  # type: ignore[attr-defined]
         self.fgraph = None
 
     def on_import(self, fgraph, node: Apply, reason) -> None:
@@ -224,7 +222,7 @@ def fast_inplace_check(fgraph: FunctionGraph, inputs: Sequence[Variable]) -> lis
     A cheap pre-filter (constants, protected inputs and already-destroyed values are
     excluded); the full validation, which also detects cycles, still runs on substitution.
     """
-    handler: DestroyHandler | None = getattr(fgraph, "destroy_handler", None)
+    handler: DestroyHandler | None = fgraph.get_feature(DestroyHandler)
     if handler is None:
         raise ValueError("fast_inplace_check needs a FunctionGraph with a DestroyHandler")
     return [v for v in inputs if handler.destroyable(v)]

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.memory.destroy_handler import DestroyHandler
 from tensorjit.core.registries import InplaceVariant
+from tensorjit.core.rewrites.transfer import keep_placement
 from tensorjit.core.rewrites.basic import GraphRewriter
 
 Proposal = tuple[Apply, Apply, InplaceVariant]
@@ -26,7 +28,7 @@ class InplacePass(GraphRewriter):
         self._registry = registry_getter  # read lazily: plugins may register late
 
     def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
-        handler = getattr(fgraph, "destroy_handler", None)
+        handler = fgraph.get_feature(DestroyHandler)
         if handler is None:
             return
         registry = self._registry()
@@ -77,7 +79,7 @@ class InplacePass(GraphRewriter):
         if not destroyed or not destroyed <= set(request):
             return None  # the variant does not honour the request: never used
         try:
-            new_node = new_op.make_node(*node.inputs)
+            new_node = keep_placement(new_op.make_node(*node.inputs), node)
         except (TypeError, ValueError):
             return None
         if [o.type for o in new_node.outputs] != [o.type for o in node.outputs]:

@@ -76,7 +76,8 @@ class PlaceOnDevices(GraphRewriter):
         for node in fgraph.toposort():
             if node not in fgraph.apply_nodes or is_transfer(node):
                 continue
-            candidates = [_device(v) for v in node.inputs if _device(v) != HOST]
+            # Devices the inputs live on, or were just copied from to reach this node.
+            candidates = [_device(_origin(v)) for v in node.inputs if _device(_origin(v)) != HOST]
             if default != HOST and not _scalar_on_host(node):
                 candidates.append(default)
             target, op = HOST, node.op
@@ -97,6 +98,21 @@ class PlaceOnDevices(GraphRewriter):
             for old, out in zip(node.outputs, new.outputs):
                 pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
             apply_replacements(pairs, "place_on_devices")
+
+
+def _origin(var: Variable) -> Variable:
+    """The value ``var`` is a copy of (through transfers), or ``var`` itself."""
+    while is_transfer(var.owner):
+        var = var.owner.inputs[0]
+    return var
+
+
+def keep_placement(new: Apply, old: Apply) -> Apply:
+    """``new`` (built by ``make_node``, which knows nothing of devices) with its outputs
+    on the devices of ``old``'s: rewrites after placement (the inplace pass) use it."""
+    if all(_device(n) == _device(o) for n, o in zip(new.outputs, old.outputs)):
+        return new
+    return _retyped(new.op, new, [v.type for v in new.inputs], _device(old.outputs[0]), new.inputs)
 
 
 def _retyped(

@@ -9,6 +9,8 @@ import contextlib
 import numpy as np
 import pytest
 
+from tensorjit.core.memory.destroy_handler import DestroyHandler
+
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit import Apply, In, Op
@@ -29,7 +31,7 @@ def _destroyers(f):
 
 def _destroyed_roots(f):
     """The graph inputs whose memory some destroyer writes (following declared views)."""
-    handler = f.fgraph.destroy_handler
+    handler = f.fgraph.get_feature(DestroyHandler)
     return {
         handler.root(n.inputs[i])
         for n in _destroyers(f)
@@ -221,7 +223,7 @@ def test_sgd_update_runs_in_place_on_the_shared_buffer():
     f = tensorjit.function([lr, g], [], updates={w: w - lr * g}, mode=NO_FUSION)
     (node,) = _destroyers(f)
     assert str(node.op) == "sub_inplace{0}"
-    assert f.fgraph.destroy_handler.root(node.inputs[0]) is f.fgraph.inputs[-1]
+    assert f.fgraph.get_feature(DestroyHandler).root(node.inputs[0]) is f.fgraph.inputs[-1]
     buffer = w.get_value(borrow=True)
     expected = np.array([1.0, 2.0, 3.0])
     grad = np.array([1.0, -2.0, 0.5])

@@ -148,16 +148,21 @@ def test_a_plugin_that_fails_to_import_is_a_clear_error(broken_site):
 def test_info_says_why_a_backend_is_unavailable(cube_site):
     result = _run(
         """
+        from tensorjit.core.devices import ArrayKind
         from tensorjit.core.hooks import hookimpl, register_plugin
         from tensorjit.core.registries import Backend
         from tensorjit.__main__ import main
+
+        class AccelArrays(ArrayKind):
+            device = "accel"
 
         class Accelerator:
             @hookimpl
             def tensorjit_register_backends(self, registry):
                 registry.add(Backend("fake-accel", "accel", 50,
                                      lambda: "no fake accelerator is attached",
-                                     description="test backend", plugin="accel"))
+                                     description="test backend", plugin="accel",
+                                     array_kind=AccelArrays()))
 
         register_plugin(Accelerator(), "accel")
         main(["info"])
