@@ -5,6 +5,7 @@ import pytest
 
 import tensorjit
 import tensorjit.tensor as T
+from tensorjit.core.devices import ArrayKind
 from tensorjit.core.graph import Apply, Op, Type
 from tensorjit.core.hooks import PluginLoadError, PluginSystem, hookimpl, registries
 from tensorjit.core.registries import (
@@ -19,6 +20,10 @@ from tensorjit.core.registries import (
 
 def make_op(name, **attrs):
     return type(name, (Op,), attrs)
+
+
+class CudaArrays(ArrayKind):
+    device = "cuda"
 
 
 class Base(Op):
@@ -181,7 +186,7 @@ def test_backend_availability_is_lazy_and_cached_with_the_reason():
     reg = BackendRegistry()
     ok, missing = Probe(), Probe(reason="no compiler found")
     reg.add(Backend("fast", "cpu", 10, ok))
-    reg.add(Backend("gpu", "cuda", 5, missing))
+    reg.add(Backend("gpu", "cuda", 5, missing, array_kind=CudaArrays()))
     assert (ok.calls, missing.calls) == (0, 0)  # registering probes nothing
     assert reg.unavailable_reason("gpu") == "no compiler found"
     assert reg.unavailable_reason("gpu") == "no compiler found"
@@ -207,7 +212,7 @@ def test_for_device_lists_available_backends_by_priority():
     reg = BackendRegistry()
     low, high = Backend("low", "cpu", 1, Probe()), Backend("high", "cpu", 9, Probe())
     down = Backend("down", "cpu", 100, Probe(reason="nope"))
-    gpu = Backend("gpu", "cuda", 50, Probe())
+    gpu = Backend("gpu", "cuda", 50, Probe(), array_kind=CudaArrays())
     for backend in (low, down, gpu, high):
         reg.add(backend)
     assert reg.for_device("cpu") == [high, low]
@@ -317,3 +322,83 @@ def test_shared_of_an_array_uses_the_tensor_constructor():
     assert s.name == "s"
     np.testing.assert_array_equal(s.get_value(), value)
     assert registries().types.shared_constructor_for(value) is not None
+
+
+# ---------------------------------------------------------------- devices, specs, transfers
+
+
+def test_a_backend_on_a_new_device_must_declare_its_array_kind():
+    reg = BackendRegistry()
+    with pytest.raises(RegistrationError, match="device 'cuda' but declares no array_kind"):
+        reg.add(Backend("gpu", "cuda", 5, lambda: None, plugin="p"))
+    kind = CudaArrays()
+    reg.add(Backend("gpu", "cuda", 5, lambda: None, array_kind=kind))
+    # A second backend of the device shares its kind (or names none).
+    reg.add(Backend("gpu2", "cuda", 1, lambda: None))
+    with pytest.raises(RegistrationError, match="second array kind for device 'cuda'"):
+        reg.add(Backend("gpu3", "cuda", 1, lambda: None, array_kind=CudaArrays()))
+    with pytest.raises(RegistrationError, match="its array kind is for device 'cuda'"):
+        reg.add(Backend("x", "xla", 1, lambda: None, array_kind=CudaArrays()))
+    assert reg.array_kind("cuda") is kind
+    assert "cuda" in reg.devices()
+    with pytest.raises(ValueError, match="no loaded backend declares device 'tpu'"):
+        reg.array_kind("tpu")
+
+
+def test_a_kernel_spec_plans_once_and_may_decline():
+    from tensorjit.core.registries import KernelSpec
+
+    planned = []
+
+    def plan(node):
+        planned.append(node)
+        return None if node.op.declines else ("plan", node.op)
+
+    def factory(node, plan):
+        return lambda inputs, storage: plan
+
+    class Planned(Base):
+        __props__ = ("declines",)
+
+        def __init__(self, declines):
+            self.declines = declines
+
+    reg = KernelRegistry()
+    reg.add_spec(KernelSpec("c:planned", "c", (Planned,), factory, plan=plan))
+    node = Apply(Planned(False), [], [])
+    kernel = reg.kernel_for("c", node)
+    assert kernel.name == "c:planned" and kernel.plan == ("plan", node.op)
+    assert kernel.factory(node)(None, None) == ("plan", node.op)
+    assert len(planned) == 1  # the factory reuses the plan
+    assert reg.kernel_for("c", Apply(Planned(True), [], [])) is None
+    assert reg.specs_of("c") == [reg.table[("c", Planned)]]
+    with pytest.raises(RegistrationError, match="already registered"):
+        reg.add_spec(KernelSpec("c:other", "c", (Planned,), factory))
+
+
+def test_transfer_registry_rejects_duplicates_and_follows_the_mro():
+    from tensorjit.core.registries import TransferRegistry
+
+    reg = TransferRegistry()
+    reg.add_copier("cpu", "cuda", lambda v: v)
+    with pytest.raises(RegistrationError, match="copier from 'cpu' to 'cuda'"):
+        reg.add_copier("cpu", "cuda", lambda v: v)
+    lift = lambda node, device: None  # noqa: E731
+    reg.add_lifter("cuda", Base, lift, plugin="p")
+    assert reg.lifter("cuda", MoreDerived()) is lift
+    assert reg.lifter("opencl", MoreDerived()) is None
+    with pytest.raises(RegistrationError, match=r"lifter of Base to 'cuda' .*plugin 'p'"):
+        reg.add_lifter("cuda", Base, lift)
+
+
+def test_a_misspelt_hook_is_refused_naming_the_closest_hook():
+    class Misspelt:
+        @hookimpl
+        def tensorjit_register_kernel(self, registry):  # missing "s"
+            pass
+
+    system = PluginSystem(autoload=False)
+    with pytest.raises(PluginLoadError, match=r"tensorjit_register_kernel \(did you mean "
+                       r"tensorjit_register_kernels\?\)"):
+        system.register(Misspelt(), "misspelt")
+    assert "misspelt" not in system.plugin_names()

@@ -92,7 +92,13 @@ class PlaceOnDevices(GraphRewriter):
             placed = all(_device(v) == target for v in (*node.inputs, *node.outputs))
             if placed and op is node.op:
                 continue
-            inputs = [on(v, target) for v in node.inputs]
+            # A destroyed input gets its own copy: the value it was copied from (a
+            # constant, a protected input) may not be destroyable.
+            destroyed = {i for ins in op.destroy_map.values() for i in ins}
+            inputs = [
+                transfer(v, target) if i in destroyed else on(v, target)
+                for i, v in enumerate(node.inputs)
+            ]
             new = _retyped(op, node, [v.type for v in inputs], target, inputs)
             pairs = []
             for old, out in zip(node.outputs, new.outputs):

@@ -222,7 +222,7 @@ def test_a_value_read_after_its_destroyer_is_read_first(mutable):
     np.testing.assert_array_equal(a, a0 + b0 if mutable else a0)
     if mutable:
         order = f.fgraph.toposort()
-        handler = f.fgraph.destroy_handler
+        handler = f.fgraph.get_feature(DestroyHandler)
         x_in = f.fgraph.inputs[0]
         (destroyer,) = [n for n in order if n.op.destroy_map and n.inputs[0] is x_in]
         readers = [
@@ -563,7 +563,7 @@ def test_a_second_destroy_handler_is_refused_and_not_attached():
     with pytest.raises(InconsistencyError, match=r"only one DestroyHandler"):
         fg.attach_feature(second)
     assert second not in fg.features
-    assert fg.destroy_handler is handler
+    assert fg.get_feature(DestroyHandler) is handler
 
 
 def test_pruned_destroyer_is_forgotten():
