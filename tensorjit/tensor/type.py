@@ -252,6 +252,13 @@ class TensorType(Type):
     def convert_variable(self, var: Variable) -> Variable | None:
         if var.type == self or self.is_super(var.type):
             return var
+        other = getattr(var.type, "device", HOST)
+        if other != self.device and self.on_device(other).is_super(var.type):
+            # The same values on another device: a copy stands in (placement later
+            # removes copies that are not needed).
+            from tensorjit.core.memory.transfer_op import transfer
+
+            return transfer(var, self.device)
         return None
 
     def make_variable(self, name: str | None = None) -> Variable:
@@ -268,14 +275,7 @@ class TensorType(Type):
         from tensorjit.tensor.variable import as_tensor_variable
 
         var = as_tensor_variable(other)
-        converted = self.convert_variable(var)
-        if converted is None and var.type.device != self.device:
-            from tensorjit.core.memory.transfer_op import transfer
-
-            moved = transfer(var, self.device)  # e.g. a host expression updating device storage
-            if self.is_super(moved.type):
-                return moved
-            var = moved
+        converted = self.convert_variable(var)  # a copy to this type's device, if needed
         if converted is None and var.type.dtype != self.dtype and var.type.ndim == self.ndim:
             from tensorjit.tensor.math import cast
 
