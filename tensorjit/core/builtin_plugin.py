@@ -76,7 +76,9 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
         ("place_on_devices", PlaceOnDevices()),
         ("remove_back_to_back_transfers", remove_back_to_back_transfers),
     ):
-        db.register(name, rewriter, "transfer", "fast_run", "fast_compile", "transfer", plugin="core")
+        db.register(
+            name, rewriter, "transfer", "fast_run", "fast_compile", "transfer", plugin="core"
+        )
     db.register(
         "inplace",
         InplacePass(lambda: registries().inplace),

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tensorjit.core.devices import HOST, HOST_ARRAYS, ArrayKind, UnknownDeviceError
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
-from tensorjit.core.devices import HOST, HOST_ARRAYS, ArrayKind, UnknownDeviceError
 from tensorjit.core.graph.type import Type
 
 # A kernel factory turns a node into a callable ``run(inputs, output_storage)`` that

@@ -398,7 +398,10 @@ def test_a_misspelt_hook_is_refused_naming_the_closest_hook():
             pass
 
     system = PluginSystem(autoload=False)
-    with pytest.raises(PluginLoadError, match=r"tensorjit_register_kernel \(did you mean "
-                       r"tensorjit_register_kernels\?\)"):
+    with pytest.raises(
+        PluginLoadError,
+        match=r"tensorjit_register_kernel \(did you mean "
+        r"tensorjit_register_kernels\?\)",
+    ):
         system.register(Misspelt(), "misspelt")
     assert "misspelt" not in system.plugin_names()

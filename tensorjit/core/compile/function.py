@@ -10,16 +10,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
-from tensorjit.core.compile.lazy import lazy_guards, lazy_schedule
+from tensorjit.core.compile.lazy import lazy_schedule
 from tensorjit.core.compile.linker import (
     BackendChoice,
     CompileError,
     backends_for,
     choose_kernels,
+    link,
 )
 from tensorjit.core.compile.mode import Mode, get_mode
-from tensorjit.core.compile.program import GraphPlan, ProgramVM, whole_graph_program
-from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Constant, Variable
@@ -32,10 +31,10 @@ from tensorjit.core.graph.fgraph import (
 )
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
 from tensorjit.core.hooks import get_plugin_system
-from tensorjit.core.memory.aliasing import alias_root
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
 from tensorjit.core.memory.io import In, Out
+from tensorjit.core.memory.plan import MemoryPlan, protected_inputs
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.core.memory.transfer_op import is_transfer, transfer
 from tensorjit.core.rewrites.db import RewriteQuery
@@ -69,19 +68,12 @@ def _pairs(mapping: Mapping | Sequence | None, what: str) -> list[tuple[Any, Any
     return pairs
 
 
-def _describe_value(value: Any) -> str:
-    dtype = getattr(value, "dtype", None)
-    shape = getattr(value, "shape", None)
-    if dtype is not None and shape is not None:
-        return f"{type(value).__name__} of dtype {dtype} and shape {shape}"
-    return f"{type(value).__name__} {value!r}"
-
-
 class Function:
     """A compiled function. Call it with NumPy values; it returns NumPy values.
 
     ``maker`` facts are kept for introspection: ``fgraph`` (the rewritten graph),
-    ``kernels`` (node -> kernel chosen), ``rewrite_stats``.
+    ``kernels`` (node -> kernel chosen), ``rewrite_stats``; ``memory`` is its memory
+    plan (core/memory/plan.py), which every call path follows.
     """
 
     def __init__(
@@ -105,90 +97,28 @@ class Function:
         self.name = name
         self.rewrite_stats = stats
         self.shared_inputs = shared_inputs
-        n_in, n_out = len(inputs), len(outputs)
-        input_vars = fgraph.inputs[:n_in]
-        self._updated_shared = [shared for shared, _ in updates]
-        # Per-function defaults: In(update=...) replaces them after each call.
-        self.defaults = [inp.value for inp in inputs]
-        self._updated_inputs = [i for i, inp in enumerate(inputs) if inp.update is not None]
-        self._has_updates = bool(self._updated_shared or self._updated_inputs)
+        label = f"compiled function {name!r}" if name else "compiled function"
+        memory = MemoryPlan(inputs, outputs, fgraph, shared_inputs, [s for s, _ in updates], label)
+        self.memory = memory
+        self.defaults = memory.defaults
 
-        storage: dict[Variable, list] = {}
-        for var, shared in zip(fgraph.inputs[n_in:], shared_inputs):
-            storage[var] = shared.storage  # the VM reads the shared variable's own cell
-        for var in fgraph.variables:
-            if var not in storage:
-                storage[var] = [var.data] if isinstance(var, Constant) else [None]
-        self._input_cells = [storage[v] for v in input_vars]
-        self._all_input_cells = [(v, storage[v]) for v in fgraph.inputs]
-        self._arg_values: list[Any] = []
-        self._output_cells = [storage[v] for v in fgraph.outputs]
-
-        backends = fgraph.get_feature(BackendChoice).backends
         order = _shared_updates_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
-        if any(hasattr(n.op, "lazy_branches") for n in order):
+        if any(n.op.lazy_branches is not None for n in order):
             ordered = fgraph.get_feature(DestroyHandler).orderings(fgraph)
             pinned = set(ordered) | {n for before in ordered.values() for n in before}
             order, lazy_blocks = lazy_schedule(fgraph, order, pinned)
+        backends = fgraph.get_feature(BackendChoice).backends
         kernels = choose_kernels(order, backends)
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
         self._checker = checker
         self.kernels = dict(zip(order, kernels))
-        self.vm = VM(order, kernels, storage, keep=set(fgraph.outputs), allow_gc=config.allow_gc)
-        if lazy_blocks:
-            self.vm.set_lazy_blocks(lazy_guards(order, lazy_blocks, storage))
-        program = None
-        if config.whole_graph and not mode.debug and not lazy_blocks:
-            plan = GraphPlan(
-                nodes=order,
-                kernels=kernels,
-                inputs=input_vars,
-                shared=[(v, storage[v]) for v in fgraph.inputs[n_in:]],
-                outputs=list(fgraph.outputs),
-            )
-            program = whole_graph_program(plan, backends)
-        # Cells the VM computed into: cleared after each call so no value is kept alive.
-        # Out(borrow=True) keeps its buffer for the next call to compute into.
-        borrowed_out = {v for v, o in zip(fgraph.outputs, outputs) if o.borrow}
-        self._computed_output_cells = [
-            storage[v] for v in fgraph.outputs if v.owner is not None and v not in borrowed_out
-        ]
-        self._borrowed_output_cells = [
-            (v.type, storage[v])
-            for v in fgraph.outputs
-            if v.owner is not None and v in borrowed_out
-        ]
-        self._copy_plan = self._plan_output_copies(input_vars, n_out)
-        if program is not None and not self._borrowed_output_cells:
-            # (An Out(borrow=True) buffer is reused by the per-node VM only.)
-            self.vm = ProgramVM(program, self.vm, self._input_cells, self._output_cells)
-        self._positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
-        # Every argument given positionally and none destroyable: each is only filtered
-        # (the common call, without the bookkeeping of defaults, keywords and aliasing).
-        self._plain_filters = (
-            None
-            if any(inp.borrow for inp in inputs)
-            else [(inp.variable.type.filter, inp.strict, inp.allow_downcast) for inp in inputs]
-        )
-        self._n_required = 0
-        for i, inp in enumerate(inputs):
-            if inp.value is None:
-                self._n_required = i + 1
-        # The common call straight into the program: positional arguments, nothing to
-        # copy, no destroyable input, no input updates, no kept output buffers.
-        self._n_inputs = n_in
-        self._n_outputs = n_out
-        plain = (
-            checker is None
-            and self._plain_filters is not None
-            and not self._updated_inputs
-            and not self._borrowed_output_cells
-            and not any(self._copy_plan)
-        )
+        self.vm, program = link(order, kernels, memory, backends, lazy_blocks, mode.debug)
+        self._n_inputs = len(inputs)
         self._program = program
-        self._fast_program = program if plain else None
+        # The common call straight into the program (see MemoryPlan.plain).
+        self._fast_program = program if checker is None and memory.plain else None
 
     @property
     def profile(self) -> RewriteStats:
@@ -202,66 +132,26 @@ class Function:
             if var.owner is not None:  # never an input's, a shared variable's or a constant's
                 self.vm.storage[var][0] = None
 
-    def _plan_output_copies(self, input_vars: list[Variable], n_out: int) -> list[bool]:
-        """Which outputs (user outputs, then updates) must be copied to stay un-aliased.
-
-        An output needs a copy if its memory (through declared views) belongs to an input,
-        a shared variable or a constant, or to an earlier output. ``Out(borrow=True)`` of
-        an ``In(borrow=True)`` may alias it; an update may be a view of its own variable.
-        """
-        borrowed = {v for v, i in zip(input_vars, self.inputs) if i.borrow}
-        own_input = {
-            n_out + k: self.fgraph.inputs[len(input_vars) + self.shared_inputs.index(shared)]
-            for k, shared in enumerate(self._updated_shared)
-        }
-        # A buffer an Out(borrow=True) keeps is overwritten by the next call: every other
-        # output living in it must be a copy, wherever it stands in the list.
-        kept_by_borrow = {
-            alias_root(out)
-            for k, out in enumerate(self.fgraph.outputs[:n_out])
-            if self.outputs[k].borrow
-        }
-        plan = []
-        seen_roots: set[Variable] = set()
-        for k, out in enumerate(self.fgraph.outputs):
-            root = alias_root(out)
-            borrowed_out = k < n_out and self.outputs[k].borrow
-            if root in seen_roots or (root in kept_by_borrow and not borrowed_out):
-                copy = True
-            elif root.owner is not None or root is own_input.get(k):
-                copy = False
-            else:
-                copy = not (k < n_out and self.outputs[k].borrow and root in borrowed)
-            seen_roots.add(root)
-            plan.append(copy)
-        return plan
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         program = self._fast_program
         if program is not None and not kwargs and len(args) == self._n_inputs:
             values = program(args)
             if values is not None:
                 return self._finish_program_call(values)
+        memory = self.memory
         try:
-            self._load_inputs(args, kwargs)
-            if self._borrowed_output_cells:
-                self._release_borrowed_buffers([c[0] for c in self._input_cells])
+            memory.load_arguments(args, kwargs)
+            if memory.borrowed_output_cells:
+                memory.release_borrowed_buffers([c[0] for c in memory.input_cells])
             if self._checker is not None:
-                snapshot = [v.type.copy_value(c[0]) for v, c in self._all_input_cells]
+                snapshot = [v.type.copy_value(c[0]) for v, c in memory.all_input_cells]
             self.vm()
             if self._checker is not None:
                 self._checker.check(snapshot)
-            values = [cell[0] for cell in self._output_cells]
+            values = [cell[0] for cell in memory.output_cells]
         finally:
-            self._arg_values = []
-            for cell in self._input_cells:
-                cell[0] = None
-            for cell in self._computed_output_cells:
-                cell[0] = None
-        for k, copy in enumerate(self._copy_plan):
-            if copy:
-                values[k] = self.fgraph.outputs[k].type.copy_value(values[k])
-        outputs = self._store_updates(values)
+            memory.clear()
+        outputs = memory.store_updates(memory.copy_outputs(values))
         if self.unpack_single:
             return outputs[0]
         return outputs
@@ -269,25 +159,13 @@ class Function:
     def program_loop(self) -> Any:
         """The ``loop`` of this function's whole-graph program (see
         core/compile/program.py) when it has one and updates nothing; else None."""
-        if self._program is None or self._updated_shared or self._checker is not None:
+        if self._program is None or self.memory.updated_shared or self._checker is not None:
             return None
         return getattr(self._program, "loop", None)
 
-    def _store_updates(self, values: list[Any]) -> list[Any]:
-        """Stores the updates' values, which follow the outputs in ``values`` (shared
-        variables' first, then updated inputs'), and returns the outputs. Every output
-        is computed before any update is stored: they happen as if simultaneously."""
-        n_out = self._n_outputs
-        n_shared = len(self._updated_shared)
-        for shared, value in zip(self._updated_shared, values[n_out : n_out + n_shared]):
-            shared.storage[0] = value
-        for i, value in zip(self._updated_inputs, values[n_out + n_shared :]):
-            self.defaults[i] = value
-        return values[:n_out]
-
     def _finish_program_call(self, values: list[Any]) -> Any:
-        if self._has_updates:
-            values = self._store_updates(values)
+        if self.memory.has_updates:
+            values = self.memory.store_updates(values)
         return values[0] if self.unpack_single else values
 
     def call_trusted(
@@ -298,120 +176,25 @@ class Function:
         outputs it keeps before the next call (they are not copied here). ``returned``:
         the positions of the values that may be (views of) this function's earlier
         outputs (a loop's carried state); None: any value may be."""
-        if self._checker is not None or len(values) != len(self._input_cells):
+        memory = self.memory
+        if self._checker is not None or len(values) != len(memory.input_cells):
             return self(*values)
         program = self._program  # its outputs are new arrays: no borrowed buffer to spare
         if program is not None:
             results = program(values)
             if results is not None:  # without updates: exactly the outputs
-                return self._store_updates(results) if self._has_updates else results
-        for cell, value in zip(self._input_cells, values):
-            cell[0] = value
-        if self._borrowed_output_cells:
-            self._release_borrowed_buffers(
+                return memory.store_updates(results) if memory.has_updates else results
+        memory.set_trusted_arguments(values)
+        if memory.borrowed_output_cells:
+            memory.release_borrowed_buffers(
                 values if returned is None else [values[i] for i in returned]
             )
         try:
             self.vm()
-            results = [cell[0] for cell in self._output_cells]
+            results = [cell[0] for cell in memory.output_cells]
         finally:
-            for cell in self._input_cells:
-                cell[0] = None
-            for cell in self._computed_output_cells:
-                cell[0] = None
-        return self._store_updates(results)
-
-    def _release_borrowed_buffers(self, values: Sequence[Any]) -> None:
-        """An Out(borrow=True) buffer that comes back as an argument (a loop's carried
-        state) must not be overwritten while this call still reads it."""
-        for out_type, cell in self._borrowed_output_cells:
-            kept = cell[0]
-            if kept is not None and any(out_type.may_share_memory(kept, v) for v in values):
-                cell[0] = None
-
-    def _aliases_another(self, i: int, value: Any) -> bool:
-        may_share = self.inputs[i].variable.type.may_share_memory
-        for j, other in enumerate(self._arg_values):
-            if j != i and other is not _MISSING and may_share(value, other):
-                return True
-        for _, cell in self._all_input_cells[len(self.inputs) :]:
-            if may_share(value, cell[0]):
-                return True
-        return False
-
-    def _load_inputs(self, args: tuple, kwargs: dict) -> None:
-        filters = self._plain_filters
-        if filters is not None and not kwargs and len(args) == len(filters):
-            try:
-                for cell, (filter_value, strict, downcast), value in zip(
-                    self._input_cells, filters, args
-                ):
-                    cell[0] = filter_value(value, strict, downcast)
-                self._arg_values = list(args)
-                return
-            except (TypeError, ValueError):
-                pass  # the full path below explains the error
-        n = len(self.inputs)
-        label = f"compiled function {self.name!r}" if self.name else "compiled function"
-        if len(args) > n:
-            names = ", ".join(i.variable.describe() for i in self.inputs) or "none"
-            raise TypeError(f"{label} takes {n} arguments, got {len(args)}; its inputs: {names}")
-        values: list[Any] = list(args) + [_MISSING] * (n - len(args))
-        self._arg_values = values  # the raw arguments, for the aliasing check
-        for key, value in kwargs.items():
-            pos = self._positions.get(key)
-            if pos is None:
-                raise TypeError(
-                    f"{label} got an unexpected keyword argument {key!r}; "
-                    f"named inputs: {sorted(self._positions)}"
-                )
-            if values[pos] is not _MISSING:
-                raise TypeError(f"{label} got multiple values for input {key!r}")
-            values[pos] = value
-        for i, (inp, value) in enumerate(zip(self.inputs, values)):
-            from_default = value is _MISSING
-            if from_default:
-                if self.defaults[i] is None:
-                    missing = [
-                        self.inputs[j].variable.describe()
-                        for j in range(n)
-                        if values[j] is _MISSING and self.defaults[j] is None
-                    ]
-                    raise TypeError(
-                        f"{label} is missing {len(missing)} required argument(s): "
-                        f"{', '.join(missing)} (expected {self._n_required} positional "
-                        f"arguments, got {len(args)})"
-                    )
-                value = self.defaults[i]
-            try:
-                filtered = inp.variable.type.filter(
-                    value, strict=inp.strict, allow_downcast=inp.allow_downcast
-                )
-            except (TypeError, ValueError) as exc:
-                hint = ""
-                if "lose precision" in str(exc):
-                    hint = " (In(x, allow_downcast=True) or allow_input_downcast=True allow it)"
-                raise type(exc)(
-                    f"bad argument {i} to {label}: input {inp.variable.describe()} expects "
-                    f"{inp.variable.type}, got {_describe_value(value)}: {exc}{hint}"
-                ) from None
-            if inp.borrow and (
-                from_default or not _writeable(filtered) or self._aliases_another(i, filtered)
-            ):
-                # A destroyable input must not be a default (reused by later calls), a
-                # read-only array, or memory another argument or a shared variable reads:
-                # the function gets a private copy.
-                filtered = inp.variable.type.copy_value(filtered)
-            self._input_cells[i][0] = filtered
-            self._arg_values[i] = value
-
-
-_MISSING = object()
-
-
-def _writeable(value: Any) -> bool:
-    flags = getattr(value, "flags", None)
-    return True if flags is None else bool(flags.writeable)
+            memory.clear()
+        return memory.store_updates(results)
 
 
 def _as_in(item: Any) -> In:
@@ -540,9 +323,7 @@ def function(
             except TypeError as exc:
                 raise TypeError(f"In({inp.variable.describe()}).update: {exc}") from None
     # A device value is returned as a host array unless Out(return_internal_type=True).
-    out_vars = [
-        o.variable if o.return_internal_type else transfer(o.variable, HOST) for o in outs
-    ]
+    out_vars = [o.variable if o.return_internal_type else transfer(o.variable, HOST) for o in outs]
     targets = out_vars + [u for _, u in update_pairs] + input_updates
     new_targets, _ = clone_replace(targets, replace) if replace else (targets, {})
 
@@ -562,9 +343,7 @@ def function(
     update_index = {
         fg_shared[shared_inputs.index(s)]: n_out + k for k, (s, _) in enumerate(update_pairs)
     }
-    protected = [v for v, i in zip(fgraph.inputs, ins) if not (i.mutable or i.borrow)]
-    protected += [v for v in fg_shared if v not in update_index]
-    handler = DestroyHandler(protected, update_index)
+    handler = DestroyHandler(protected_inputs(ins, fgraph, set(update_index)), update_index)
     fgraph.attach_feature(handler)
     fgraph.attach_feature(PluginVeto(system.pm.hook.tensorjit_validate_replacement))
     if accept_inplace:
@@ -609,7 +388,9 @@ def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Fun
         [In(v, mutable=True) for v in inputs],
         outputs,
         # Only the placement pass: device values reach host kernels through transfers.
-        mode=Mode("unrewritten", RewriteQuery(include=frozenset({"transfer"})), backends=("python",)),
+        mode=Mode(
+            "unrewritten", RewriteQuery(include=frozenset({"transfer"})), backends=("python",)
+        ),
         on_unused_input="ignore",
         accept_inplace=True,
     )
@@ -742,7 +523,7 @@ def _add_default_updates(update_pairs: list, outputs: list[Variable]) -> None:
         # An op that carries shared state inside (a loop) says so: the states it reads
         # are updated by what it returns, not by their default update.
         for node in toposort(targets):
-            if getattr(node.op, "skip_default_updates", False):
+            if node.op.skip_default_updates:
                 updated.update(v for v in node.inputs if isinstance(v, SharedVariable))
         for var in graph_inputs(targets):
             default = getattr(var, "default_update", None)

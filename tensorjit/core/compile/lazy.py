@@ -38,7 +38,7 @@ def lazy_schedule(
     """Reorder ``order`` for lazy nodes; returns the order and, per lazy node, its
     true-branch and false-branch blocks (in execution order). ``pinned`` nodes (e.g.
     those the DestroyHandler orders) are never moved into a block."""
-    lazies = [n for n in order if hasattr(n.op, "lazy_branches")]
+    lazies = [n for n in order if n.op.lazy_branches is not None]
     blocks = []
     for lazy in lazies:
         _, true_inputs, false_inputs = lazy.op.lazy_branches(lazy)

@@ -28,6 +28,25 @@ class Op:
     view_map: dict[int, list[int]] = {}
     destroy_map: dict[int, list[int]] = {}
 
+    # The rest of the protocol the core reads, with the defaults of an ordinary op:
+
+    #: Which input an inplace variant overwrites: an input index (elementwise ops), True
+    #: (ops overwriting their first input, like Gemm), or None/False (not inplace). The
+    #: core's own checks read ``destroy_map``; this is for kernels and printing.
+    inplace: Any = None
+    #: False when the result must not be computed at compile time (a possibly huge
+    #: array, a random draw, a transfer between devices).
+    constant_folding: bool = True
+    #: True for ops carrying shared state inside (loops): the shared variables they
+    #: read are updated by what they return, not by their ``default_update``.
+    skip_default_updates: bool = False
+    #: True if a node may destroy an input that it also reads through another input
+    #: (``add_inplace(x, x)``: each element is read before it is written).
+    destroyhandler_tolerate_same: bool = False
+    #: Lazy ops define a method ``lazy_branches(node) -> (cond_index, true_inputs,
+    #: false_inputs)``: the VM then computes only the inputs of the branch taken.
+    lazy_branches: Any = None
+
     def _props(self) -> tuple:
         return tuple(getattr(self, p) for p in self.__props__)
 

@@ -168,7 +168,7 @@ class DestroyHandler(Feature):
         """
         var = node.inputs[i]
         root = self.root(var)
-        tolerate_same = getattr(node.op, "destroyhandler_tolerate_same", False)
+        tolerate_same = node.op.destroyhandler_tolerate_same
         for j, inp in enumerate(node.inputs):
             if j != i and self.root(inp) is root and not (inp is var and tolerate_same):
                 return j

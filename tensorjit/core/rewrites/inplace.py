@@ -15,8 +15,8 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.destroy_handler import DestroyHandler
 from tensorjit.core.registries import InplaceVariant
-from tensorjit.core.rewrites.transfer import keep_placement
 from tensorjit.core.rewrites.basic import GraphRewriter
+from tensorjit.core.rewrites.transfer import keep_placement
 
 Proposal = tuple[Apply, Apply, InplaceVariant]
 

@@ -42,7 +42,7 @@ def constant_folding(fgraph: FunctionGraph, node: Apply):
     """Evaluate nodes whose inputs are all constants (unless the Op opts out)."""
     if not node.inputs or not all(isinstance(i, Constant) for i in node.inputs):
         return None
-    if not getattr(node.op, "constant_folding", True) or node.op.destroy_map:
+    if not node.op.constant_folding or node.op.destroy_map:
         return None
     storage = [[None] for _ in node.outputs]
     node.op.perform(node, [i.data for i in node.inputs], storage)

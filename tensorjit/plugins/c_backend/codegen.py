@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.tensor.composite import Composite
-from tensorjit.tensor.scalar import Cast, ScalarOp
+from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
+from tensorjit.plugins.cstyle.scalar import Emitter, supported_names
+from tensorjit.tensor.scalar import ScalarOp
 
 C_TYPES = {
     "bool": "_Bool",
@@ -35,10 +36,6 @@ C_TYPES = {
     "float32": "float",
     "float64": "double",
 }
-
-
-class Unsupported(Exception):
-    """This node has no C implementation here (its Python kernel is used instead)."""
 
 
 def covered_by(plan: Callable[[Any], object]) -> Callable[[Any], bool]:
@@ -534,175 +531,6 @@ def helper_sources(body: str) -> list[str]:
     return [code for name, (_, code) in HELPERS.items() if name in needed]
 
 
-def ctype(dtype: str) -> str:
-    try:
-        return C_TYPES[dtype]
-    except KeyError:
-        raise Unsupported(f"dtype {dtype}") from None
-
-
-def convert(expr: str, src: str, dst: str) -> str:
-    return expr if src == dst else f"(({ctype(dst)})({expr}))"
-
-
-def literal(value: np.ndarray) -> str:
-    """A C expression for a scalar constant, exactly its value."""
-    value = np.asarray(value).reshape(())
-    dtype = value.dtype.name
-    t = ctype(dtype)
-    if value.dtype.kind == "b":
-        return "1" if value else "0"
-    if value.dtype.kind == "f":
-        x = float(value)
-        if math.isnan(x):
-            text = "NAN"
-        elif math.isinf(x):
-            text = "INFINITY" if x > 0 else "(-INFINITY)"
-        else:
-            text = repr(x)  # shortest repr that round-trips: exact as a C double literal
-        return f"(({t})({text}))"
-    x = int(value)
-    if value.dtype.kind == "u":
-        return f"(({t})UINT64_C({x}))"
-    if x == -(2**63):
-        return "INT64_MIN"
-    return f"(({t})INT64_C({x}))"
-
-
-_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "neq": "!="}
-# Unary float functions by libm: op name -> libm name (the float32 one has an "f" suffix).
-_UNARY_FLOAT = {
-    name: name
-    for name in ("exp2", "log2", "log10", "sqrt", "erf", "erfc")
-    + ("sin", "cos", "tan", "sinh", "cosh")
-}
-_UNARY_FLOAT |= {"arc" + name: "a" + name for name in ("sin", "cos", "tan", "sinh", "cosh", "tanh")}
-_UNARY_FLOAT["gamma"] = "tgamma"
-# Unary float functions by a helper: op name -> helper prefix (tj_<prefix>_d or _f); exp,
-# expm1, log, log1p and tanh by the vectorisable ones (tj_vexp_d ...), not libm's.
-_UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamma"}
-_UNARY_HELPER |= {name: "v" + name for name in ("exp", "expm1", "log", "log1p", "tanh")}
-_UNARY_HELPER["round_half_away_from_zero"] = "round_away"
-# Unary float functions by a double-only helper (float32 is computed in double).
-_UNARY_DOUBLE = {"psi": "tj_psi_d", "erfinv": "tj_erfinv_d"}
-_BITWISE = {"and_": "&", "or_": "|", "xor": "^"}
-SUPPORTED_NAMES = (
-    {"add", "sub", "mul", "true_div", "int_div", "mod", "pow", "neg", "abs", "sign", "sqr"}
-    | {"maximum", "minimum", "floor", "ceil", "trunc", "switch", "invert", "clip"}
-    | {"arctan2", "round_half_to_even"}
-    | set(_UNARY_FLOAT)
-    | set(_UNARY_HELPER)
-    | set(_UNARY_DOUBLE)
-    | set(_COMPARE)
-    | set(_BITWISE)
-)
-
-
-def _math(fn: str, dtype: str) -> str:
-    return fn + ("f" if dtype == "float32" else "")
-
-
-def _suffix(dtype: str) -> str:
-    return "f" if dtype == "float32" else "d"
-
-
-def scalar_expr(
-    op: ScalarOp, args: Sequence[str], dtypes: Sequence[str], values: dict | None = None
-) -> tuple[str, str]:
-    """(C expression, its dtype) for ``op`` applied to C expressions of ``dtypes``;
-    ``values`` maps the expressions of inlined constants to their values."""
-    out = op.output_dtype(list(dtypes))
-    ctype(out)
-    for d in dtypes:
-        ctype(d)
-    if isinstance(op, Cast):
-        return convert(args[0], dtypes[0], out), out
-    if type(op) is not ScalarOp or op.name not in SUPPORTED_NAMES:
-        raise Unsupported(f"scalar op {op.name}")
-    name = op.name
-    if name in _COMPARE:
-        compute = np.result_type(*dtypes).name
-        if {"int64", "uint64"} <= set(dtypes) or compute not in C_TYPES:
-            raise Unsupported(f"{name} of {dtypes}")
-        a, b = (convert(x, d, compute) for x, d in zip(args, dtypes))
-        return f"({a} {_COMPARE[name]} {b})", "bool"
-    if name == "switch":
-        c = convert(args[0], dtypes[0], "bool")
-        a, b = (convert(x, d, out) for x, d in zip(args[1:], dtypes[1:]))
-        return f"({c} ? {a} : {b})", out
-    kind = np.dtype(out).kind
-    v = [convert(x, d, out) for x, d in zip(args, dtypes)]
-    if name in ("add", "sub", "mul"):
-        expr = f"({v[0]} {dict(add='+', sub='-', mul='*')[name]} {v[1]})"
-    elif name == "sqr":
-        expr = f"({v[0]} * {v[0]})"
-    elif name == "true_div" and kind == "f":
-        expr = f"({v[0]} / {v[1]})"
-    elif name in ("int_div", "mod"):
-        fn = "floordiv" if name == "int_div" else "mod"
-        if kind == "f":
-            expr = f"tj_{fn}_{_suffix(out)}({v[0]}, {v[1]})"
-        elif kind == "i":
-            expr = f"tj_{fn}_i({v[0]}, {v[1]})"
-        elif kind == "u":
-            expr = f"tj_{fn}_u({v[0]}, {v[1]})"
-        else:
-            raise Unsupported(f"{name} of {dtypes}")
-    elif name == "pow" and kind == "f" and _small_int((values or {}).get(args[1])):
-        expr = _powi(v[0], int((values or {})[args[1]]), ctype(out))
-    elif name == "pow" and kind == "f":
-        expr = f"{_math('pow', out)}({v[0]}, {v[1]})"
-    elif name == "neg" and kind in "iuf":
-        expr = f"(-{v[0]})"
-    elif name == "abs":
-        if kind == "f":
-            expr = f"{_math('fabs', out)}({v[0]})"
-        elif kind == "i":
-            expr = f"({v[0]} < 0 ? -{v[0]} : {v[0]})"
-        else:
-            expr = v[0]
-    elif name == "sign" and kind in "iuf":
-        x = v[0]
-        if kind == "f":
-            expr = f"({x} > 0 ? 1 : ({x} < 0 ? -1 : {x}))"
-        elif kind == "i":
-            expr = f"(({x} > 0) - ({x} < 0))"
-        else:
-            expr = f"({x} > 0)"
-    elif name in _UNARY_FLOAT and kind == "f":
-        expr = f"{_math(_UNARY_FLOAT[name], out)}({v[0]})"
-    elif name == "arctan2" and kind == "f":
-        expr = f"{_math('atan2', out)}({v[0]}, {v[1]})"
-    elif name in ("floor", "ceil", "trunc", "round_half_to_even", "round_half_away_from_zero"):
-        # Integers (and bools) keep their value and dtype, as numpy.round and np.trunc.
-        if kind != "f":
-            expr = v[0]
-        elif name in _UNARY_HELPER:
-            expr = f"tj_{_UNARY_HELPER[name]}_{_suffix(out)}({v[0]})"
-        else:  # rint: half to even under the default rounding mode, as numpy.round
-            expr = f"{_math('rint' if name.startswith('round') else name, out)}({v[0]})"
-    elif name in _UNARY_HELPER and kind == "f":
-        expr = f"tj_{_UNARY_HELPER[name]}_{_suffix(out)}({v[0]})"
-    elif name in _UNARY_DOUBLE and kind == "f":
-        expr = f"{_UNARY_DOUBLE[name]}({v[0]})"
-    elif name == "clip" and kind == "f":
-        expr = f"tj_clip_{_suffix(out)}({v[0]}, {v[1]}, {v[2]})"
-    elif name == "clip":  # integers and bools: no NaN; a bound wins a tie as for floats
-        low = f"({v[0]} > {v[1]} ? {v[0]} : {v[1]})"
-        expr = f"({low} < {v[2]} ? {low} : {v[2]})"
-    elif name == "maximum":
-        expr = f"(({v[0]} >= {v[1]} || {v[0]} != {v[0]}) ? {v[0]} : {v[1]})"
-    elif name == "minimum":
-        expr = f"(({v[0]} <= {v[1]} || {v[0]} != {v[0]}) ? {v[0]} : {v[1]})"
-    elif name in _BITWISE and kind in "iub":
-        expr = f"({v[0]} {_BITWISE[name]} {v[1]})"
-    elif name == "invert" and kind in "iub":
-        expr = f"(!{v[0]})" if kind == "b" else f"(~{v[0]})"
-    else:
-        raise Unsupported(f"{name} of {dtypes}")
-    return f"(({ctype(out)}){expr})", out
-
-
 def _powi(x: str, n: int, t: str) -> str:
     """x**n for a constant 0 <= n <= 64 by squaring, written out (a GNU C statement
     expression): a loop over n's bits would keep gcc from vectorising the caller's loop.
@@ -719,32 +547,45 @@ def _powi(x: str, n: int, t: str) -> str:
     return f"({{ {' '.join(lines)} ({t})({result or '1'}); }})"
 
 
-def _small_int(value) -> bool:
-    return value is not None and float(value).is_integer() and 0 <= float(value) <= 64
+# Unary float functions by libm: op name -> libm name (the float32 one has an "f" suffix).
+_UNARY_FLOAT = {
+    name: name
+    for name in ("exp2", "log2", "log10", "sqrt", "erf", "erfc")
+    + ("sin", "cos", "tan", "sinh", "cosh")
+}
+_UNARY_FLOAT |= {"arc" + name: "a" + name for name in ("sin", "cos", "tan", "sinh", "cosh", "tanh")}
+_UNARY_FLOAT["gamma"] = "tgamma"
+# Unary float functions by a helper: op name -> helper prefix (tj_<prefix>_d or _f); exp,
+# expm1, log, log1p and tanh by the vectorisable ones (tj_vexp_d ...), not libm's.
+_UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamma"}
+_UNARY_HELPER |= {name: "v" + name for name in ("exp", "expm1", "log", "log1p", "tanh")}
+_UNARY_HELPER["round_half_away_from_zero"] = "round_away"
+
+# The host C dialect of the shared renderer (plugins/cstyle): libm names, the vectorised
+# helpers and GNU statement expressions are host-only.
+C_DIALECT = Dialect(
+    "C",
+    C_TYPES,
+    unary=_UNARY_FLOAT,
+    helpers=_UNARY_HELPER,
+    double_only={"psi": "tj_psi_d", "erfinv": "tj_erfinv_d"},
+    powi=_powi,
+    preamble=PREAMBLE,
+)
+SUPPORTED_NAMES = supported_names(C_DIALECT)
 
 
-class _Emitter:
-    """Turns a scalar op (a Composite inlined step by step) into C statements."""
+def ctype(dtype: str) -> str:
+    return C_DIALECT.type_name(dtype)
 
-    def __init__(self, values: dict[str, object]) -> None:
-        self.lines: list[str] = []
-        self.count = 0
-        self.values = values
 
-    def emit(self, op: ScalarOp, args: list[str], dtypes: list[str]) -> tuple[str, str]:
-        if isinstance(op, Composite):
-            values: list[tuple[str, str]] = []
-            for step_op, refs in op.program:
-                step_args = [(args[i], dtypes[i]) if k == "in" else values[i] for k, i in refs]
-                values.append(
-                    self.emit(step_op, [a for a, _ in step_args], [d for _, d in step_args])
-                )
-            return values[-1]
-        expr, dtype = scalar_expr(op, args, dtypes, self.values)
-        name = f"v{self.count}"
-        self.count += 1
-        self.lines.append(f"    const {ctype(dtype)} {name} = {expr};")
-        return name, dtype
+def convert(expr: str, src: str, dst: str) -> str:
+    return C_DIALECT.convert(expr, src, dst)
+
+
+def literal(value: np.ndarray) -> str:
+    """A C expression for a scalar constant, exactly its value."""
+    return C_DIALECT.literal(value)
 
 
 # Whole cache lines stored without reading them first (non-temporal stores) on x86-64,
@@ -832,7 +673,7 @@ def elemwise_source(
     ndim = len(bcast[0]) if bcast else 0
     var = [i for i, k in enumerate(kinds) if k != "const"]
     args = [literal(consts[i]) if kinds[i] == "const" else f"x{i}" for i in range(len(kinds))]
-    emitter = _Emitter({args[i]: consts[i].item() for i in consts})
+    emitter = Emitter(C_DIALECT, {args[i]: consts[i].item() for i in consts})
     result, dtype = emitter.emit(scalar_op, args, list(in_dtypes))
     tout = ctype(out_dtype)
     params = ", ".join(f"{ctype(in_dtypes[i])} x{i}" for i in var) or "void"

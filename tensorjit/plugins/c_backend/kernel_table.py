@@ -135,9 +135,9 @@ SPECS = (
         lambda node, plan: construct.factory(node),
         plan=_exactly(construct.OPS, _covered_if(construct.supported)),
         sources=lambda node, plan: [(construct.source_of(node)[0], str(node.op))],
-        step=lambda tables, node, plan: tables.alloc(node, plan)
-        if type(node.op) is Alloc
-        else tables.decline(node),
+        step=lambda tables, node, plan: (
+            tables.alloc(node, plan) if type(node.op) is Alloc else tables.decline(node)
+        ),
         plugin=PLUGIN,
     ),
     KernelSpec(

@@ -24,9 +24,9 @@ import numpy as np
 
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.config import config
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.core.devices import HOST
 from tensorjit.plugins.c_backend import blas, compiler, kernels, rowwise
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
@@ -118,11 +118,7 @@ def _static(var: Variable) -> list[int]:
 
 
 def _check_tensor(var: Variable) -> None:
-    if (
-        not isinstance(var.type, TensorType)
-        or var.type.ndim > MAX_DIMS
-        or var.type.device != HOST
-    ):
+    if not isinstance(var.type, TensorType) or var.type.ndim > MAX_DIMS or var.type.device != HOST:
         raise Unsupported(f"{var}: {var.type}")
 
 
@@ -299,7 +295,7 @@ class _Tables:
         fns = self._addresses(*blas.library(), names)
         ops = [self._slot(v) for v in node.inputs]
         target, destroys = -1, 0
-        if getattr(op, "inplace", False):
+        if op.inplace:
             target = 0
             root = self.roots[out] = self._root(node.inputs[0])
             destroys = int(root.owner is None)

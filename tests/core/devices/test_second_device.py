@@ -182,7 +182,9 @@ def test_transfers_only_at_boundaries_and_debugprint_shows_them():
     assert "Transfer{wrapdev}" in text and "TransferToHost" in text
     assert "[wrapdev:elemwise]" in text and "[wrapdev:reduce]" in text
     before = dict(KERNEL_CALLS)
-    assert f(np.arange(3.0)) == pytest.approx(float((np.e * np.arange(3.0) + 2 * np.arange(3.0)).sum()))
+    assert f(np.arange(3.0)) == pytest.approx(
+        float((np.e * np.arange(3.0) + 2 * np.arange(3.0)).sum())
+    )
     assert KERNEL_CALLS["elemwise"] > before.get("elemwise", 0)
 
 

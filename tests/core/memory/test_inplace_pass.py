@@ -9,12 +9,11 @@ import contextlib
 import numpy as np
 import pytest
 
-from tensorjit.core.memory.destroy_handler import DestroyHandler
-
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit import Apply, In, Op
 from tensorjit.core.hooks import get_plugin_system, hookimpl, register_plugin, registries
+from tensorjit.core.memory.destroy_handler import DestroyHandler
 from tensorjit.tensor import Elemwise, IncSubtensor
 from tensorjit.tensor.type import TensorType
 
