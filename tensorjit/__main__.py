@@ -29,13 +29,21 @@ def info(out=sys.stdout) -> None:
             f"{status}  ({backend.description})",
             file=out,
         )
+    print("devices:", file=out)
+    for device in reg.backends.devices():
+        kind = reg.backends.array_kind(device)
+        mark = " (default)" if device == config.device else ""
+        print(f"  {device:<10} values: {kind.type_name}{mark}", file=out)
     print("op families:", file=out)
     for family, classes in reg.ops.families.items():
         print(f"  {family}: {len(classes)} op classes", file=out)
-    n_kernels: dict[str, int] = {}
-    for backend, _ in reg.kernels.table:
-        n_kernels[backend] = n_kernels.get(backend, 0) + 1
-    print("kernels:", ", ".join(f"{b}={n}" for b, n in n_kernels.items()) or "none", file=out)
+    print("kernel specs:", file=out)
+    for backend in reg.backends.backends:
+        specs = reg.kernels.specs_of(backend)
+        if specs:
+            names = ", ".join(sorted({s.name for s in specs}))
+            n_classes = sum(len(s.op_classes) for s in specs)
+            print(f"  {backend:<10} {n_classes} op classes: {names}", file=out)
     print("rewrites:", file=out)
     for entry in sorted(reg.rewrites.entries.values(), key=lambda e: (e.phase, e.name)):
         print(f"  {entry.phase:<13} {entry.name:<28} tags={sorted(entry.tags)}", file=out)
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "info" and args.kernels:
         # Imported here: it builds tensor graphs, which plain ``info`` never needs.
-        from tensorjit.kernel_coverage import report
+        from tensorjit.tools.kernel_coverage import report
 
         report()
     elif args.command == "info":

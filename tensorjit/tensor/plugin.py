@@ -123,17 +123,12 @@ def tensorjit_register_kernels(registry: KernelRegistry) -> None:
 
 @hookimpl
 def tensorjit_register_rewrites(db: RewriteDB) -> None:
-    from tensorjit.scan import rewriting as scan_rewriting
     from tensorjit.tensor import rewriting
 
     rewriting.register(db)
-    scan_rewriting.register(db)
 
 
 @hookimpl
 def tensorjit_register_ops(registry: OpRegistry) -> None:
-    from tensorjit.scan import Scan
-
     for op_class in OP_CLASSES:
         registry.add(op_class, FAMILY)
-    registry.add(Scan, "scan")

@@ -414,3 +414,28 @@ def prebuild(sources: list[tuple]) -> int:
 def clear_memory_cache() -> None:
     """Forget loaded modules (the disk cache stays); later loads read the disk again."""
     _loaded.clear()
+
+
+class HostCCompiler:
+    """The C backend's compiler part (``Backend.compiler``): gcc (or ``config.cc``)
+    through cffi, with the private on-disk cache of this module. Plugins that add C
+    kernels to the C backend build them through it."""
+
+    name = "host C (cffi)"
+
+    @staticmethod
+    def unavailable_reason() -> str | None:
+        return unavailable_reason()
+
+    @staticmethod
+    def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[Any, Any]:
+        """``(ffi, lib)`` of ``source`` compiled (or found in the cache)."""
+        return load(source, cdef, symbols, what)
+
+    @staticmethod
+    def prebuild(sources: list[tuple]) -> int:
+        """Build these ``(source, what[, flags])`` entries in parallel ahead of use."""
+        return prebuild(sources)
+
+
+HOST_C_COMPILER = HostCCompiler()

@@ -28,6 +28,10 @@ def check_available() -> str | None:
 
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
+    # Importing these probes nothing: the compiler is looked for on first use.
+    from tensorjit.plugins.c_backend.codegen import C_DIALECT
+    from tensorjit.plugins.c_backend.compiler import HOST_C_COMPILER
+
     registry.add(
         Backend(
             BACKEND,
@@ -38,6 +42,8 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             plugin=PLUGIN,
             prepare=_prepare,
             whole_graph=_whole_graph,
+            renderer=C_DIALECT,
+            compiler=HOST_C_COMPILER,
         )
     )
 

@@ -320,3 +320,32 @@ def test_debugmode_checks_device_kernels_against_perform():
     assert device_nodes(f)
     assert f(np.ones(3)) == pytest.approx(float(np.tanh([0.1, 0.2, 0.3]).sum()))
     np.testing.assert_allclose(w.get_value(), [-0.9, -0.8, -0.7])
+
+
+# ---------------------------------------------------------------- the whole memory suite
+
+
+def test_the_memory_model_suite_passes_on_the_second_device():
+    """tests/core/memory, run with config.device=wrapdev: every shared variable lives on
+    the device and computation is placed there. Tests marked ``host_memory`` assert
+    aliasing that only host memory permits (``borrow=True`` aliasing a user's array,
+    a host argument used as workspace) and are left out."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, TENSORJIT_FLAGS="device=wrapdev")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not host_memory"]
+        + ["tests/core/memory"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    passed = int(summary.split(" passed")[0].split()[-1])
+    assert passed >= 250, summary

@@ -1,6 +1,6 @@
 """One small representative graph ("probe") per op of the Theano paper's Table 1.
 
-``docs/table1.md`` lists the names; ``tensorjit.kernel_coverage`` compiles each probe to
+``docs/table1.md`` lists the names; ``tensorjit.tools.kernel_coverage`` compiles each probe to
 see which backend gives its nodes kernels. A builder takes nothing and returns
 ``(inputs, outputs)`` built on symbolic inputs of typical dtypes: float64 matrices and
 vectors for data, int64 for indices and sizes, bool for masks, complex128 where an op

@@ -1,6 +1,6 @@
 """Which Table 1 ops get a kernel from a backend (``python -m tensorjit info --kernels``).
 
-Each probe of ``tensorjit.tensor.table1_probes`` is compiled and rewritten exactly as
+Each probe of ``tensorjit.tools.table1_probes`` is compiled and rewritten exactly as
 ``function()`` would for ``FAST_RUN.with_backends(backend, "python")``, then every node
 of the rewritten graph asks ``choose_kernel`` which kernel it would get. Selection only
 decides (a kernel factory, which for C compiles code, is never called), so the report
@@ -85,7 +85,7 @@ def _mode_for(backend: str) -> Mode:
 def coverage(backend: str) -> list[ProbeResult]:
     """One result per Table 1 probe: does ``backend`` give a kernel to every computing
     node of its rewritten graph? Raises ValueError if ``backend`` can not run here."""
-    from tensorjit.tensor.table1_probes import PROBES
+    from tensorjit.tools.table1_probes import PROBES
 
     registry = get_plugin_system().registries.backends
     if backend not in registry.backends:
@@ -167,7 +167,7 @@ def print_report(
 def report(out: TextIO | None = None) -> None:
     """The coverage report of every available backend, and the names left out."""
     out = out or sys.stdout
-    from tensorjit.tensor.table1_probes import SKIPPED
+    from tensorjit.tools.table1_probes import SKIPPED
 
     registry = get_plugin_system().registries.backends
     names = sorted(registry.backends, key=lambda b: -registry.backends[b].priority)
