@@ -10,38 +10,13 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from helpers.fixtures import install_fixture
+
 _site: list[str] = []
-
-
-def install_fixture(fixture: str, target: Path) -> Path:
-    """Build and install ``tests/fixtures/<fixture>`` into ``target`` with pip (from a
-    copy, so the build never writes into the source tree)."""
-    source = target.parent / f"{target.name}-src"
-    shutil.copytree(FIXTURES / fixture, source)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return target
 
 
 def pytest_configure(config) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
+from tensorjit.core.memory.transfer_op import is_transfer
 
 
 def view_input(node: Apply, out_index: int) -> int | None:
@@ -184,9 +185,15 @@ class DestroyHandler(Feature):
             if owner is None:
                 return False
             aliased = owner.op.view_map.get(var.index) or owner.op.destroy_map.get(var.index)
-            if not aliased:
+            if aliased:
+                var = owner.inputs[aliased[0]]
+            elif is_transfer(owner):
+                # A copy between devices of the destroyer's result (placement inserts
+                # them, and removes those that go there and back): the update is still
+                # the value the destroyer computed in the shared buffer.
+                var = owner.inputs[0]
+            else:
                 return False
-            var = owner.inputs[aliased[0]]
         return True
 
     def on_validate(self, fgraph, replacements, reason) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Variable
-from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.graph.fgraph import FunctionGraph, InconsistencyError
 from tensorjit.core.memory.transfer_op import Transfer, is_transfer, transfer
 from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
 
@@ -80,30 +80,42 @@ class PlaceOnDevices(GraphRewriter):
             candidates = [_device(_origin(v)) for v in node.inputs if _device(_origin(v)) != HOST]
             if default != HOST and not _scalar_on_host(node):
                 candidates.append(default)
-            target, op = HOST, node.op
+            choices = []
             for device in dict.fromkeys(candidates):
                 try:
                     lifted = covered(node, device)
                 except TypeError:
                     lifted = None  # a type that can not live there
                 if lifted is not None:
-                    target, op = device, lifted
+                    choices.append((device, lifted))
+            choices.append((HOST, node.op))
+            for target, op in choices:
+                placed = all(_device(v) == target for v in (*node.inputs, *node.outputs))
+                if placed and op is node.op:
                     break
-            placed = all(_device(v) == target for v in (*node.inputs, *node.outputs))
-            if placed and op is node.op:
-                continue
-            # A destroyed input gets its own copy: the value it was copied from (a
-            # constant, a protected input) may not be destroyable.
-            destroyed = {i for ins in op.destroy_map.values() for i in ins}
-            inputs = [
-                transfer(v, target) if i in destroyed else on(v, target)
-                for i, v in enumerate(node.inputs)
-            ]
-            new = _retyped(op, node, [v.type for v in inputs], target, inputs)
-            pairs = []
-            for old, out in zip(node.outputs, new.outputs):
-                pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
-            apply_replacements(pairs, "place_on_devices")
+                if self._move(node, op, target, on, apply_replacements):
+                    break
+            else:
+                raise InconsistencyError(
+                    f"{node.op} (created at {node.outputs[0].created_at or 'unknown'}) can "
+                    "not be placed on any device: every placement was vetoed"
+                )
+
+    @staticmethod
+    def _move(node: Apply, op: Any, target: str, on: Any, apply_replacements: Any) -> bool:
+        """Rebuild ``node`` with ``op`` on ``target``; whether the graph accepted it."""
+        # A destroyed input gets its own copy: the value it was copied from (a constant,
+        # a protected input) may not be destroyable.
+        destroyed = {i for ins in op.destroy_map.values() for i in ins}
+        inputs = [
+            transfer(v, target) if i in destroyed else on(v, target)
+            for i, v in enumerate(node.inputs)
+        ]
+        new = _retyped(op, node, [v.type for v in inputs], target, inputs)
+        pairs = []
+        for old, out in zip(node.outputs, new.outputs):
+            pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
+        return bool(apply_replacements(pairs, "place_on_devices"))
 
 
 def _origin(var: Variable) -> Variable:

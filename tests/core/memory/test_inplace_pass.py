@@ -42,6 +42,7 @@ def _destroyed_roots(f):
 # ---------------------------------------------------------------- the pass fires
 
 
+@pytest.mark.host_memory
 def test_elementwise_chain_runs_in_place_after_the_first_op():
     x, y = T.vectors("x", "y")
     f = tensorjit.function([x, y], T.tanh(T.exp(x * y) + 1) * 3, mode=NO_FUSION)
@@ -179,6 +180,7 @@ def test_mutable_inputs_give_the_same_results(case):
         assert not shares(g, a) and not shares(g, b)
 
 
+@pytest.mark.host_memory
 def test_a_mutable_input_that_is_also_returned_is_not_destroyed():
     x = T.vector("x")
     f = tensorjit.function([In(x, mutable=True)], [x, T.exp(x)])
@@ -191,6 +193,7 @@ def test_a_mutable_input_that_is_also_returned_is_not_destroyed():
     np.testing.assert_array_equal(a, [0.0, 1.0])
 
 
+@pytest.mark.host_memory
 @pytest.mark.parametrize(
     "build, reference",
     [
@@ -215,6 +218,7 @@ def test_a_borrowed_input_may_be_destroyed(build, reference):
 # ---------------------------------------------------------------- shared updates
 
 
+@pytest.mark.host_memory
 def test_sgd_update_runs_in_place_on_the_shared_buffer():
     w = tensorjit.shared(np.array([1.0, 2.0, 3.0]), name="w")
     lr = T.dscalar("lr")
@@ -234,6 +238,7 @@ def test_sgd_update_runs_in_place_on_the_shared_buffer():
     np.testing.assert_array_equal(grad, [1.0, -2.0, 0.5])
 
 
+@pytest.mark.host_memory
 def test_in_place_update_runs_after_the_readers_of_the_old_value():
     w = tensorjit.shared(np.array([1.0, 2.0]), name="w")
     g = T.vector("g")
@@ -264,6 +269,7 @@ def test_update_reading_its_own_storage_through_a_view():
     np.testing.assert_array_equal(w.get_value(), [4.0, 4.0, 4.0])
 
 
+@pytest.mark.host_memory
 def test_a_shared_variable_without_update_is_never_destroyed():
     w = tensorjit.shared(np.array([1.0, 2.0]), name="w")
     buffer = w.get_value(borrow=True)
@@ -404,6 +410,7 @@ def test_a_well_behaved_plugin_variant_is_used():
     assert GoodMul not in registries().inplace.table
 
 
+@pytest.mark.host_memory
 @pytest.mark.parametrize("target", ["another temporary", "the protected input"])
 def test_variant_destroying_an_input_not_requested_is_never_used(target):
     class WrongInputMul(PluginMul):
@@ -430,6 +437,7 @@ def test_variant_destroying_an_input_not_requested_is_never_used(target):
     np.testing.assert_array_equal(b, [4.0, 5.0, 6.0])
 
 
+@pytest.mark.host_memory
 def test_variant_declaring_the_destruction_of_a_protected_input_is_never_used():
     class GreedyMul(PluginMul):
         pass
@@ -447,6 +455,7 @@ def test_variant_declaring_the_destruction_of_a_protected_input_is_never_used():
     _run_plugin_graph(f)
 
 
+@pytest.mark.host_memory
 def test_variant_that_really_destroys_a_protected_input_is_vetoed_and_counted():
     # The destroy_map honours the request (input 0), but the variant builds its node with
     # the inputs swapped: its input 0 is the protected y. The DestroyHandler vetoes it.
@@ -468,6 +477,7 @@ def test_variant_that_really_destroys_a_protected_input_is_vetoed_and_counted():
     _run_plugin_graph(f)
 
 
+@pytest.mark.host_memory
 @pytest.mark.parametrize(
     "out_type",
     [TensorType("float32", (None,)), TensorType("float64", (3,)), TensorType("float64", ())],
@@ -491,6 +501,7 @@ def test_variant_with_a_different_output_type_is_never_used(out_type):
     _run_plugin_graph(f)
 
 
+@pytest.mark.host_memory
 def test_variant_that_can_not_build_its_node_or_declares_nothing_is_never_used():
     class RefusingMul(PluginMul):
         def make_node(self, a, b):

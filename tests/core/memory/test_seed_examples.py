@@ -25,6 +25,7 @@ shares = np.shares_memory
 # ================================================================ the aliasing page
 
 
+@pytest.mark.host_memory
 def test_borrow_blocks_as_one_doctest_session(capsys):
     """The ``.. testcode:: borrow`` group, in order, in one namespace (as Sphinx runs it)."""
     np_array = np.ones(2, dtype="float32")
@@ -69,6 +70,7 @@ def test_borrow_blocks_as_one_doctest_session(capsys):
     np.testing.assert_array_equal(s.get_value(), [2.0, 2.0])
 
 
+@pytest.mark.host_memory
 def test_manual_update_pattern_with_a_real_inplace_fn_makes_no_copy():
     s = tensorjit.shared(np.arange(4.0), name="s")
     read = tensorjit.function([], s * 1)
@@ -94,6 +96,7 @@ def test_manual_update_pattern_with_a_real_inplace_fn_makes_no_copy():
     np.testing.assert_array_equal(read(), expected)  # compiled functions see it
 
 
+@pytest.mark.host_memory
 def test_manual_update_pattern_returning_a_new_array_adopts_it():
     # A function that can not work in place returns a new buffer: borrow=True adopts it.
     s = tensorjit.shared(np.arange(3.0), name="s")
@@ -103,6 +106,7 @@ def test_manual_update_pattern_returning_a_new_array_adopts_it():
     np.testing.assert_array_equal(tensorjit.function([], s + 1)(), np.ones(5))
 
 
+@pytest.mark.host_memory
 def test_in_out_borrow_example_uses_the_argument_as_workspace():
     """``f = function([In(x, borrow=True)], Out(y, borrow=True))`` with ``y = 2 * x``:
     "your input may be reused as a buffer (and overwritten!)"."""
@@ -187,6 +191,7 @@ def test_page_example_log_before_add_inplace_in_every_output_order(order, mutabl
     assert not shares(got["r2"], x_val)  # an output is never the caller's array
 
 
+@pytest.mark.host_memory
 @pytest.mark.parametrize("mutable", [False, True])
 def test_page_example_runs_the_logarithm_before_the_addition(mutable):
     # "it is imperative to do the logarithm before the addition"
@@ -290,6 +295,7 @@ def test_view_map_single_view_output_is_a_copy_not_the_input():
     np.testing.assert_array_equal(arg, [1.0, 2.0, 3.0])
 
 
+@pytest.mark.host_memory
 def test_readers_of_a_declared_view_run_before_a_destroyer_of_its_input():
     x, z = T.vectors("x", "z")
     view = ViewsOrCopies((("view", 0),))(x)

@@ -14,6 +14,7 @@ shares = np.shares_memory
 # ---------------------------------------------------------------- shared(value, borrow)
 
 
+@pytest.mark.host_memory
 def test_doc_example_shared_borrow_copy_vs_alias():
     np_array = np.ones(2, dtype="float32")
     s_default = tensorjit.shared(np_array)
@@ -41,6 +42,7 @@ def test_shared_default_does_not_alias_the_value():
     assert not shares(s.get_value(borrow=True), value)
 
 
+@pytest.mark.host_memory
 def test_shared_borrow_true_uses_the_value_as_storage_on_cpu():
     value = np.arange(4.0)
     s = tensorjit.shared(value, borrow=True)
@@ -75,6 +77,7 @@ def test_shared_rejects_symbolic_values():
 # ---------------------------------------------------------------- get_value
 
 
+@pytest.mark.host_memory
 def test_doc_example_get_value_borrow_false_and_true():
     np_array = np.ones(2, dtype="float32")
     s = tensorjit.shared(np_array)
@@ -108,6 +111,7 @@ def test_get_value_default_does_not_alias_after_updates_or_borrowed_set_value():
     np.testing.assert_array_equal(mine, [0.0, 0.0, 0.0])
 
 
+@pytest.mark.host_memory
 def test_doc_example_return_internal_type():
     np_array = np.ones(2, dtype="float32")
     s = tensorjit.shared(np_array)
@@ -160,6 +164,7 @@ def test_set_value_copies_by_default():
     np.testing.assert_array_equal(s.get_value(), [1.0, 2.0])
 
 
+@pytest.mark.host_memory
 def test_set_value_borrow_true_adopts_the_buffer_on_cpu():
     s = tensorjit.shared(np.zeros(2), name="s")
     new = np.array([1.0, 2.0])
@@ -220,6 +225,7 @@ def test_two_shared_variables_from_the_same_array_do_not_alias_by_default():
     np.testing.assert_array_equal(b.get_value(), [0.0, 1.0, 2.0])
 
 
+@pytest.mark.host_memory
 def test_two_shared_variables_borrowing_one_array_do_not_alias_each_other():
     # borrow=True may alias the user's array, but no two shared variables ever alias each
     # other: the second one gets its own copy.
@@ -473,6 +479,7 @@ def test_inputs_are_never_modified(build):
     np.testing.assert_array_equal(arg, original)
 
 
+@pytest.mark.host_memory
 @pytest.mark.parametrize("flag", ["borrow", "mutable"])
 def test_a_borrowed_or_mutable_input_may_serve_as_workspace(flag):
     # The aliasing page: a borrowed input "may be reused as a buffer (and overwritten!)".

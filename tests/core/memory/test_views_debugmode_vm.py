@@ -215,6 +215,7 @@ def test_temporary_buffers_are_reused_across_calls_and_freed_on_request():
     np.testing.assert_allclose(f(arg), expected)
 
 
+@pytest.mark.host_memory
 def test_out_borrow_reuses_the_output_buffer_across_calls():
     x = T.vector("x")
     f = tensorjit.function([x], Out(x * 2, borrow=True))

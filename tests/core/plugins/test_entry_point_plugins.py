@@ -8,49 +8,23 @@ through importlib.metadata, exactly as after ``pip install tensorjit-cube``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-
-
-def _install(fixture: str, target: Path) -> Path:
-    # Build from a copy so the build never writes into the source tree.
-    source = target.parent / f"{target.name}-src"
-    shutil.copytree(FIXTURES / fixture, source)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return target
+from helpers.fixtures import install_fixture
 
 
 @pytest.fixture(scope="module")
 def cube_site(tmp_path_factory) -> Path:
-    return _install("tensorjit_cube_plugin", tmp_path_factory.mktemp("cube_site"))
+    return install_fixture("tensorjit_cube_plugin", tmp_path_factory.mktemp("cube_site"))
 
 
 @pytest.fixture(scope="module")
 def broken_site(tmp_path_factory) -> Path:
-    return _install("tensorjit_broken_plugin", tmp_path_factory.mktemp("broken_site"))
+    return install_fixture("tensorjit_broken_plugin", tmp_path_factory.mktemp("broken_site"))
 
 
 def _run(code: str, site: Path, **env_extra: str) -> subprocess.CompletedProcess:
