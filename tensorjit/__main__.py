@@ -43,7 +43,7 @@ def info(out=sys.stdout) -> None:
         if specs:
             names = ", ".join(sorted({s.name for s in specs}))
             n_classes = sum(len(s.op_classes) for s in specs)
-            print(f"  {backend:<10} {n_classes} op classes: {names}", file=out)
+            print(f"  of {backend}: {n_classes} op classes ({names})", file=out)
     print("rewrites:", file=out)
     for entry in sorted(reg.rewrites.entries.values(), key=lambda e: (e.phase, e.name)):
         print(f"  {entry.phase:<13} {entry.name:<28} tags={sorted(entry.tags)}", file=out)

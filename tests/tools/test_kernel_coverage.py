@@ -13,7 +13,7 @@ from tensorjit.core.hooks import get_plugin_system
 from tensorjit.tools.kernel_coverage import COVERED, ERROR, NOT_COVERED, PARTIAL, VIEW, coverage
 from tensorjit.tools.table1_probes import PROBES, SKIPPED
 
-TABLE = Path(__file__).resolve().parents[1] / "docs" / "table1.md"
+TABLE = Path(__file__).resolve().parents[2] / "docs" / "table1.md"
 SUMMARY = re.compile(r"^(\w+): (\d+) of (\d+) Table 1 ops fully covered \((\d+\.\d)%\)$", re.M)
 BASIC = ["add", "exp", "sum", "dot", "softmax"]
 
