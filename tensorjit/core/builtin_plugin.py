@@ -10,7 +10,11 @@ from tensorjit.core.registries import Backend, BackendRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.core.rewrites.inplace import InplacePass
 from tensorjit.core.rewrites.merge import MergeRewriter, constant_folding
-from tensorjit.core.rewrites.transfer import PlaceOnDevices, remove_back_to_back_transfers
+from tensorjit.core.rewrites.transfer import (
+    PlaceOnDevices,
+    ReturnInternalValues,
+    remove_back_to_back_transfers,
+)
 
 PYTHON_BACKEND = "python"
 
@@ -70,10 +74,11 @@ def tensorjit_register_rewrites(db: RewriteDB) -> None:
         position=-1,
         plugin="core",
     )
-    # Placement is needed for correctness (a device's values never reach a host kernel),
-    # so every mode runs it: the tag "transfer" selects it even in an empty query.
+    # Placement is needed for correctness (a device's values never reach a host kernel):
+    # function() adds the tag "transfer" to every mode's query.
     for name, rewriter in (
         ("place_on_devices", PlaceOnDevices()),
+        ("return_internal_values", ReturnInternalValues()),
         ("remove_back_to_back_transfers", remove_back_to_back_transfers),
     ):
         db.register(

@@ -21,6 +21,8 @@ class ArrayKind:
 
     Every method gets or returns values of this kind, except ``from_host`` (takes a
     host ``ndarray``) and ``to_host`` (returns one). Copies are always new buffers.
+    The values themselves must have ``shape`` (a tuple), ``dtype`` (anything
+    ``numpy.dtype`` accepts) and ``ndim``, as every device array library gives them.
     """
 
     #: the device these values live on
@@ -53,7 +55,9 @@ class ArrayKind:
         return self.from_host(self.to_host(value))
 
     def may_share_memory(self, a: Any, b: Any) -> bool:
-        return a is b
+        """Whether ``a`` and ``b`` may overlap. The default says yes (extra copies are
+        safe; a missed overlap is not): a kind whose arrays can be views overrides it."""
+        return True
 
     def shares_memory(self, a: Any, b: Any) -> bool:
         """The exact (possibly slower) form of ``may_share_memory``, for DebugMode."""

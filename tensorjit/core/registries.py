@@ -233,8 +233,10 @@ class KernelSpec:
     """One op family's kernels on one backend: every decision about them in one place.
 
     - ``plan(node)``: what the kernel will do for ``node`` (any object), or None when it
-      does not cover the node (then the next backend is asked). Called once per node
-      per compile. Without ``plan`` every node of ``op_classes`` is covered.
+      does not cover the node (then the next backend is asked). It runs when the
+      kernel is chosen (and when placement asks whether a device covers a node); the
+      chosen ``Kernel`` carries the plan, so the factory, ``sources`` and ``step`` never
+      plan again. Without ``plan`` every node of ``op_classes`` is covered.
     - ``factory``: ``factory(node, plan)`` (``factory(node)`` without ``plan``) returns
       ``run(inputs, output_storage)``, the Op.perform contract.
     - ``sources(node, plan)``: what a backend's ``prepare`` builds ahead (optional).

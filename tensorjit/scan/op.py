@@ -198,16 +198,21 @@ class Scan(Op):
         if self._fn is None:
             from tensorjit.core.compile.function import function
             from tensorjit.core.compile.mode import get_mode
+            from tensorjit.core.config import config
+            from tensorjit.core.devices import HOST
             from tensorjit.core.memory.io import Out
 
-            self._fn = function(
-                self.inner_inputs,
-                [Out(o, borrow=True) for o in self.inner_outputs],
-                mode=get_mode("FAST_RUN"),
-                on_unused_input="ignore",
-                no_default_updates=True,
-                name=f"{self}.inner",
-            )
+            # The loop runs on the host (Op.perform), so its step function does too:
+            # a device default would copy every step's values there and back.
+            with config.change_flags(device=HOST):
+                self._fn = function(
+                    self.inner_inputs,
+                    [Out(o, borrow=True) for o in self.inner_outputs],
+                    mode=get_mode("FAST_RUN"),
+                    on_unused_input="ignore",
+                    no_default_updates=True,
+                    name=f"{self}.inner",
+                )
         return self._fn
 
     def perform(self, node, inputs, output_storage):

@@ -40,6 +40,8 @@ def normalize_dtype(dtype: Any) -> str:
     return dt.name
 
 
+# Values that are host values whatever devices are loaded (no array kind is asked).
+_PYTHON_VALUES = (bool, int, float, complex, list, tuple)
 _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
 
 
@@ -149,25 +151,28 @@ class TensorType(Type):
     def _filter_on_device(self, value: Any, strict: bool, allow_downcast: bool | None) -> Any:
         kind = array_kind(self.device)
         if kind.is_value(value):
-            if np.dtype(value.dtype) != self.numpy_dtype:
+            if np.dtype(value.dtype) == self.numpy_dtype:
+                self._check_shape(tuple(value.shape), kind.describe(value))
+                return value
+            if strict:
                 raise TypeError(
                     f"expected a value of dtype {self.dtype} on {self.device}, got "
-                    f"{kind.describe(value)}"
+                    f"{kind.describe(value)} (strict=True allows no conversion)"
                 )
-            self._check_shape(tuple(value.shape), kind.describe(value))
-            return value
+            value = kind.to_host(value)  # converted on the host, as a host value would be
         if strict:
             raise TypeError(
                 f"expected a {kind.type_name} of dtype {self.dtype} on {self.device}, got "
                 f"{_value_kind(value)} (strict=True allows no conversion)"
             )
-        host = TensorType(self.dtype, self.shape).filter(value, False, allow_downcast)
+        host = self.on_device(HOST).filter(value, False, allow_downcast)
         return kind.from_host(host)
 
     def _convert(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
         if isinstance(value, Variable):
             raise TypeError(f"expected a value, got the symbolic variable {value.describe()}")
-        source_kind = None if isinstance(value, np.ndarray) else kind_of(value)
+        plain = isinstance(value, (np.ndarray, np.generic, *_PYTHON_VALUES))
+        source_kind = None if plain else kind_of(value)
         if source_kind is not None and source_kind.device != HOST:
             value = source_kind.to_host(value)  # another device's value, fetched
         # Exact types: np.float64 subclasses float but is a NumPy value with a dtype.

@@ -81,7 +81,7 @@ def checked_kernel(kernel: Kernel) -> Kernel:
                 host_inputs = [
                     None if v is None else t.host_value(t.copy_value(v))
                     for t, v in zip(in_types, before)
-                ]
+                ]  # (a host copy either way: ``before`` must stay intact for later checks)
                 node.op.perform(node, host_inputs, reference)
                 for j, out in enumerate(node.outputs):
                     got, want = out.type.host_value(output_storage[j][0]), reference[j][0]

@@ -36,10 +36,10 @@ from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inpu
 from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.plan import MemoryPlan, protected_inputs
 from tensorjit.core.memory.shared import SharedVariable
-from tensorjit.core.memory.transfer_op import is_transfer, transfer
+from tensorjit.core.memory.transfer_op import transfer
 from tensorjit.core.rewrites.db import RewriteQuery
 from tensorjit.core.rewrites.runner import RewriteStats, run_phases
-from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
+from tensorjit.core.rewrites.transfer import InternalOutputs, host_nodes_of_device_function
 
 
 class UnusedInputError(ValueError):
@@ -69,7 +69,9 @@ def _pairs(mapping: Mapping | Sequence | None, what: str) -> list[tuple[Any, Any
 
 
 class Function:
-    """A compiled function. Call it with NumPy values; it returns NumPy values.
+    """A compiled function. Call it with NumPy values (or a device's values for inputs
+    typed on that device); it returns NumPy values, except for
+    ``Out(y, return_internal_type=True)`` outputs computed on a device.
 
     ``maker`` facts are kept for introspection: ``fgraph`` (the rewritten graph),
     ``kernels`` (node -> kernel chosen), ``rewrite_stats``; ``memory`` is its memory
@@ -349,20 +351,26 @@ def function(
     if accept_inplace:
         protect_hand_built_destroyers(fgraph, handler)
     mode_obj = get_mode(mode)
-    backends = backends_for(mode_obj.backends, config.device)
+    # Placement only moves nodes to devices their inputs live on or to the default one:
+    # only those devices' backends are asked whether they can run (lazily, once).
+    devices = {config.device} | {v.type.device for v in fgraph.inputs}
+    devices |= {v.type.device for v in fgraph.variables if isinstance(v, Constant)}
+    backends = backends_for(mode_obj.backends, config.device, devices)
     fgraph.attach_feature(BackendChoice(backends, config.device))
+    internal = [k for k, o in enumerate(outs) if o.return_internal_type]
+    if internal:
+        fgraph.attach_feature(InternalOutputs(internal))
     recorder = ReplacementRecorder() if mode_obj.debug else None
     if recorder is not None:
         fgraph.attach_feature(recorder)
     stats = RewriteStats()
-    query = mode_obj.query.without(*config.excluded_rewrites)
+    query = mode_obj.query.without(*config.excluded_rewrites).including("transfer")
     for backend in backends:
         # A backend may need some rewrite families and be unable to run others.
         query = query.including(*backend.requires_tags).excluding(*backend.excludes_tags)
     run_phases(fgraph, system.registries.rewrites.query(query), stats)
     if config.profile_rewrites:
         print(f"rewrites of function {name or '<unnamed>'}:\n{stats.report()}")
-    _return_internal_values(fgraph, outs)
     _check_host_nodes(fgraph, name)
     checker = None
     if recorder is not None:
@@ -387,22 +395,12 @@ def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Fun
     return function(
         [In(v, mutable=True) for v in inputs],
         outputs,
-        # Only the placement pass: device values reach host kernels through transfers.
-        mode=Mode(
-            "unrewritten", RewriteQuery(include=frozenset({"transfer"})), backends=("python",)
-        ),
+        # Only the placement pass (every mode has it): device values reach host kernels
+        # through transfers.
+        mode=Mode("unrewritten", RewriteQuery(), backends=("python",)),
         on_unused_input="ignore",
         accept_inplace=True,
     )
-
-
-def _return_internal_values(fgraph: FunctionGraph, outs: list[Out]) -> None:
-    """``Out(y, return_internal_type=True)`` of a value computed on a device returns the
-    device value: the final copy to the host is skipped."""
-    for k, out in enumerate(outs):
-        var = fgraph.outputs[k]
-        if out.return_internal_type and is_transfer(var.owner) and var.type.device == HOST:
-            fgraph.change_node_input(OUTPUT, k, var.owner.inputs[0], "return_internal_type", True)
 
 
 def _check_host_nodes(fgraph: FunctionGraph, name: str | None) -> None:

@@ -5,6 +5,7 @@ selection, a backend's ``prepare`` and its whole-graph program agree by construc
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
@@ -45,22 +46,27 @@ class BackendChoice(Feature):
         return [b for b in self.backends if b.device == device]
 
 
-def backends_for(names: tuple[str, ...] | None, device: str = HOST) -> list[Backend]:
-    """The backends a mode may use, best first within each device. A named backend that
-    can not run here is skipped with one warning (per backend and process) saying why;
-    the others, and in the end Op.perform, still run the function. ``device`` is the
-    default device: with ``names`` None its backends are checked first, so that one
-    that would have been preferred (e.g. C without a compiler) says why it is not used."""
+def backends_for(
+    names: tuple[str, ...] | None, device: str = HOST, devices: Iterable[str] = ()
+) -> list[Backend]:
+    """The backends a mode may use, best first within each device: those of the default
+    ``device``, the host and ``devices`` (only these are asked whether they can run). A
+    named backend that can not run here is skipped with one warning (per backend and
+    process) saying why; the others, and in the end Op.perform, still run the function.
+    With ``names`` None, a backend of the default device that would have been preferred
+    to the best available one (e.g. C without a compiler) says why it is not used."""
     registry = get_plugin_system().registries.backends
     if names is None:
         chosen = []
-        for dev in dict.fromkeys([device, *registry.devices()]):
+        for dev in dict.fromkeys([device, HOST, *devices]):
             mine = registry.for_device(dev)
+            chosen.extend(mine)
+            if dev != device:
+                continue
             best = mine[0].priority if mine else float("-inf")
             for backend in registry.backends.values():
-                if backend.device == dev and backend.priority > best and dev == device:
+                if backend.device == dev and backend.priority > best:
                     _warn_unavailable(backend.name, registry.unavailable_reason(backend.name))
-            chosen.extend(mine)
         return chosen
     chosen = []
     for name in names:

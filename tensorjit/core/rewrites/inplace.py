@@ -16,7 +16,7 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.destroy_handler import DestroyHandler
 from tensorjit.core.registries import InplaceVariant
 from tensorjit.core.rewrites.basic import GraphRewriter
-from tensorjit.core.rewrites.transfer import keep_placement
+from tensorjit.core.rewrites.transfer import keep_placement, runs_where_placed
 
 Proposal = tuple[Apply, Apply, InplaceVariant]
 
@@ -52,7 +52,7 @@ class InplacePass(GraphRewriter):
             return
         # Try everything at once (the common case succeeds in one validation), then one
         # node and one input at a time.
-        first = [p for p in (self._propose(n, v, c[:1]) for n, v, c in proposals) if p]
+        first = [p for p in (self._propose(fgraph, n, v, c[:1]) for n, v, c in proposals) if p]
         # Replace consumers before producers: a new node then never refers to an old node
         # that was already replaced (which would re-import it).
         position = {node: k for k, node in enumerate(fgraph.toposort())}
@@ -65,13 +65,15 @@ class InplacePass(GraphRewriter):
             for i in candidates:
                 if not handler.destroyable(node.inputs[i]):
                     continue
-                proposal = self._propose(node, variant, [i])
+                proposal = self._propose(fgraph, node, variant, [i])
                 if proposal is None:
                     continue
                 if apply_replacements(_pairs([proposal]), reason="inplace", plugin=variant.plugin):
                     break
 
-    def _propose(self, node: Apply, variant: InplaceVariant, request: list[int]):
+    def _propose(
+        self, fgraph: FunctionGraph, node: Apply, variant: InplaceVariant, request: list[int]
+    ):
         new_op = variant.maker(node, list(request))
         if new_op is None:
             return None
@@ -83,6 +85,8 @@ class InplacePass(GraphRewriter):
         except (TypeError, ValueError):
             return None
         if [o.type for o in new_node.outputs] != [o.type for o in node.outputs]:
+            return None
+        if not runs_where_placed(new_node, fgraph):
             return None
         return node, new_node, variant
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Variable
-from tensorjit.core.graph.fgraph import FunctionGraph, InconsistencyError
+from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
 from tensorjit.core.memory.transfer_op import Transfer, is_transfer, transfer
 from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
 
@@ -133,6 +133,18 @@ def keep_placement(new: Apply, old: Apply) -> Apply:
     return _retyped(new.op, new, [v.type for v in new.inputs], _device(old.outputs[0]), new.inputs)
 
 
+def runs_where_placed(node: Apply, fgraph: FunctionGraph) -> bool:
+    """Whether a node placed on a device (by a rewrite after placement) has a kernel
+    there; host nodes always do (Op.perform)."""
+    device = _device(node.outputs[0]) if node.outputs else HOST
+    if device == HOST:
+        return True
+    from tensorjit.core.compile.linker import BackendChoice, find_kernel
+
+    choice = fgraph.get_feature(BackendChoice)
+    return choice is not None and find_kernel(node, choice.of_device(device)) is not None
+
+
 def _retyped(
     op: Any, node: Apply, in_types: list, device: str, inputs: list | None = None
 ) -> Apply:
@@ -148,6 +160,38 @@ def _retyped(
         out.created_at = old.created_at
         outputs.append(out)
     return Apply(op, inputs, outputs)
+
+
+class InternalOutputs(Feature):
+    """The graph outputs a function returns as they are on their device
+    (``Out(y, return_internal_type=True)``), attached by ``function()``."""
+
+    def __init__(self, indices: list[int]):
+        self.indices = indices
+
+
+class ReturnInternalValues(GraphRewriter):
+    """Drops the final copy to the host of the outputs ``InternalOutputs`` lists. It runs
+    right after placement, before the inplace phase, so the DestroyHandler then sees the
+    device value as a function output (which nothing may destroy)."""
+
+    name = "return_internal_values"
+
+    def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
+        wanted = fgraph.get_feature(InternalOutputs)
+        if wanted is None:
+            return
+        for k in wanted.indices:
+            var = fgraph.outputs[k]
+            if not (is_transfer(var.owner) and _device(var) == HOST):
+                continue
+            inner = var.owner.inputs[0]
+            fgraph.change_node_input(OUTPUT, k, inner, self.name, any_type=True)
+            try:
+                for feature in fgraph.features:
+                    feature.on_validate(fgraph, [], self.name)
+            except InconsistencyError:
+                fgraph.change_node_input(OUTPUT, k, var, "rollback", any_type=True)
 
 
 @node_rewriter([Transfer], name="remove_back_to_back_transfers")

@@ -1,8 +1,10 @@
 """The C backend's kernel table: one ``KernelSpec`` per op family.
 
-Each spec makes every decision about its family once: whether it covers a node (its
-``plan``, computed once per node per compile), the C sources to prebuild, the per-node
-kernel and the node's step in a whole-graph program (``program._Tables``). Selection
+Each spec makes every decision about its family in one place: whether it covers a node
+(its ``plan``, made when the kernel is chosen and carried by the chosen kernel), the C
+sources to prebuild, the per-node kernel and the node's step in a whole-graph program
+(``program._Tables``). The elementwise and reduction plans hold the generated source;
+the other families' plans only say "covered", and their modules build the source. Selection
 (core/compile/linker.py), preparation (``prepare`` below) and programs all read these
 specs, so they agree by construction.
 """

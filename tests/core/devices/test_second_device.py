@@ -74,7 +74,8 @@ def test_a_device_type_filters_host_values_onto_the_device():
     with pytest.raises(TypeError, match="strict=True"):
         t.filter(np.ones(2), strict=True)
     with pytest.raises(TypeError, match=r"dtype float64 on wrapdev, got WrappedArray .*float32"):
-        t.filter(WrappedArray(np.ones(2, "float32")))
+        t.filter(WrappedArray(np.ones(2, "float32")), strict=True)
+    assert host_of(t.filter(WrappedArray(np.ones(2, "float32")))).dtype == np.float64
     with pytest.raises(ValueError, match="expected 1 dimensions"):
         t.filter(WrappedArray(np.ones((2, 2))))
     # A host type fetches another device's value.
@@ -238,6 +239,20 @@ def test_out_return_internal_type_skips_the_copy_to_the_host():
     assert not KIND().may_share_memory(inside, again)  # fresh every call
 
 
+def test_a_device_output_returned_as_is_is_never_destroyed_by_another_node():
+    w = tensorjit.shared(np.full(3, 0.5), name="w", target=DEV)
+    y = T.tanh(w) * 2.0
+    f = tensorjit.function([], [Out(y, return_internal_type=True), T.exp(y) + 1.0])
+    inside, other = f()
+    np.testing.assert_allclose(host_of(inside), np.tanh(0.5) * 2.0)
+    np.testing.assert_allclose(other, np.exp(np.tanh(0.5) * 2.0) + 1.0)
+    (out_node,) = [n for n in f.fgraph.toposort() if f.fgraph.outputs[0] in n.outputs]
+    assert not any(
+        out_node.outputs[0] in [n.inputs[i] for ins in n.op.destroy_map.values() for i in ins]
+        for n in f.fgraph.toposort()
+    )
+
+
 def test_returning_device_storage_gives_a_copy():
     w = tensorjit.shared(np.ones(3), name="w", target=DEV)
     f = tensorjit.function([], Out(w, return_internal_type=True))
@@ -298,8 +313,10 @@ def test_device_inputs_are_not_modified_unless_mutable():
     np.testing.assert_allclose(host_of(out), np.exp(np.arange(3.0)) * 2)
     # A host array for the device input is copied to the device.
     np.testing.assert_allclose(host_of(f(np.arange(3.0))), np.exp(np.arange(3.0)) * 2)
-    with pytest.raises(TypeError, match=r"xd.*float64 on wrapdev.*float32"):
-        f(WrappedArray(np.ones(3, "float32")))
+    # Another dtype converts as a host value would (on the host), or names the input.
+    np.testing.assert_allclose(host_of(f(WrappedArray(np.ones(3, "float32")))), np.e * 2)
+    with pytest.raises(TypeError, match=r"xd.*float64, shape=\(\?,\), device=wrapdev.*complex128"):
+        f(WrappedArray(np.ones(3, "complex128")))
 
 
 def test_the_destroy_handler_protects_device_values_read_later():
