@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
-from tensorjit.plugins.cstyle.scalar import Emitter, supported_names
+from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
+from tensorjit.plugins.cstyle.scalar import supported_names
 from tensorjit.tensor.scalar import ScalarOp
 
 C_TYPES = {
@@ -623,38 +624,6 @@ static inline void tj_stream_fence(void) {}
 """
 
 
-def _contiguous_operands(
-    ops: list,
-    out_ptr: str,
-    single: set[str],
-    restrict: bool,
-    base: Callable[[str], str] = lambda name: name,
-    indent: str = "    ",
-) -> tuple[list[str], Callable[[str], dict[str, str]]]:
-    """Declarations of the typed operand pointers of a loop over contiguous elements
-    (operands in ``single`` hold one element, read once; each starts at ``base(name)``),
-    and a function giving each operand's load at an index."""
-    setup = []
-    for name, dt, *_ in ops:
-        t, start = ctype(dt), base(name)
-        if name in single and name != out_ptr:
-            setup.append(f"{indent}const {t} s_{name} = *(const {t} *){start};")
-        elif name == out_ptr:
-            setup.append(
-                f"{indent}{t} *{'restrict ' if restrict else ''}p_{name} = ({t} *){start};"
-            )
-        else:
-            setup.append(f"{indent}const {t} *p_{name} = (const {t} *){start};")
-
-    def load(index: str) -> dict[str, str]:
-        return {
-            name: f"s_{name}" if name in single and name != out_ptr else f"p_{name}[{index}]"
-            for name, *_ in ops
-        }
-
-    return setup, load
-
-
 def elemwise_source(
     scalar_op: ScalarOp,
     in_dtypes: Sequence[str],
@@ -672,21 +641,9 @@ def elemwise_source(
     """
     ndim = len(bcast[0]) if bcast else 0
     var = [i for i, k in enumerate(kinds) if k != "const"]
-    args = [literal(consts[i]) if kinds[i] == "const" else f"x{i}" for i in range(len(kinds))]
-    emitter = Emitter(C_DIALECT, {args[i]: consts[i].item() for i in consts})
-    result, dtype = emitter.emit(scalar_op, args, list(in_dtypes))
+    function, body = element_function(C_DIALECT, scalar_op, in_dtypes, out_dtype, kinds, consts)
     tout = ctype(out_dtype)
-    params = ", ".join(f"{ctype(in_dtypes[i])} x{i}" for i in var) or "void"
-    body = "\n".join(emitter.lines)
-    lines = [
-        PREAMBLE,
-        STREAM_STORES,
-        *helper_sources(body),
-        f"static inline {tout} tj_f({params}) {{",
-        body,
-        f"    return {convert(result, dtype, out_dtype)};",
-        "}",
-    ]
+    lines = [PREAMBLE, STREAM_STORES, *helper_sources(body), *function]
     # Operands: the variable inputs, then the output unless it is written in place.
     ops = [(f"d{i}", in_dtypes[i], kinds[i], bcast[i]) for i in var]
     if inplace is None:
@@ -701,12 +658,10 @@ def elemwise_source(
     # picks it; an in-place kernel has none, its output was read anyway).
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
-    setup, load = _contiguous_operands(ops, out_ptr, scalars, restrict=inplace is None)
+    restrict = inplace is None
+    lines += contiguous_kernel(C_DIALECT, "tj_contig", ops, out_ptr, restrict, call)
+    setup, load = typed_operands(C_DIALECT, ops, out_ptr, scalars, restrict)
     out_at = f"p_{out_ptr}"
-    lines.append(f"void tj_contig(int64_t n, {sig}) {{")
-    lines += setup
-    lines.append(f"    for (int64_t i = 0; i < n; i++) {out_at}[i] = {call(load('i'))};")
-    lines.append("}")
     lines.append(f"void tj_contig_stream(int64_t n, {sig}) {{")
     if inplace is None:
         lines += setup
@@ -752,7 +707,8 @@ def elemwise_source(
         moving = [(n, dt) for n, dt, _, b in ops if not b[a]]
         check = " && ".join(f"st_{n}_{a} == sizeof({ctype(dt)})" for n, dt in moving) or "1"
         lines.append(f"{indent}if ({check}) {{")
-        setup, load = _contiguous_operands(
+        setup, load = typed_operands(
+            C_DIALECT,
             ops,
             out_ptr,
             {name for name, _, _, b in ops if b[a]},

@@ -46,7 +46,13 @@ class Dialect:
     - ``powi``: ``(x, n, type name) -> expression`` for ``x**n`` with a small constant
       integer n, or None to use ``pow``;
     - ``kernel_qualifier``, ``global_qualifier``: what precedes a kernel, a pointer to
-      device memory (empty for host C);
+      device memory (empty for host C: its kernels are plain functions);
+    - ``function_qualifier``: what precedes the per-element helper function;
+    - ``restrict``: the no-alias pointer qualifier (C99 ``restrict``; CUDA's C++ spells
+      it ``__restrict__``);
+    - ``flat_loop``: the loop (or launch) over ``{n}`` contiguous elements with index
+      ``{i}``: a plain loop in C, a work-item's chunk in OpenCL, a grid-stride loop in
+      CUDA (the work per thread is the dialect's tunable);
     - ``preamble``: source every kernel starts with.
     """
 
@@ -60,6 +66,9 @@ class Dialect:
     powi: Callable[[str, int, str], str] | None = None
     kernel_qualifier: str = ""
     global_qualifier: str = ""
+    function_qualifier: str = "static inline"
+    restrict: str = "restrict"
+    flat_loop: str = "for (int64_t {i} = 0; {i} < {n}; {i}++)"
     preamble: str = ""
 
     def type_name(self, dtype: str) -> str:
