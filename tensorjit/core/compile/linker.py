@@ -18,7 +18,6 @@ from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.fgraph import Feature
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.plan import MemoryPlan
-from tensorjit.core.memory.transfer_op import is_transfer
 from tensorjit.core.registries import Backend, Kernel
 
 PERFORM = Kernel("perform", "python", lambda node: partial(node.op.perform, node), "core")
@@ -114,12 +113,12 @@ def choose_kernels(nodes: list[Apply], backends: list[Backend]) -> list[Kernel]:
 
 def choose_kernel(node: Apply, backends: list[Backend]) -> Kernel:
     """The kernel of the best backend of the node's device that covers it; Op.perform
-    for host nodes (and transfers) no backend covers."""
+    for host nodes and device-generic ones (transfers, copies) no backend covers."""
     device = node_device(node)
     kernel = find_kernel(node, [b for b in backends if b.device == device])
     if kernel is not None:
         return kernel
-    if device == HOST or is_transfer(node):
+    if device == HOST or node.op.device_generic:
         return PERFORM
     raise CompileError(
         f"no backend of device {device!r} has a kernel for {node.op} (created at "

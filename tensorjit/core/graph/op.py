@@ -43,6 +43,10 @@ class Op:
     #: True if a node may destroy an input that it also reads through another input
     #: (``add_inplace(x, x)``: each element is read before it is written).
     destroyhandler_tolerate_same: bool = False
+    #: True when ``perform`` works on any device's values (it only goes through their
+    #: types: copies, transfers): such a node runs where its inputs live, with no
+    #: backend kernel, instead of being sent to the host.
+    device_generic: bool = False
     #: Lazy ops define a method ``lazy_branches(node) -> (cond_index, true_inputs,
     #: false_inputs)``: the VM then computes only the inputs of the branch taken.
     lazy_branches: Any = None

@@ -11,6 +11,7 @@ class DeepCopy(Op):
 
     __props__ = ()
     constant_folding = False
+    device_generic = True  # Type.copy_value copies on the value's own device
 
     def make_node(self, x: Variable) -> Apply:
         return Apply(self, [x], [x.type.make_variable()])

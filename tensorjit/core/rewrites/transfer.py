@@ -4,6 +4,7 @@ Each node goes to the best device whose backend covers it (with the op a transfe
 lifter gives, else its own op). Candidates are the devices its inputs live on, then the
 function's default device (``config.device``). A node whose outputs are all scalars and
 whose inputs all live on the host stays there, and so does a node no device covers;
+device-generic ops (copies) run where their inputs live, with Op.perform;
 values cross devices through ``Transfer`` nodes inserted only where a value's producer
 and consumer disagree. ``remove_back_to_back_transfers`` then drops copies that go
 there and back again. Nothing here is specific to one device.
@@ -63,6 +64,8 @@ class PlaceOnDevices(GraphRewriter):
 
         def covered(node: Apply, device: str) -> Any:
             """The op running ``node`` on ``device``, or None."""
+            if node.op.device_generic:
+                return node.op  # its perform works there
             backends = choice.of_device(device)
             if not backends:
                 return None
@@ -78,8 +81,8 @@ class PlaceOnDevices(GraphRewriter):
                 continue
             # Devices the inputs live on, or were just copied from to reach this node.
             candidates = [_device(_origin(v)) for v in node.inputs if _device(_origin(v)) != HOST]
-            if default != HOST and not _scalar_on_host(node):
-                candidates.append(default)
+            if default != HOST and not _scalar_on_host(node) and not node.op.device_generic:
+                candidates.append(default)  # (a copy stays where its input is)
             choices = []
             for device in dict.fromkeys(candidates):
                 try:
@@ -137,7 +140,7 @@ def runs_where_placed(node: Apply, fgraph: FunctionGraph) -> bool:
     """Whether a node placed on a device (by a rewrite after placement) has a kernel
     there; host nodes always do (Op.perform)."""
     device = _device(node.outputs[0]) if node.outputs else HOST
-    if device == HOST:
+    if device == HOST or node.op.device_generic:
         return True
     from tensorjit.core.compile.linker import BackendChoice, find_kernel
 
@@ -218,7 +221,7 @@ def host_nodes_of_device_function(fgraph: FunctionGraph, default_device: str) ->
     return [
         node
         for node in fgraph.toposort()
-        if not is_transfer(node)
+        if not node.op.device_generic
         and node.outputs
         and all(_device(o) == HOST for o in node.outputs)
         and not _scalar_on_host(node)

@@ -366,3 +366,19 @@ def test_the_memory_model_suite_passes_on_the_second_device():
     summary = result.stdout.strip().splitlines()[-1]
     passed = int(summary.split(" passed")[0].split()[-1])
     assert passed >= 250, summary
+
+
+def test_a_protective_copy_of_device_storage_stays_on_the_device():
+    from tensorjit.tensor.inplace import add_inplace
+
+    w = tensorjit.shared(np.array([1.0, 2.0]), name="w", target=DEV)
+    # A hand-built destroyer of w outside w's update works on a copy (DeepCopy), which
+    # runs on the device: no round trip through the host.
+    f = tensorjit.function([], add_inplace(w, 1.0) * 1.0, accept_inplace=True)
+    copies = [n for n in f.fgraph.toposort() if type(n.op).__name__ == "DeepCopy"]
+    assert copies and all(n.outputs[0].type.device == DEV for n in copies)
+    assert [n for n in transfers(f) if n.op.target == "cpu"] == [
+        n for n in f.fgraph.toposort() if f.fgraph.outputs[0] in n.outputs
+    ]
+    np.testing.assert_allclose(f(), [2.0, 3.0])
+    np.testing.assert_allclose(w.get_value(), [1.0, 2.0])
