@@ -1,12 +1,14 @@
 """Compiling generated C into shared libraries, cached on disk, loaded with cffi.
 
 An entry of the cache is ``<compiledir>/c_backend/<key>.so`` (with the source beside it
-as ``<key>.c``), where ``key`` hashes the source, the compiler's path and version, the
-flags, NumPy's ABI version and tensorjit's version (and the CPU, for flags such as
--march=native). Each entry is built in a temporary directory of the cache and moved into
-place with ``os.replace`` while holding a lock on ``<key>.lock`` (one lock per key, so
-unrelated builds never wait on each other and two processes never build the same entry
-twice). An entry that fails to load is rebuilt.
+as ``<key>.c`` and its size and hash in ``<key>.meta``), where ``key`` hashes the
+source, the compiler's path and version, the flags, NumPy's ABI version and tensorjit's
+version (and the CPU, for flags such as -march=native). Each entry is built in a
+temporary directory of the cache and moved into place with ``os.replace`` while holding
+a lock on ``<key>.lock`` (one lock per key, so unrelated builds never wait on each other
+and two processes never build the same entry twice). The directory must be private to
+this user, and an entry is verified against its metadata before it is loaded; a damaged
+one is set aside and rebuilt (disk_cache.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tensorjit.plugins.c_backend import disk_cache
+
 # -fno-trapping-math: gcc may then if-convert selects whose arms do arithmetic (which
 # could raise FP flags that nothing reads; values do not change), so loops calling the
 # branch-free exp/log/tanh of codegen vectorise. -ffp-contract=off: no fused multiply-add
@@ -40,7 +44,7 @@ CFLAGS = (
     + (("-march=native",) if _NATIVE else ())
 )
 LIBS = ("-lm",)
-CODEGEN_VERSION = "2"  # bump when the generated code's conventions change
+CODEGEN_VERSION = "3"  # bump when the generated code's conventions or the entry layout change
 
 
 class CompilerUnavailable(RuntimeError):
@@ -127,24 +131,25 @@ def _versions_path() -> str:
 def _remembered_version(argv: tuple[str, ...]) -> str | None:
     try:
         with open(_versions_path()) as f:
-            return json.load(f).get(_binary_stamp(argv))
-    except (OSError, ValueError, AttributeError):
+            known = json.load(f)
+        version = known.get(_binary_stamp(argv)) if isinstance(known, dict) else None
+    except (OSError, ValueError):
         return None
+    return version if isinstance(version, str) else None
 
 
 def _remember_version(argv: tuple[str, ...], version: str) -> None:
     try:
-        os.makedirs(cache_dir(), exist_ok=True)
         try:
             with open(_versions_path()) as f:
                 known = json.load(f)
         except (OSError, ValueError):
             known = {}
+        if not isinstance(known, dict):
+            known = {}  # a damaged file is replaced, never trusted
         known[_binary_stamp(argv)] = version
-        tmp = f"{_versions_path()}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(known, f)
-        os.replace(tmp, _versions_path())  # readers see the old file or the new one
+        # Readers see the old file or the new one.
+        disk_cache.write_private(_versions_path(), json.dumps(known).encode())
     except OSError:
         pass  # a read-only cache only costs the next process one '--version' run
 
@@ -227,16 +232,18 @@ def cpu_identity() -> str:
 
 
 def cache_dir() -> str:
+    """The private directory of the kernel cache (see disk_cache.private_dir)."""
     from tensorjit.core.config import config
 
-    return os.path.join(config.compiledir, "c_backend")
+    root = config.compiledir
+    return disk_cache.private_dir(root, os.path.join(root, "c_backend"))
 
 
 @contextlib.contextmanager
 def _key_lock(path: str) -> Iterator[None]:
     import fcntl
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = disk_cache.open_lock(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -281,15 +288,14 @@ def _build(
             proc = subprocess.CompletedProcess(cmd, -1, "", str(exc))
         if proc.returncode != 0:
             kept = os.path.join(directory, f"{key}.failed.c")
-            shutil.copyfile(c_path, kept)
+            disk_cache.write_private(kept, source.encode())
             raise CCompileError(
                 f"C compilation of {what} failed (exit status {proc.returncode}).\n"
                 f"  generated source: {kept}\n"
                 f"  command: {shlex.join(cmd)}\n"
                 f"  compiler output:\n{(proc.stderr or proc.stdout).rstrip()}"
             )
-        os.replace(c_path, os.path.join(directory, f"{key}.c"))
-        os.replace(so_path, os.path.join(directory, f"{key}.so"))  # the entry appears whole
+        disk_cache.install(directory, key, so_path, c_path)  # the entry appears whole
         with _stats_lock:
             stats["built"] += 1
     finally:
@@ -357,13 +363,16 @@ def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, .
         if found is not None:
             return found
         directory = cache_dir()
-        os.makedirs(directory, exist_ok=True)
         so_path = os.path.join(directory, f"{key}.so")
-        found = try_load(so_path)
+        found = _load_verified(directory, key, try_load)
         if found is None:
             with _key_lock(os.path.join(directory, f"{key}.lock")):
-                found = try_load(so_path)  # another process built it
-                if found is None:  # missing or corrupt: (re)build
+                state = disk_cache.check_entry(directory, key)  # another process built it?
+                found = try_load(so_path) if state == "ok" else None
+                if found is None:  # missing, damaged or unloadable: (re)build
+                    if state is not None:
+                        why = "it does not load" if state == "ok" else state
+                        disk_cache.set_aside(so_path, why)
                     _build(source, directory, key, what, extra_flags)
                     found = try_load(so_path)
                     if found is None:
@@ -374,6 +383,13 @@ def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, .
             stats["loaded"] += 1
         _loaded[key] = found
         return found
+
+
+def _load_verified(directory: str, key: str, try_load: Any) -> Any:
+    """What ``try_load`` makes of entry ``key`` if it matches its metadata, else None."""
+    if disk_cache.check_entry(directory, key) != "ok":
+        return None
+    return try_load(os.path.join(directory, f"{key}.so"))
 
 
 def prebuild(sources: list[tuple]) -> int:
@@ -387,17 +403,19 @@ def prebuild(sources: list[tuple]) -> int:
         extra_flags = tuple(flags[0]) if flags else ()
         key = cache_key(source, extra_flags)
         if key not in _loaded and key not in todo:
-            if not os.path.exists(os.path.join(directory, f"{key}.so")):
+            if disk_cache.check_entry(directory, key) != "ok":
                 todo[key] = (source, what, extra_flags)
     if len(todo) < 2:
         return 0  # load() builds a single entry just as fast
-    os.makedirs(directory, exist_ok=True)
 
     def build(item: tuple[str, tuple[str, str, tuple[str, ...]]]) -> int:
         key, (source, what, extra_flags) = item
         with _key_lock(os.path.join(directory, f"{key}.lock")):
-            if os.path.exists(os.path.join(directory, f"{key}.so")):
+            state = disk_cache.check_entry(directory, key)
+            if state == "ok":
                 return 0  # another process built it meanwhile
+            if state is not None:
+                disk_cache.set_aside(os.path.join(directory, f"{key}.so"), state)
             try:
                 _build(source, directory, key, what, extra_flags)
             except CCompileError:
