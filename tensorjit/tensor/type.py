@@ -119,6 +119,8 @@ class TensorType(Type):
         """
         if self.device != HOST:
             return self._filter_on_device(value, strict, allow_downcast)
+        if type(value) is not np.ndarray and isinstance(value, np.ndarray):
+            value = _base_array(value)
         if isinstance(value, np.ndarray) and value.dtype == self.numpy_dtype:
             arr = value
         elif strict:
@@ -326,6 +328,18 @@ class TensorType(Type):
         if g.type.dtype != want and self.numpy_dtype.kind in "fc":
             g = cast(g, want)
         return g
+
+
+def _base_array(value: np.ndarray) -> np.ndarray:
+    """A NumPy subclass as a plain array sharing its memory (np.matrix would keep vectors
+    2-d; a subclass's own arithmetic is not what the graph computes). A masked array with
+    masked elements is refused: its mask would silently be lost."""
+    if isinstance(value, np.ma.MaskedArray) and np.ma.getmaskarray(value).any():
+        raise TypeError(
+            f"got a masked array ({_value_kind(value.data)}): its mask would be lost; pass "
+            "value.filled(fill) or value.data"
+        )
+    return value.view(np.ndarray)
 
 
 def _grad_dtype(dtype: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -103,6 +104,7 @@ class Function:
         memory = MemoryPlan(inputs, outputs, fgraph, shared_inputs, [s for s, _ in updates], label)
         self.memory = memory
         self.defaults = memory.defaults
+        self._cells_lock = threading.RLock()
 
         order = _shared_updates_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
@@ -141,19 +143,22 @@ class Function:
             if values is not None:
                 return self._finish_program_call(values)
         memory = self.memory
-        try:
-            memory.load_arguments(args, kwargs)
-            if memory.borrowed_output_cells:
-                memory.release_borrowed_buffers([c[0] for c in memory.input_cells])
-            if self._checker is not None:
-                snapshot = [v.type.copy_value(c[0]) for v, c in memory.all_input_cells]
-            self.vm()
-            if self._checker is not None:
-                self._checker.check(snapshot)
-            values = [cell[0] for cell in memory.output_cells]
-        finally:
-            memory.clear()
-        outputs = memory.store_updates(memory.copy_outputs(values))
+        # The per-node path computes in the function's storage cells: one call at a time
+        # (a whole-graph program keeps each call's values apart, and takes no lock).
+        with self._cells_lock:
+            try:
+                memory.load_arguments(args, kwargs)
+                if memory.borrowed_output_cells:
+                    memory.release_borrowed_buffers([c[0] for c in memory.input_cells])
+                if self._checker is not None:
+                    snapshot = [v.type.copy_value(c[0]) for v, c in memory.all_input_cells]
+                self.vm()
+                if self._checker is not None:
+                    self._checker.check(snapshot)
+                values = [cell[0] for cell in memory.output_cells]
+            finally:
+                memory.clear()
+            outputs = memory.store_updates(memory.copy_outputs(values))
         if self.unpack_single:
             return outputs[0]
         return outputs
@@ -186,17 +191,18 @@ class Function:
             results = program(values)
             if results is not None:  # without updates: exactly the outputs
                 return memory.store_updates(results) if memory.has_updates else results
-        memory.set_trusted_arguments(values)
-        if memory.borrowed_output_cells:
-            memory.release_borrowed_buffers(
-                values if returned is None else [values[i] for i in returned]
-            )
-        try:
-            self.vm()
-            results = [cell[0] for cell in memory.output_cells]
-        finally:
-            memory.clear()
-        return memory.store_updates(results)
+        with self._cells_lock:
+            memory.set_trusted_arguments(values)
+            if memory.borrowed_output_cells:
+                memory.release_borrowed_buffers(
+                    values if returned is None else [values[i] for i in returned]
+                )
+            try:
+                self.vm()
+                results = [cell[0] for cell in memory.output_cells]
+            finally:
+                memory.clear()
+            return memory.store_updates(results)
 
 
 def _as_in(item: Any) -> In:
