@@ -407,13 +407,14 @@ def supported(node: Apply) -> bool:
 
 
 def _fix(status: int, arrays: list, bits: tuple[int, ...]) -> None:
-    """Copies the arrays a kernel could not address (``status`` bits) into C order."""
+    """Copies the arrays a kernel could not address (``status`` bits) into new C-ordered,
+    aligned arrays (a misaligned array may already be C-contiguous: it is copied too)."""
     if status < 0:
         raise OverflowError("a dimension does not fit BLAS's int")
     copied = False
     for i, bit in enumerate(bits):
         if status & bit:
-            arrays[i] = np.ascontiguousarray(arrays[i])
+            arrays[i] = np.array(arrays[i], order="C")
             copied = True
     if not copied:  # pragma: no cover - a C-ordered output is always addressable
         raise RuntimeError(f"BLAS kernel: unexpected status {status}")

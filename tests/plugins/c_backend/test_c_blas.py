@@ -378,3 +378,25 @@ def test_mlp_training_step_matches_the_python_backend(dtype):
     assert costs_c[-1] < costs_c[0]
     # And under DebugMode every C kernel agrees with Op.perform along the way.
     mlp_step(DEBUG_C, dtype, data, steps=2)
+
+
+def _misaligned(shape):
+    """A C-contiguous float64 array whose data starts one byte past an aligned address."""
+    n = int(np.prod(shape))
+    raw = np.zeros(8 * n + 1, dtype=np.uint8)
+    out = np.frombuffer(raw[1:].data, dtype=np.float64).reshape(shape)
+    assert not out.flags.aligned and out.flags.c_contiguous
+    out[...] = RNG.standard_normal(shape)
+    return out
+
+
+@NEEDS_C
+def test_misaligned_operands_are_copied_not_refused():
+    a, b = T.dmatrices("a", "b")
+    v = T.dvector("v")
+    f = tensorjit.function([a, b, v], [T.dot(a, b), T.dot(a, v)], mode=C_ONLY)
+    assert {k.name for n, k in f.kernels.items() if isinstance(n.op, Dot)} == {"c:blas"}
+    x, y, z = _misaligned((4, 5)), _misaligned((5, 3)), _misaligned((5,))
+    got_m, got_v = f(x, y, z)
+    np.testing.assert_allclose(got_m, x @ y, **TOL["float64"])
+    np.testing.assert_allclose(got_v, x @ z, **TOL["float64"])
