@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -61,8 +60,13 @@ def cache(action: str, out=sys.stdout) -> None:
     root = Path(config.compiledir)
     files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
     if action == "clear":
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"removed {len(files)} files from {root}", file=out)
+        # Each backend's compiler removes only what it wrote, under its own locks.
+        for backend in get_plugin_system().registries.backends.backends.values():
+            clear_cache = getattr(backend.compiler, "clear_cache", None)
+            if clear_cache is not None:
+                directory, removed, kept = clear_cache()
+                note = f"; {kept} files it did not write left alone" if kept else ""
+                print(f"{backend.name}: removed {removed} files from {directory}{note}", file=out)
         return
     size = sum(p.stat().st_size for p in files)
     print(f"compile cache {root}: {len(files)} files, {size / 2**20:.1f} MiB", file=out)

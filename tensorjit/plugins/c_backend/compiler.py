@@ -451,6 +451,13 @@ class HostCCompiler:
         return load(source, cdef, symbols, what)
 
     @staticmethod
+    def clear_cache() -> tuple[str, int, int]:
+        """Remove the cache's own files (see disk_cache.clear): (directory, removed,
+        left alone)."""
+        directory = cache_dir()
+        return (directory, *disk_cache.clear(directory))
+
+    @staticmethod
     def prebuild(sources: list[tuple]) -> int:
         """Build these ``(source, what[, flags])`` entries in parallel ahead of use."""
         return prebuild(sources)

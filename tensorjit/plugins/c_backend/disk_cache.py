@@ -23,10 +23,12 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
 import threading
+import time
 import warnings
 
 _checked: dict[str, str] = {}  # configured directory -> the directory used
@@ -177,3 +179,57 @@ def set_aside(path: str, why: str) -> None:
             RuntimeWarning,
             stacklevel=4,
         )
+
+
+_ENTRY_FILE = re.compile(r"^([0-9a-f]{64})\.(so|c|meta|lock|failed\.c|so\.damaged|lock\.damaged)$")
+_OWN_TEMPORARY = re.compile(r"^(\.build-[0-9a-f]{16}-.+|\..+\.tmp)$")
+STALE_SECONDS = 600  # a build or temporary file this old belongs to no running compile
+
+
+def clear(directory: str) -> tuple[int, int]:
+    """Remove what this cache wrote in ``directory`` and nothing else: entries (each under
+    its key's lock, so a compile of that key in progress finishes first), the compiler
+    notes, and build directories and temporary files older than ``STALE_SECONDS``.
+    Returns (files removed, files left alone)."""
+    import fcntl
+
+    removed = kept = 0
+    if not os.path.isdir(directory):
+        return 0, 0
+    names = sorted(os.listdir(directory))
+    keys = sorted({m.group(1) for m in map(_ENTRY_FILE.match, names) if m})
+    for key in keys:
+        lock_path = os.path.join(directory, f"{key}.lock")
+        fd = open_lock(lock_path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            for name in os.listdir(directory):
+                match = _ENTRY_FILE.match(name)
+                if match and match.group(1) == key and not name.endswith(".lock"):
+                    removed += _remove(os.path.join(directory, name))
+            removed += _remove(lock_path)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+    now = time.time()
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if _ENTRY_FILE.match(name):
+            continue  # written by a compile that started meanwhile
+        if name == "compilers.json":
+            removed += _remove(path)
+        elif _OWN_TEMPORARY.match(name) and now - os.lstat(path).st_mtime > STALE_SECONDS:
+            removed += _remove(path)
+        else:
+            kept += 1
+    return removed, kept
+
+
+def _remove(path: str) -> int:
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+        return 1
+    return 0

@@ -154,13 +154,22 @@ def test_cache_command_lists_and_clears_the_compile_cache(tmp_path):
     from tensorjit.__main__ import cache
     from tensorjit.core.config import config
 
-    (tmp_path / "c_backend").mkdir()
-    (tmp_path / "c_backend" / "abc.so").write_bytes(b"x" * 10)
-    with config.change_flags(compiledir=str(tmp_path)):
+    cache_dir = tmp_path / "cache"
+    (cache_dir / "c_backend").mkdir(parents=True, mode=0o700)
+    os.chmod(cache_dir, 0o700)
+    key = "ab" * 32
+    (cache_dir / "c_backend" / f"{key}.so").write_bytes(b"x" * 10)
+    (cache_dir / "c_backend" / f"{key}.c").write_text("int x;")
+    (cache_dir / "c_backend" / "notes.txt").write_text("the user's own file")
+    stale = cache_dir / "c_backend" / ".build-0123456789abcdef-x"
+    stale.mkdir()
+    os.utime(stale, (1, 1))  # a build directory a killed compile left behind
+    with config.change_flags(compiledir=str(cache_dir)):
         out = io.StringIO()
         cache("list", out)
-        assert "1 files" in out.getvalue() and "abc.so" in out.getvalue()
+        assert "3 files" in out.getvalue() and f"{key}.so" in out.getvalue()
         out = io.StringIO()
         cache("clear", out)
-        assert "removed 1 files" in out.getvalue()
-        assert not tmp_path.exists()
+        assert "c: removed 4 files" in out.getvalue(), out.getvalue()
+        assert "1 files it did not write left alone" in out.getvalue()
+        assert sorted(os.listdir(cache_dir / "c_backend")) == ["notes.txt"]

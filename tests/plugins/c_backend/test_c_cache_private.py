@@ -162,3 +162,30 @@ def test_cache_files_are_private_whatever_the_umask(tmp_path):
     for path in (cache / "c_backend").iterdir():
         mode = stat.S_IMODE(path.stat().st_mode)
         assert not mode & 0o077, f"{path.name} has mode {mode:o}"
+
+
+@needs_cc
+def test_clearing_waits_for_a_compile_of_the_same_entry(tmp_path):
+    import fcntl
+    import threading
+    import time
+
+    from tensorjit.plugins.c_backend import disk_cache
+
+    cache = tmp_path / "cache"
+    run(tmp_path, cache)
+    so = entry(cache)
+    directory = str(so.parent)
+    fd = disk_cache.open_lock(str(so.with_suffix(".lock")))
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a compile of this entry is in progress
+    done: list = []
+    clearing = threading.Thread(target=lambda: done.append(disk_cache.clear(directory)))
+    clearing.start()
+    time.sleep(0.3)
+    assert clearing.is_alive() and so.exists()  # it waits for the compile to finish
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    clearing.join(10)
+    assert done and not so.exists()
+    again, _ = run(tmp_path, cache)
+    assert again["ok"] and again["stats"]["built"] == 1
