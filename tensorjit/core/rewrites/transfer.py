@@ -80,7 +80,8 @@ class PlaceOnDevices(GraphRewriter):
             if node not in fgraph.apply_nodes or is_transfer(node):
                 continue
             # Devices the inputs live on, or were just copied from to reach this node.
-            candidates = [_device(_origin(v)) for v in node.inputs if _device(_origin(v)) != HOST]
+            origins = [_device(_origin(v)) for v in node.inputs]
+            candidates = [device for device in origins if device != HOST]
             if default != HOST and not _scalar_on_host(node) and not node.op.device_generic:
                 candidates.append(default)  # (a copy stays where its input is)
             choices = []

@@ -11,6 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+# Installed (through its entry point) by tests/conftest.py for the whole session.
+import tensorjit_wrapdev as wrapdev  # noqa: E402
+from tensorjit_wrapdev import WrappedArray  # noqa: E402
+from tensorjit_wrapdev.plugin import KERNEL_CALLS  # noqa: E402
+
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit import In, Out
@@ -19,12 +24,6 @@ from tensorjit.core.config import config
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.transfer_op import Transfer
 from tensorjit.tensor.type import TensorType
-
-wrapdev = pytest.importorskip(
-    "tensorjit_wrapdev", reason="the wrapdev fixture plugin is installed by tests/conftest.py"
-)
-from tensorjit_wrapdev import WrappedArray  # noqa: E402
-from tensorjit_wrapdev.plugin import KERNEL_CALLS  # noqa: E402
 
 DEV = "wrapdev"
 KIND = wrapdev.WrapArrays
