@@ -10,13 +10,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers.c_backend import NEEDS_C
 
 import tensorjit
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.plugins.c_backend import compiler
-
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-needs_cc = pytest.mark.skipif(REASON is not None, reason=f"no C compiler: {REASON}")
 
 # Compiles one fused kernel, checks its value, prints what the cache did.
 SCRIPT = textwrap.dedent(
@@ -57,7 +54,7 @@ def entries(directory):
     return sorted(n for n in names if n.endswith(".so")), names
 
 
-@needs_cc
+@NEEDS_C
 def test_hit_in_new_process_and_corrupt_entry_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     first = result(run_script(tmp_path, cache))
@@ -72,7 +69,7 @@ def test_hit_in_new_process_and_corrupt_entry_rebuilt(tmp_path):
     assert entries(cache)[0] == [so]
 
 
-@needs_cc
+@NEEDS_C
 def test_concurrent_builds_of_one_kernel(tmp_path):
     cache = tmp_path / "cache"
     script = tmp_path / "script.py"
@@ -97,7 +94,7 @@ def test_concurrent_builds_of_one_kernel(tmp_path):
     assert not [n for n in names if n.startswith(".build-")]  # no temporary left behind
 
 
-@needs_cc
+@NEEDS_C
 def test_in_process_memory_cache(tmp_path):
     source = "int tj_answer(void) { return 42; }\n"
     with tensorjit.config.change_flags(compiledir=str(tmp_path)):
@@ -108,7 +105,7 @@ def test_in_process_memory_cache(tmp_path):
     assert compiler.stats["memory_hits"] == hits + 1
 
 
-@needs_cc
+@NEEDS_C
 def test_compile_error_names_source_and_message(tmp_path):
     source = "int tj_broken(void) { return undeclared_name; }\n"
     with tensorjit.config.change_flags(compiledir=str(tmp_path)):
@@ -172,7 +169,7 @@ def test_missing_compiler_reason_and_python_kernels(tmp_path):
     assert not (tmp_path / "cache" / "c_backend").exists()
 
 
-@needs_cc
+@NEEDS_C
 def test_cflags_from_config_make_their_own_entries(tmp_path):
     import tensorjit.tensor as T
 
@@ -186,7 +183,7 @@ def test_cflags_from_config_make_their_own_entries(tmp_path):
     assert len(entries(tmp_path)[0]) == 2
 
 
-@needs_cc
+@NEEDS_C
 def test_bad_cflags_give_the_compiler_message_and_the_source(tmp_path):
     with tensorjit.config.change_flags(compiledir=str(tmp_path), cflags="-fno-such-tj-flag"):
         with pytest.raises(compiler.CCompileError) as info:
@@ -214,7 +211,7 @@ def test_cc_from_config_names_the_missing_compiler(tmp_path):
     assert "C compiler '/nonexistent/tj-cc' (from config 'cc') was not found" in proc.stdout
 
 
-@needs_cc
+@NEEDS_C
 def test_a_functions_kernels_are_built_together_before_loading(tmp_path, monkeypatch):
     import tensorjit.tensor as T
 

@@ -13,11 +13,7 @@ import sys
 import textwrap
 
 import pytest
-
-from tensorjit.core.hooks import get_plugin_system
-
-REASON = get_plugin_system().registries.backends.unavailable_reason("c")
-needs_cc = pytest.mark.skipif(REASON is not None, reason=f"no C compiler: {REASON}")
+from helpers.c_backend import NEEDS_C
 
 # One kernel; the formula is an argument so that two scripts make different entries.
 SCRIPT = textwrap.dedent(
@@ -60,7 +56,7 @@ def entry(cache):
     return cache / "c_backend" / so
 
 
-@needs_cc
+@NEEDS_C
 def test_a_cache_other_users_can_write_is_not_used(tmp_path):
     # A planted library under the right name (and matching metadata) in a directory
     # others can write must never be loaded: it computes 10*a + 3*b, not 2*a + 3*b.
@@ -83,7 +79,7 @@ def test_a_cache_other_users_can_write_is_not_used(tmp_path):
     assert "can be written by other users" in stderr and "is not used" in stderr
 
 
-@needs_cc
+@NEEDS_C
 def test_a_symlink_owned_by_another_user_is_refused(tmp_path):
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
@@ -99,7 +95,7 @@ def test_a_symlink_owned_by_another_user_is_refused(tmp_path):
     assert not os.listdir(real)  # nothing was written through the link
 
 
-@needs_cc
+@NEEDS_C
 def test_a_cache_owned_by_another_user_is_refused(tmp_path):
     cache = tmp_path / "theirs"
     cache.mkdir(mode=0o700)
@@ -111,7 +107,7 @@ def test_a_cache_owned_by_another_user_is_refused(tmp_path):
     assert result["ok"] and "owned by another user" in stderr
 
 
-@needs_cc
+@NEEDS_C
 @pytest.mark.parametrize("damage", ["swapped", "truncated", "a directory", "no metadata"])
 def test_a_damaged_entry_is_set_aside_and_rebuilt(tmp_path, damage):
     other = tmp_path / "other"
@@ -137,7 +133,7 @@ def test_a_damaged_entry_is_set_aside_and_rebuilt(tmp_path, damage):
     assert again["stats"] == {"built": 0, "loaded": 1, "memory_hits": 0}
 
 
-@needs_cc
+@NEEDS_C
 def test_a_lock_that_is_a_directory_and_bad_compiler_notes_are_rebuilt(tmp_path):
     cache = tmp_path / "cache"
     run(tmp_path, cache)
@@ -152,7 +148,7 @@ def test_a_lock_that_is_a_directory_and_bad_compiler_notes_are_rebuilt(tmp_path)
     assert isinstance(json.loads((cache / "c_backend" / "compilers.json").read_text()), dict)
 
 
-@needs_cc
+@NEEDS_C
 def test_cache_files_are_private_whatever_the_umask(tmp_path):
     cache = tmp_path / "cache"
     result, _ = run(tmp_path, cache, umask=0)
@@ -164,7 +160,7 @@ def test_cache_files_are_private_whatever_the_umask(tmp_path):
         assert not mode & 0o077, f"{path.name} has mode {mode:o}"
 
 
-@needs_cc
+@NEEDS_C
 def test_clearing_waits_for_a_compile_of_the_same_entry(tmp_path):
     import fcntl
     import threading
