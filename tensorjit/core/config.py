@@ -79,6 +79,21 @@ _OPTIONS = [
         str,
     ),
     ConfigOption(
+        "opencl_device",
+        "",
+        "the OpenCL device of device=opencl: empty for the first one, 'P:D' (platform and "
+        "device indices, as PYOPENCL_CTX) or text matched in 'platform: device' names; "
+        "read once, when OpenCL is first used (`python -m tensorjit info` lists devices)",
+        str,
+    ),
+    ConfigOption(
+        "opencl_work_per_item",
+        "auto",
+        "elements each work-item of a flat OpenCL kernel computes: 'auto' (chunks on CPU "
+        "devices, one element on GPUs) or a number",
+        _auto_or_bytes,
+    ),
+    ConfigOption(
         "assert_no_cpu_op",
         "ignore",
         "for functions using a device: 'raise' makes compiling fail, naming the nodes, when "

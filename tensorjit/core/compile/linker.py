@@ -133,6 +133,10 @@ def find_kernel(node: Apply, backends: list[Backend]) -> Kernel | None:
     system = get_plugin_system()
     table = system.registries.kernels
     for backend in backends:
+        if backend.name != PERFORM.backend and any(
+            i.type.device != backend.device for i in node.inputs
+        ):
+            continue  # a host metadata reader of a device value: only Op.perform
         kernel = table.kernel_for(backend.name, node)
         if kernel is not None:
             return kernel

@@ -47,6 +47,9 @@ class Op:
     #: types: copies, transfers): such a node runs where its inputs live, with no
     #: backend kernel, instead of being sent to the host.
     device_generic: bool = False
+    #: True when ``perform`` reads only its inputs' shapes and dtypes (``x.shape``):
+    #: such a node runs on the host on values of any device, with no copy of them.
+    metadata_only: bool = False
     #: Lazy ops define a method ``lazy_branches(node) -> (cond_index, true_inputs,
     #: false_inputs)``: the VM then computes only the inputs of the branch taken.
     lazy_branches: Any = None

@@ -43,8 +43,8 @@ def describe_value(value: Any) -> str:
 
 
 def _writeable(value: Any) -> bool:
-    flags = getattr(value, "flags", None)
-    return True if flags is None else bool(flags.writeable)
+    # Device arrays may have flags without ``writeable`` (pyopencl's): writeable then.
+    return bool(getattr(getattr(value, "flags", None), "writeable", True))
 
 
 class MemoryPlan:

@@ -79,6 +79,9 @@ class PlaceOnDevices(GraphRewriter):
         for node in fgraph.toposort():
             if node not in fgraph.apply_nodes or is_transfer(node):
                 continue
+            if node.op.metadata_only:
+                self._read_where_placed(node, apply_replacements)
+                continue
             # Devices the inputs live on, or were just copied from to reach this node.
             origins = [_device(_origin(v)) for v in node.inputs]
             candidates = [device for device in origins if device != HOST]
@@ -104,6 +107,17 @@ class PlaceOnDevices(GraphRewriter):
                     f"{node.op} (created at {node.outputs[0].created_at or 'unknown'}) can "
                     "not be placed on any device: every placement was vetoed"
                 )
+
+    @staticmethod
+    def _read_where_placed(node: Apply, apply_replacements: Any) -> None:
+        """A metadata reader (``x.shape``) stays on the host and reads its inputs where
+        they live: the copies to the host placement made for it are not needed."""
+        origins = [_origin(v) for v in node.inputs]
+        if origins == list(node.inputs):
+            return
+        new = node.op.make_node(*origins)
+        if all(n.type == o.type for n, o in zip(new.outputs, node.outputs)):
+            apply_replacements(list(zip(node.outputs, new.outputs)), "place_on_devices")
 
     @staticmethod
     def _move(node: Apply, op: Any, target: str, on: Any, apply_replacements: Any) -> bool:
@@ -223,6 +237,7 @@ def host_nodes_of_device_function(fgraph: FunctionGraph, default_device: str) ->
         node
         for node in fgraph.toposort()
         if not node.op.device_generic
+        and not node.op.metadata_only
         and node.outputs
         and all(_device(o) == HOST for o in node.outputs)
         and not _scalar_on_host(node)

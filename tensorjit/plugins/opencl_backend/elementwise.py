@@ -1,0 +1,255 @@
+"""Elementwise kernels (Elemwise, fused Composite, casts) on the OpenCL device.
+
+Each node gets one program with two kernels, both from the shared renderer's
+per-element function ``tj_f``:
+
+- ``tj_contig``: every operand C-contiguous with the output's shape (or one element,
+  read once): the dialect's flat loop, a chunk of contiguous elements per work-item;
+- ``tj_strided``: anything else (transposed, sliced, negatively strided, broadcast,
+  0-d): each element's byte offset in every operand from its index and the operand's
+  byte strides, a broadcast axis having stride 0.
+
+In place (``Elemwise.inplace``), the destroyed input is the output and is written
+through its own strides. Constant inputs of one element are inlined as literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant
+from tensorjit.core.registries import KernelSpec
+from tensorjit.core.memory.transfer_op import is_transfer
+from tensorjit.plugins.cstyle import Unsupported
+from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
+from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
+from tensorjit.plugins.opencl_backend.arrays import is_c_contiguous
+from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
+from tensorjit.plugins.opencl_backend.dialect import preamble
+from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.tuning import work_items
+
+I64 = np.int64
+
+
+def on_device(node: Apply) -> bool:
+    return all(v.type.device == DEVICE for v in (*node.inputs, *node.outputs))
+
+
+def uses_fp64(node: Apply) -> bool:
+    return any(v.type.dtype == "float64" for v in (*node.inputs, *node.outputs))
+
+
+def device_can_run(node: Apply) -> bool:
+    """The node lives on the device, and the device has the float precision it needs."""
+    return on_device(node) and (runtime().fp64 or not uses_fp64(node))
+
+
+def inlined_constant(var: Any) -> np.ndarray | None:
+    """The value of a one-element constant (or of its copy to the device), else None."""
+    source = var.owner.inputs[0] if is_transfer(var.owner) else var
+    if isinstance(source, Constant) and np.size(source.data) == 1:
+        return np.asarray(source.data).reshape(())
+    return None
+
+
+@dataclass(frozen=True)
+class ElemwisePlan:
+    source: str
+    variable: tuple[int, ...]  # the inputs passed to the kernels (not inlined)
+    single: tuple[bool, ...]  # per variable input: one element, read once
+    inplace: int | None
+    out_dtype: str
+    ndim: int
+
+
+def kernel_source(
+    scalar_op: Any,
+    in_dtypes: list[str],
+    out_dtype: str,
+    kinds: list[str],
+    consts: dict[int, np.ndarray],
+    inplace: int | None,
+    ndim: int,
+) -> str:
+    """The program of one elementwise map (see the module docstring)."""
+    function, _body = element_function(D, scalar_op, in_dtypes, out_dtype, kinds, consts)
+    variable = [i for i, k in enumerate(kinds) if k != "const"]
+    ops = [(f"d{i}", in_dtypes[i], kinds[i], ()) for i in variable]
+    if inplace is None:
+        ops.append(("dout", out_dtype, "full", ()))
+    out = "dout" if inplace is None else f"d{inplace}"
+
+    def call(load: dict[str, str]) -> str:
+        return "tj_f(" + ", ".join(load[f"d{i}"] for i in variable) + ")"
+
+    g = "__global"
+    params = ", ".join(f"{g} char *{name}, long o_{name}" for name, *_ in ops)
+    scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
+    setup, load = typed_operands(
+        D, ops, out, scalars, restrict=inplace is None, base=lambda n: f"({n} + o_{n})"
+    )
+    dtypes = {*in_dtypes, out_dtype}
+    lines = [preamble(dtypes), *function]
+    lines += [
+        f"__kernel void tj_contig(long n, long tj_chunk, {params}) {{",
+        "#define TJ_CHUNK tj_chunk",
+        *setup,
+        f"    {D.flat_loop.format(i='i', n='n')} p_{out}[i] = {call(load('i'))};",
+        "#undef TJ_CHUNK",
+        "}",
+    ]
+    shape = "".join(f", long n{a}" for a in range(ndim))
+    strides = "".join(f", long s_{name}_{a}" for name, *_ in ops for a in range(ndim))
+    lines += [
+        f"__kernel void tj_strided(long n, long tj_chunk{shape}, {params}{strides}) {{",
+        "    long start = get_global_id(0) * tj_chunk, end = min(start + tj_chunk, n);",
+        "    for (long i = start; i < end; i++) {",
+        "        long r = i, k;",
+        *(f"        long b_{name} = o_{name};" for name, *_ in ops),
+    ]
+    for a in reversed(range(ndim)):
+        lines.append(f"        k = r % n{a}; r /= n{a};")
+        lines += [f"        b_{name} += k * s_{name}_{a};" for name, *_ in ops]
+    loads = {name: f"*(const {g} {D.type_name(dt)} *)({name} + b_{name})" for name, dt, *_ in ops}
+    t_out = D.type_name(out_dtype)
+    lines += [f"        *({g} {t_out} *)({out} + b_{out}) = {call(loads)};", "    }", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def elemwise_plan(node: Apply) -> ElemwisePlan | None:
+    if not device_can_run(node):
+        return None
+    op = node.op
+    kinds, consts = [], {}
+    for i, var in enumerate(node.inputs):
+        value = None if i == op.inplace else inlined_constant(var)
+        if value is not None and all(s == 1 for s in var.type.shape):
+            kinds.append("const")
+            consts[i] = value.astype(var.type.dtype)
+        elif i != op.inplace and all(s == 1 for s in var.type.shape):
+            kinds.append("scalar")
+        else:
+            kinds.append("full")
+    out_dtype = node.outputs[0].type.dtype
+    try:
+        source = kernel_source(
+            op.scalar_op,
+            [v.type.dtype for v in node.inputs],
+            out_dtype,
+            kinds,
+            consts,
+            op.inplace,
+            node.outputs[0].type.ndim,
+        )
+    except Unsupported:
+        return None
+    variable = tuple(i for i, k in enumerate(kinds) if k != "const")
+    single = tuple(kinds[i] == "scalar" for i in variable)
+    ndim = node.outputs[0].type.ndim
+    return ElemwisePlan(source, variable, single, op.inplace, out_dtype, ndim)
+
+
+def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...]:
+    out = []
+    for sizes in zip(*shapes):
+        big = {n for n in sizes if n != 1}
+        if len(big) > 1:
+            raise ValueError(
+                f"{where}: shapes {', '.join(map(str, shapes))} do not broadcast together"
+            )
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def launch_map(
+    plan: ElemwisePlan, values: list[Any], out: Any, where: str, kernels: tuple | None = None
+) -> None:
+    """Run the map on device ``values`` (the plan's variable inputs, in order) into
+    ``out`` (a new array, or the destroyed input itself in place)."""
+    rt = runtime()
+    n = int(np.prod(out.shape, dtype=np.int64))
+    if n == 0:
+        return
+    contig, strided = kernels or (
+        rt.kernel(plan.source, "tj_contig"),
+        rt.kernel(plan.source, "tj_strided"),
+    )
+    operands = list(values) if plan.inplace is not None else [*values, out]
+    count, chunk = work_items(rt, n)
+    buffers = []
+    for v in operands:
+        buffers += [v.base_data, I64(v.offset)]
+    single = (*plan.single, False)
+    if all(
+        one or (v.shape == out.shape and is_c_contiguous(v)) for v, one in zip(operands, single)
+    ):
+        rt.launch(contig, count, I64(n), I64(chunk), *buffers)
+        return
+    strides = []
+    for v in operands:
+        for a, size in enumerate(out.shape):
+            step = 0 if v.shape[a] == 1 and size != 1 else v.strides[a]
+            strides.append(I64(step))
+    shape = [I64(s) for s in out.shape]
+    rt.launch(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
+
+
+def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
+    where = f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
+    rt = runtime()
+    kernels = (rt.kernel(plan.source, "tj_contig"), rt.kernel(plan.source, "tj_strided"))
+
+    def run(inputs: list, output_storage: list) -> None:
+        values = [inputs[i] for i in plan.variable]
+        shape = broadcast_shape([v.shape for v in inputs], where)
+        if plan.inplace is not None:
+            out = inputs[plan.inplace]
+            if out.shape != shape:
+                raise ValueError(f"{where}: in place into shape {out.shape}, result {shape}")
+        else:
+            out = rt.empty(shape, plan.out_dtype)
+        launch_map(plan, values, out, where, kernels)
+        output_storage[0][0] = out
+
+    return run
+
+
+# ---------------------------------------------------------------- copies
+_COPY_PLANS: dict[tuple[str, str, int], ElemwisePlan] = {}
+
+
+def cast_plan(in_dtype: str, out_dtype: str, ndim: int) -> ElemwisePlan:
+    """The map ``out = (out_dtype) x`` for arrays of ``ndim`` dimensions."""
+    from tensorjit.tensor.scalar import Cast
+
+    key = (in_dtype, out_dtype, ndim)
+    plan = _COPY_PLANS.get(key)
+    if plan is None:
+        source = kernel_source(Cast(out_dtype), [in_dtype], out_dtype, ["full"], {}, None, ndim)
+        plan = _COPY_PLANS[key] = ElemwisePlan(source, (0,), (False,), None, out_dtype, ndim)
+    return plan
+
+
+def copy_into(out: Any, value: Any) -> None:
+    """Write ``value`` (any strides, broadcast to ``out``'s shape) into ``out``, casting."""
+    plan = cast_plan(value.dtype.name, out.dtype.name, out.ndim)
+    launch_map(plan, [value], out, "copy")
+
+
+def specs() -> list[KernelSpec]:
+    from tensorjit.tensor.elemwise import Elemwise
+
+    return [
+        KernelSpec(
+            "opencl:elemwise",
+            BACKEND,
+            (Elemwise,),
+            elemwise_factory,
+            plan=elemwise_plan,
+            plugin="opencl_backend",
+        )
+    ]

@@ -1,0 +1,48 @@
+"""Entry point of the OpenCL backend: its backend object and kernel specs.
+
+Registration imports neither pyopencl nor any driver: whether a device is usable is
+checked when the backend is first asked for (the reason is shown by
+``python -m tensorjit info`` and in the warning when it is not).
+"""
+
+from __future__ import annotations
+
+from tensorjit.core.hooks import hookimpl
+from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
+from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
+
+PLUGIN = "opencl_backend"
+PRIORITY = 10
+
+
+def check_available() -> str | None:
+    from tensorjit.plugins.opencl_backend.runtime import unavailable_reason
+
+    return unavailable_reason()
+
+
+@hookimpl
+def tensorjit_register_backends(registry: BackendRegistry) -> None:
+    from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
+    from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT
+
+    registry.add(
+        Backend(
+            BACKEND,
+            device=DEVICE,
+            priority=PRIORITY,
+            check_available=check_available,
+            description="OpenCL kernels from the shared renderer, run through pyopencl",
+            plugin=PLUGIN,
+            array_kind=OPENCL_ARRAYS,
+            renderer=OPENCL_DIALECT,
+        )
+    )
+
+
+@hookimpl
+def tensorjit_register_kernels(registry: KernelRegistry) -> None:
+    from tensorjit.plugins.opencl_backend.kernel_table import specs
+
+    for spec in specs():
+        registry.add_spec(spec)

@@ -1,0 +1,186 @@
+"""The OpenCL device tensorjit runs on: choice, context, queue, memory pool, program
+cache and kernel launches.
+
+The device is chosen once, on first use, by ``config.opencl_device``: empty for the
+first device of the first platform; ``"P:D"`` (indices, as ``PYOPENCL_CTX``) or text
+matched against ``"platform name: device name"`` (case-insensitive, as
+``PYOPENCL_TEST``). Nothing here runs at import or registration.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+_LOCK = threading.Lock()
+_RUNTIME: Runtime | None = None
+
+
+class OpenCLUnavailable(RuntimeError):
+    """No usable OpenCL device: pyopencl missing, no platform (no ICD), or none matches."""
+
+
+def _pyopencl() -> Any:
+    try:
+        import pyopencl
+    except ImportError as exc:
+        raise OpenCLUnavailable(
+            f"pyopencl is not installed ({exc}); install the extra: pip install 'tensorjit[opencl]'"
+        ) from None
+    return pyopencl
+
+
+def list_devices() -> list[tuple[str, str, Any]]:
+    """``(index "P:D", "platform: device", device)`` for every OpenCL device here."""
+    cl = _pyopencl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:
+        raise OpenCLUnavailable(
+            f"no OpenCL platform found (no ICD loader or driver): {exc}"
+        ) from None
+    found = []
+    for p, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for d, device in enumerate(devices):
+            found.append((f"{p}:{d}", f"{platform.name.strip()}: {device.name.strip()}", device))
+    return found
+
+
+def select_device(selector: str) -> Any:
+    """The device ``selector`` names (see the module docstring)."""
+    devices = list_devices()
+    if not devices:
+        raise OpenCLUnavailable("no OpenCL device found (the platforms list none)")
+    if not selector:
+        return devices[0][2]
+    for index, label, device in devices:
+        if selector == index or selector == index.split(":")[0]:  # "P" alone: its first
+            return device
+        if selector.lower() in label.lower():
+            return device
+    known = ", ".join(f"{index} {label!r}" for index, label, _ in devices)
+    raise OpenCLUnavailable(f"config.opencl_device={selector!r} matches no device; found {known}")
+
+
+@dataclass
+class Runtime:
+    """The chosen device with its context, in-order queue, memory pool and programs."""
+
+    device: Any
+    context: Any
+    queue: Any
+    allocator: Any
+    programs: dict[tuple, Any] = field(default_factory=dict)
+    kernels: dict[tuple, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def name(self) -> str:
+        return self.device.name.strip()
+
+    @property
+    def fp64(self) -> bool:
+        return bool(self.device.double_fp_config)
+
+    @property
+    def is_cpu(self) -> bool:
+        return bool(self.device.type & _pyopencl().device_type.CPU)
+
+    @property
+    def compute_units(self) -> int:
+        return int(self.device.max_compute_units)
+
+    def cache_key(self, source: str, options: tuple[str, ...]) -> tuple:
+        """Programs are cached per source, options, device and driver version (pyopencl
+        also keeps built binaries on disk under the same kind of key)."""
+        d = self.device
+        return (source, options, d.name, d.driver_version, d.platform.name)
+
+    def program(self, source: str, options: tuple[str, ...] = ()) -> Any:
+        """The built program of ``source`` (built once per device and driver)."""
+        key = self.cache_key(source, options)
+        program = self.programs.get(key)
+        if program is None:
+            cl = _pyopencl()
+            with self.lock:
+                program = self.programs.get(key)
+                if program is None:
+                    try:
+                        program = cl.Program(self.context, source).build(options=list(options))
+                    except cl.RuntimeError as exc:
+                        numbered = "\n".join(
+                            f"{k + 1:4d} {line}" for k, line in enumerate(source.splitlines())
+                        )
+                        raise RuntimeError(
+                            f"OpenCL build failed on {self.name}: {exc}\n{numbered}"
+                        ) from None
+                    self.programs[key] = program
+        return program
+
+    def kernel(self, source: str, name: str, options: tuple[str, ...] = ()) -> Any:
+        """Kernel ``name`` of ``source``'s program (one kernel object per name)."""
+        key = (source, options, name)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = _pyopencl().Kernel(self.program(source, options), name)
+        return kernel
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        import pyopencl.array as cla
+
+        return cla.empty(self.queue, tuple(shape), np.dtype(dtype), allocator=self.allocator)
+
+    def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
+        """Run ``kernel`` over ``work_items`` work-items (none when zero)."""
+        if work_items > 0:
+            kernel(self.queue, (int(work_items),), None, *args)
+
+    def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
+        """Run ``kernel`` over ``groups`` work-groups of ``group_size`` work-items."""
+        if groups > 0:
+            kernel(self.queue, (int(groups * group_size),), (int(group_size),), *args)
+
+
+def _make_runtime() -> Runtime:
+    from tensorjit.core.config import config
+
+    cl = _pyopencl()
+    import pyopencl.tools as cl_tools
+
+    device = select_device(config.opencl_device)
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context)
+    allocator = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+    return Runtime(device, context, queue, allocator)
+
+
+def runtime() -> Runtime:
+    """The runtime of the configured device, made on first use."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        with _LOCK:
+            if _RUNTIME is None:
+                _RUNTIME = _make_runtime()
+    return _RUNTIME
+
+
+def unavailable_reason() -> str | None:
+    """None when an OpenCL device can be used here, else why not (checked once)."""
+    try:
+        runtime()
+    except OpenCLUnavailable as exc:
+        return str(exc)
+    except Exception as exc:  # a broken driver: report it, never crash compilation
+        return f"OpenCL initialisation failed: {exc!r}"
+    return None
+
+
+def int64(value: int) -> Any:
+    return np.int64(value)

@@ -1,0 +1,109 @@
+"""Elementwise kernels on the OpenCL device: fused graphs, casts, broadcasting, strided
+and negatively strided operands, 0-d and empty arrays, in place; each checked against
+Op.perform by DebugMode and against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.opencl import (
+    DEBUG_OPENCL,
+    NEEDS_OPENCL,
+    on_opencl,
+    runs_on_opencl,
+    strided_views,
+)
+
+import tensorjit.tensor as T
+from tensorjit.core.memory import In
+from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
+from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.type import TensorType
+
+pytestmark = NEEDS_OPENCL
+rng = np.random.default_rng(0)
+
+
+def device_matrix(name, dtype="float64"):
+    return TensorType(dtype, (None, None), device="opencl")(name)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_fused_graph_runs_as_one_device_kernel(dtype):
+    x, y = T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    f = on_opencl([x, y], T.tanh(x * y + 1) - T.exp(-x) / (1 + y**2))
+    runs_on_opencl(f, Elemwise, "elemwise")
+    a, b = (rng.standard_normal((5, 7)).astype(dtype) for _ in range(2))
+    want = np.tanh(a * b + 1) - np.exp(-a) / (1 + b**2)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(f(a, b), want, rtol=tol, atol=tol)
+    assert host_nodes_of_device_function(f.fgraph, "opencl") == []
+
+
+SCALAR_CASES = {
+    "floordiv": (lambda x, y: x // y, lambda a, b: a // b),
+    "mod": (lambda x, y: x % y, lambda a, b: a % b),
+    "maximum": (T.maximum, np.maximum),
+    "switch": (lambda x, y: T.switch(x > y, x, y * 2), lambda a, b: np.where(a > b, a, b * 2)),
+    "clip": (lambda x, y: T.clip(x, -0.5, 0.5) * y, lambda a, b: np.clip(a, -0.5, 0.5) * b),
+    "sigmoid_softplus": (
+        lambda x, y: T.sigmoid(x) + T.softplus(y),
+        lambda a, b: 1 / (1 + np.exp(-a)) + np.logaddexp(0, b),
+    ),
+    "casts": (
+        lambda x, y: T.cast(x * 10, "int32") + T.cast(y > 0, "int8"),
+        lambda a, b: (a * 10).astype("int32") + (b > 0).astype("int8"),
+    ),
+    "pow": (lambda x, y: abs(x) ** 3 + T.sqr(y), lambda a, b: abs(a) ** 3 + b * b),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALAR_CASES))
+def test_scalar_ops_agree_with_numpy_on_the_device(case):
+    symbolic, numeric = SCALAR_CASES[case]
+    x, y = T.matrix("x"), T.matrix("y")
+    f = on_opencl([x, y], symbolic(x, y))  # DebugMode: each kernel against Op.perform
+    runs_on_opencl(f, Elemwise, "elemwise")
+    a, b = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    out = f(a, b)
+    want = numeric(a, b)
+    assert out.dtype == want.dtype
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+
+
+LAYOUTS = [
+    (shape, layout)
+    for shape in [(3, 4), (1, 5), (0, 3), ()]
+    for layout in ["contiguous", "stepped", "negative"]
+    # a 0-d array has one layout; an empty one no reversed one
+    if not (shape == () and layout != "contiguous") and not (0 in shape and layout == "negative")
+]
+
+
+@pytest.mark.parametrize(("shape", "layout"), LAYOUTS)
+def test_strided_broadcast_empty_and_0d_operands(layout, shape):
+    ndim = len(shape)
+    x = TensorType("float64", (None,) * ndim, device="opencl")("x")
+    row = TensorType("float64", (1,) * ndim, device="opencl")("row")
+    f = on_opencl([x, row], x * 2 + row)
+    value = rng.standard_normal(shape)
+    views = strided_views(value)
+    r = rng.standard_normal((1,) * ndim)
+    out = f(views[layout], strided_views(r)["contiguous"])
+    np.testing.assert_allclose(out, value * 2 + r)
+
+
+def test_in_place_on_a_mutable_strided_input_writes_through_its_strides():
+    x = device_matrix("x")
+    f = on_opencl([In(x, mutable=True)], T.exp(x) + 1)
+    value = rng.standard_normal((3, 4))
+    arg = strided_views(value)["stepped"]
+    out = f(arg)
+    np.testing.assert_allclose(out, np.exp(value) + 1)
+
+
+def test_broadcast_mismatch_is_a_clear_error():
+    x, y = T.matrix("x"), T.matrix("y")
+    f = on_opencl([x, y], x + y, mode=DEBUG_OPENCL.with_backends("opencl", "c", "python"))
+    with pytest.raises(ValueError, match="broadcast"):
+        f(np.ones((2, 3)), np.ones((3, 2)))
