@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.core.registries import KernelSpec
 from tensorjit.core.memory.transfer_op import is_transfer
+from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
