@@ -1,6 +1,6 @@
 """The Theano paper's case study: logistic regression trained by SGD, on random data.
 
-Run: python examples/logistic_regression.py [--steps N]
+Run: python examples/logistic_regression.py [--steps N] [--device opencl]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 
 import tensorjit
 import tensorjit.tensor as T
+from tensorjit.core.config import config
 
 
 def main(n_examples: int = 400, n_features: int = 784, steps: int = 10000, report: int = 1000):
@@ -72,7 +73,12 @@ def main(n_examples: int = 400, n_features: int = 784, steps: int = 10000, repor
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=10000, help="SGD steps")
+    parser.add_argument(
+        "--device", default=None, help="where to train: cpu (default, config.device) or opencl"
+    )
     args = parser.parse_args()
-    first, last, acc = main(steps=args.steps, report=max(args.steps // 10, 1))
+    with config.change_flags(device=args.device or config.device):
+        print(f"device: {config.device}")
+        first, last, acc = main(steps=args.steps, report=max(args.steps // 10, 1))
     if not (last < first and acc > 0.9):
         raise SystemExit(f"training failed: cost {first:.4f} -> {last:.4f}, accuracy {acc:.3f}")

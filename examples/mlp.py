@@ -6,7 +6,7 @@ normal distribution and labels from a random "teacher" network of the same shape
 the task is learnable. Prints the mean training loss of each epoch and the time per
 minibatch; exits non-zero if the loss did not decrease.
 
-Run: python examples/mlp.py [--epochs N] [--examples N]
+Run: python examples/mlp.py [--epochs N] [--examples N] [--device opencl]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 import tensorjit
 import tensorjit.tensor as T
+from tensorjit.core.config import config
 from tensorjit.tensor import nnet
 
 
@@ -100,8 +101,13 @@ def _cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=4, help="passes over the data")
     parser.add_argument("--examples", type=int, default=6000, help="training examples")
+    parser.add_argument(
+        "--device", default=None, help="where to train: cpu (default, config.device) or opencl"
+    )
     args = parser.parse_args()
-    losses = main(epochs=args.epochs, n_examples=args.examples)
+    with config.change_flags(device=args.device or config.device):
+        print(f"device: {config.device}")
+        losses = main(epochs=args.epochs, n_examples=args.examples)
     if not (len(losses) >= 2 and losses[-1] < losses[0]):
         raise SystemExit(f"training failed: the loss did not decrease ({losses})")
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")

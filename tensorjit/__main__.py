@@ -28,6 +28,13 @@ def info(out=sys.stdout) -> None:
             f"{status}  ({backend.description})",
             file=out,
         )
+        if backend.hardware is not None:
+            try:
+                lines = backend.hardware()
+            except Exception as exc:  # the status line above already says why
+                lines = [f"(none: {exc})"]
+            for line in lines:
+                print(f"      {line}", file=out)
     print("devices:", file=out)
     for device in reg.backends.devices():
         kind = reg.backends.array_kind(device)

@@ -124,6 +124,8 @@ class Backend:
       code at once, in parallel, from each spec's ``sources``).
     - ``whole_graph(plan)``: may return one compiled program running a whole function
       (see core/compile/program.py), or None when it does not cover every node.
+    - ``hardware()``: lines describing what it can run on here (platforms, devices, the
+      one chosen), for ``python -m tensorjit info``; may raise when unavailable.
     """
 
     name: str
@@ -139,6 +141,7 @@ class Backend:
     array_kind: ArrayKind | None = None
     renderer: Any = None
     compiler: Any = None
+    hardware: Callable[[], list[str]] | None = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from tensorjit.core.compile.function import function
 from tensorjit.core.compile.linker import backends_for, choose_kernel
 from tensorjit.core.compile.mode import FAST_RUN, Mode
 from tensorjit.core.config import config
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.hooks import get_plugin_system
 
@@ -57,12 +58,16 @@ class ProbeResult:
 
 
 def _is_view(node: Apply) -> bool:
-    """A node that only aliases its input (DimShuffle, Reshape, basic Subtensor, Split)
-    or only reads its input's shape (Shape): it moves no data, so it needs no kernel."""
-    from tensorjit.tensor.shape_ops import Shape
-
+    """A node that only aliases its input (DimShuffle, Reshape, basic Subtensor, Split),
+    only reads its input's shape (Shape) or copies between devices (a transfer): it
+    computes nothing, so it needs no kernel."""
     op = node.op
-    return (bool(op.view_map) and not op.destroy_map) or isinstance(op, Shape)
+    return (bool(op.view_map) and not op.destroy_map) or op.metadata_only or op.device_generic
+
+
+def _host_scalar(node: Apply) -> bool:
+    """Scalar bookkeeping (sizes, counts) that placement keeps on the host by design."""
+    return all(getattr(v.type, "ndim", None) == 0 and v.type.device == HOST for v in node.outputs)
 
 
 def _describe(node: Apply) -> str:
@@ -93,28 +98,34 @@ def coverage(backend: str) -> list[ProbeResult]:
     reason = registry.unavailable_reason(backend)
     if reason is not None:
         raise ValueError(f"backend {backend!r} is unavailable: {reason}")
+    device = registry.backends[backend].device
     mode = _mode_for(backend)
-    backends = backends_for((backend, "python"), config.device)
+    if device != HOST:
+        # Placement needs the device's backend in the mode: its kernels are built (a
+        # device compiles quickly) and each node reports the kernel it was linked with.
+        mode = Mode(f"kernel-coverage-{backend}", mode.query, backends=(backend, "python"))
+    backends = backends_for((backend, "python"), device)
     results = []
     for probe in PROBES:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # probe-specific notes are noise here
                 inputs, outputs = probe.build()
-                f = function(inputs, outputs, mode=mode, on_unused_input="ignore")
+                with config.change_flags(device=device):
+                    f = function(inputs, outputs, mode=mode, on_unused_input="ignore")
         except Exception as exc:  # one broken probe must not hide the others
             results.append(ProbeResult(probe.name, probe.section, backend, ERROR, error=repr(exc)))
             continue
         nodes = []
         for node in f.kernels:  # the nodes in the order the VM runs them
-            kernel = choose_kernel(node, backends)
+            kernel = f.kernels[node] if device != HOST else choose_kernel(node, backends)
             nodes.append(
                 NodeReport(
                     _describe(node),
                     type(node.op).__name__,
                     kernel.name,
                     kernel.backend,
-                    _is_view(node),
+                    _is_view(node) or (device != HOST and _host_scalar(node)),
                 )
             )
         computing = [n for n in nodes if not n.view]

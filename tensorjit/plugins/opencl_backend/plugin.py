@@ -21,6 +21,12 @@ def check_available() -> str | None:
     return unavailable_reason()
 
 
+def _hardware() -> list[str]:
+    from tensorjit.plugins.opencl_backend.runtime import describe_devices
+
+    return describe_devices()
+
+
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
     from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
@@ -36,6 +42,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             plugin=PLUGIN,
             array_kind=OPENCL_ARRAYS,
             renderer=OPENCL_DIALECT,
+            hardware=_hardware,
         )
     )
 

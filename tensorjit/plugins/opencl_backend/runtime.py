@@ -53,6 +53,20 @@ def list_devices() -> list[tuple[str, str, Any]]:
     return found
 
 
+def describe_devices() -> list[str]:
+    """One line per OpenCL device ("P:D platform: device ..."), the chosen one marked."""
+    chosen = _RUNTIME.device if _RUNTIME is not None else None
+    lines = []
+    for index, label, device in list_devices():
+        mark = "  <- config.opencl_device" if device == chosen else ""
+        fp64 = "fp64" if device.double_fp_config else "no fp64"
+        lines.append(
+            f"{index} {label} ({device.max_compute_units} compute units, "
+            f"{device.global_mem_size >> 20} MiB, {fp64}, driver {device.driver_version}){mark}"
+        )
+    return lines
+
+
 def select_device(selector: str) -> Any:
     """The device ``selector`` names (see the module docstring)."""
     devices = list_devices()
