@@ -120,6 +120,12 @@ class HostArrays(ArrayKind):
 HOST_ARRAYS = HostArrays()
 
 
+def writeable(value: Any) -> bool:
+    """Whether ``value`` may be written: False only for a value flagged read-only (a
+    device array without a ``writeable`` flag, as pyopencl's, is writeable)."""
+    return bool(getattr(getattr(value, "flags", None), "writeable", True))
+
+
 class UnknownDeviceError(ValueError):
     """A type or shared variable names a device no loaded backend declares."""
 

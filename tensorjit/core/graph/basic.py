@@ -109,6 +109,10 @@ class Constant(Variable):
             self._signature = (self.type, _hashable_data(self.data))
         return self._signature
 
+    def stored_value(self) -> Any:
+        """The value a compiled function holds for this constant (its ``data``)."""
+        return self.data
+
     def clone(self) -> Constant:
         cp = type(self)(self.type, self.data, self.name)
         cp.created_at = self.created_at

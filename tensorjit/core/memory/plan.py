@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tensorjit.core.devices import writeable
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.aliasing import alias_root
@@ -40,11 +41,6 @@ def describe_value(value: Any) -> str:
     if dtype is not None and shape is not None:
         return f"{type(value).__name__} of dtype {dtype} and shape {shape}"
     return f"{type(value).__name__} {value!r}"
-
-
-def _writeable(value: Any) -> bool:
-    # Device arrays may have flags without ``writeable`` (pyopencl's): writeable then.
-    return bool(getattr(getattr(value, "flags", None), "writeable", True))
 
 
 class MemoryPlan:
@@ -77,7 +73,7 @@ class MemoryPlan:
             storage[var] = shared.storage  # the VM reads the shared variable's own cell
         for var in fgraph.variables:
             if var not in storage:
-                storage[var] = [var.data] if isinstance(var, Constant) else [None]
+                storage[var] = [var.stored_value()] if isinstance(var, Constant) else [None]
         self.storage = storage
         self.input_cells = [storage[v] for v in self.input_vars]
         self.all_input_cells = [(v, storage[v]) for v in fgraph.inputs]
@@ -217,7 +213,7 @@ class MemoryPlan:
                     f"{inp.variable.type}, got {describe_value(value)}: {exc}{hint}"
                 ) from None
             if inp.borrow and (
-                from_default or not _writeable(filtered) or self._aliases_another(i, filtered)
+                from_default or not writeable(filtered) or self._aliases_another(i, filtered)
             ):
                 # A destroyable input must not be a default (reused by later calls), a
                 # read-only array, or memory another argument or a shared variable reads:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from tensorjit.core.devices import HOST, HOST_ARRAYS, array_kind
+from tensorjit.core.devices import HOST, HOST_ARRAYS, array_kind, writeable
 from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.type import Type
 
@@ -51,7 +51,7 @@ class SharedVariable(Variable):
             raise type(exc)(f"shared variable {self.describe()}: {exc}") from None
         if not borrow and self.type.may_share_memory(filtered, value):
             filtered = self.type.copy_value(filtered)
-        elif borrow and (not _writeable(filtered) or self._aliases_another_shared(filtered)):
+        elif borrow and (not writeable(filtered) or self._aliases_another_shared(filtered)):
             # Shared variables never alias each other, and their storage must be writable
             # (updates may run in place).
             filtered = self.type.copy_value(filtered)
@@ -98,11 +98,6 @@ class SharedVariable(Variable):
     def set_value(self, value: Any, borrow: bool = False) -> None:
         """Replace the value; it is copied unless ``borrow=True``."""
         self._set_filtered(value, borrow, strict=False, allow_downcast=None)
-
-
-def _writeable(value: Any) -> bool:
-    flags = getattr(value, "flags", None)
-    return True if flags is None else bool(flags.writeable)
 
 
 def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Variable:

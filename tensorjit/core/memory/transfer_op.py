@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorjit.core.devices import HOST, array_kind
-from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
 
 
@@ -60,6 +60,30 @@ def transfer(x: Variable, target: str) -> Variable:
     if x.type.device == target:
         return x
     return Transfer(target)(x)
+
+
+class DeviceConstant(Constant):
+    """A constant placed on a device: ``data`` stays the host value (for rewrites,
+    printing, kernels that inline it, merging equal constants), and the device copy is
+    made once, when a function first holds it, instead of a transfer on every call.
+    Nothing may destroy a constant, so the one copy is safe to share."""
+
+    __slots__ = ("_device_value",)
+
+    def __init__(self, type: Any, data: Any, name: str | None = None):
+        super().__init__(type, data, name)
+        self._device_value = None
+
+    @classmethod
+    def of(cls, constant: Constant, device: str) -> DeviceConstant:
+        placed = cls(constant.type.on_device(device), constant.data, constant.name)
+        placed.created_at = constant.created_at
+        return placed
+
+    def stored_value(self) -> Any:
+        if self._device_value is None:
+            self._device_value = array_kind(self.type.device).from_host(self.data)
+        return self._device_value
 
 
 def is_transfer(node: Any) -> bool:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from tensorjit.core.devices import HOST
-from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
-from tensorjit.core.memory.transfer_op import Transfer, is_transfer, transfer
+from tensorjit.core.memory.transfer_op import DeviceConstant, Transfer, is_transfer, transfer
 from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
 
 
@@ -59,7 +59,8 @@ class PlaceOnDevices(GraphRewriter):
                 return var.owner.inputs[0]
             key = (var, device)
             if key not in moved:
-                moved[key] = transfer(var, device)
+                placed = isinstance(var, Constant) and device != HOST
+                moved[key] = DeviceConstant.of(var, device) if placed else transfer(var, device)
             return moved[key]
 
         def covered(node: Apply, device: str) -> Any:
