@@ -12,6 +12,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
+from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.tensor.elemwise import DimShuffle, resolve_weak_constants
 from tensorjit.tensor.math import (
     alloc,
@@ -140,28 +141,7 @@ class Second(Op):
 
     def perform(self, node, inputs, output_storage):
         a, b = inputs
-        shape = tuple(
-            m if static_a == 1 else n
-            for n, m, static_a in zip(a.shape, b.shape, node.inputs[0].type.shape)
-        )
-        for var, value in zip(node.inputs, inputs):
-            for axis, (n, m) in enumerate(zip(value.shape, shape)):
-                if n == m:
-                    continue
-                if n == 1 and var.type.shape[axis] != 1:
-                    user_var, user_axis = _unpadded(var, axis)
-                    raise ValueError(
-                        f"second: input {user_var.describe()} has length 1 in dimension "
-                        f"{user_axis} at "
-                        "run time but its type does not declare it broadcastable (static "
-                        f"length 1), and the output has length {m}"
-                    )
-                if n != 1:
-                    raise ValueError(
-                        f"second: shapes {a.shape} and {b.shape} can not be broadcast together "
-                        f"(dimension {axis}); inputs: "
-                        f"{', '.join(v.describe() for v in node.inputs)}"
-                    )
+        shape = second_shape(node, a.shape, b.shape)
         dtype = node.outputs[0].type.numpy_dtype
         out = reusable_buffer(output_storage[0][0], shape, dtype)
         if out is None:
@@ -424,3 +404,29 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Va
     else:
         out_dtype = normalize_dtype(dtype)
     return ARange(out_dtype)(*inputs)
+
+
+def second_shape(node: Apply, a_shape: tuple, b_shape: tuple) -> tuple:
+    """The shape of ``second(a, b)`` for inputs of these shapes: a length 1 of ``a``
+    broadcasts only where its type declares it (every backend's kernels check this)."""
+    static_a = node.inputs[0].type.shape
+    shape = tuple(m if s == 1 else n for n, m, s in zip(a_shape, b_shape, static_a))
+    for var, value_shape in zip(node.inputs, (a_shape, b_shape)):
+        for axis, (n, m) in enumerate(zip(value_shape, shape)):
+            if n == m:
+                continue
+            if n == 1 and var.type.shape[axis] != 1:
+                user_var, user_axis = _unpadded(before_transfers(var), axis)
+                user_var = before_transfers(user_var)
+                raise ValueError(
+                    f"second: input {user_var.describe()} has length 1 in dimension "
+                    f"{user_axis} at run time but its type does not declare it broadcastable "
+                    f"(static length 1), and the output has length {m}"
+                )
+            if n != 1:
+                users = ", ".join(before_transfers(v).describe() for v in node.inputs)
+                raise ValueError(
+                    f"second: shapes {a_shape} and {b_shape} can not be broadcast together "
+                    f"(dimension {axis}); inputs: {users}"
+                )
+    return shape

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import blas as scipy_blas
 
+from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.math import dot, mul, reusable_buffer
@@ -20,6 +21,11 @@ from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
 BLAS_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
+def _result_type(z: Any) -> Any:
+    # Built ops compute on the host (placement moves them), even when z lives on a device.
+    return z.type.on_device(HOST)
 
 
 class _BlasUpdate(Op):
@@ -62,7 +68,7 @@ class Gemm(_BlasUpdate):
             raise TypeError("Gemm: x must be a matrix, y and z both matrices or both vectors")
         if alpha.type.ndim != 0 or beta.type.ndim != 0:
             raise TypeError("Gemm: alpha and beta must be scalars")
-        return Apply(self, [z, alpha, x, y, beta], [z.type.make_variable()])
+        return Apply(self, [z, alpha, x, y, beta], [_result_type(z).make_variable()])
 
     def perform(self, node, inputs, output_storage):
         z, alpha, x, y, beta = inputs
@@ -137,7 +143,7 @@ class Ger(_BlasUpdate):
             raise TypeError(f"Ger needs z, x and y of one BLAS dtype, got {z}, {x}, {y}")
         if z.type.ndim != 2 or x.type.ndim != 1 or y.type.ndim != 1 or alpha.type.ndim != 0:
             raise TypeError("Ger: z must be a matrix, x and y vectors, alpha a scalar")
-        return Apply(self, [z, alpha, x, y], [z.type.make_variable()])
+        return Apply(self, [z, alpha, x, y], [_result_type(z).make_variable()])
 
     def perform(self, node, inputs, output_storage):
         z, alpha, x, y = inputs

@@ -9,6 +9,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
+from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.tensor.scalar import ScalarOp
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import TensorConstant, as_tensor_variable, constant
@@ -133,7 +134,7 @@ class Elemwise(Op):
             shape = np.broadcast_shapes(*(value.shape for value in inputs))
             for var, value in zip(node.inputs, inputs):
                 if value.shape != shape and value.ndim:
-                    _check_runtime_broadcast(node, var, value.shape, shape)
+                    check_runtime_broadcast(node, var, value.shape, shape)
         if self.inplace is not None:
             out = inputs[self.inplace]
         else:
@@ -186,12 +187,16 @@ class Elemwise(Op):
         return f"({f' {symbol} '.join(input_strs)})"
 
 
-def _check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:
+def check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:
+    """Raise when ``var``'s run-time length 1 would broadcast along an axis its type does
+    not declare broadcastable (every backend's elementwise kernels share this check)."""
     for axis, (n, m) in enumerate(zip(shape, out_shape)):
         if n == 1 and m != 1 and not var.type.broadcastable[axis]:
-            user_var, user_axis = _unpadded(var, axis)
+            user_var, user_axis = _unpadded(before_transfers(var), axis)
+            user_var = before_transfers(user_var)  # the user's variable, not a device copy
+            # The scalar op's name: an in-place variant (chosen on a device) says the same.
             raise ValueError(
-                f"{node.op}: input {user_var.describe()} has length 1 in dimension "
+                f"{node.op.scalar_op}: input {user_var.describe()} has length 1 in dimension "
                 f"{user_axis} at run time but its type does not declare that dimension "
                 "broadcastable "
                 f"(static length 1), and the output has length {m}. Declare it, e.g. "

@@ -9,6 +9,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
+from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.tensor.elemwise import DimShuffle
 from tensorjit.tensor.math import reusable_buffer
 from tensorjit.tensor.type import TensorType
@@ -549,11 +550,14 @@ def _numpy_index(entries: tuple, values: list) -> tuple:
     return tuple(index)
 
 
-def _check_runtime_index(
+def check_runtime_index(
     op: Op, x_var: Variable, idx_vars: list, x_shape: tuple, entries: tuple, values: list
 ) -> tuple:
     """Raise a clear IndexError for out-of-bounds indices or ill-shaped masks; return the
-    shape of the indexed region."""
+    shape of the indexed region (``values``: the index values, on the host; every
+    backend's kernels check through this)."""
+    x_var = before_transfers(x_var)  # the user's variables, not their device copies
+    idx_vars = [before_transfers(v) for v in idx_vars]
     info, dims, adv_ndim = _layout(entries, [np.ndim(v) for v in values], len(x_shape))
     adv_shapes = []
     for e, axis, ks in info:
@@ -687,7 +691,7 @@ class AdvancedSubtensor(Op):
         try:
             out = x[_numpy_index(self.entries, idx)]
         except IndexError:
-            _check_runtime_index(self, node.inputs[0], node.inputs[1:], x.shape, self.entries, idx)
+            check_runtime_index(self, node.inputs[0], node.inputs[1:], x.shape, self.entries, idx)
             raise
         output_storage[0][0] = np.asarray(out)
 
@@ -741,7 +745,7 @@ class AdvancedIncSubtensor(Op):
         x, y, *idx = inputs
         y_var = node.inputs[1]
         # Everything is checked before anything is written (x may be worked on in place).
-        region = _check_runtime_index(
+        region = check_runtime_index(
             self, node.inputs[0], node.inputs[2:], x.shape, self.entries, idx
         )
         if y.ndim > len(region):

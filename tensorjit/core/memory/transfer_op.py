@@ -68,22 +68,37 @@ class DeviceConstant(Constant):
     made once, when a function first holds it, instead of a transfer on every call.
     Nothing may destroy a constant, so the one copy is safe to share."""
 
-    __slots__ = ("_device_value",)
+    __slots__ = ("_device_value", "host_constant")
 
     def __init__(self, type: Any, data: Any, name: str | None = None):
         super().__init__(type, data, name)
         self._device_value = None
+        self.host_constant: Constant | None = None  # the constant it was placed from
 
     @classmethod
     def of(cls, constant: Constant, device: str) -> DeviceConstant:
         placed = cls(constant.type.on_device(device), constant.data, constant.name)
         placed.created_at = constant.created_at
+        placed.host_constant = constant
         return placed
+
+    def clone(self) -> DeviceConstant:
+        cp = super().clone()
+        cp.host_constant = self.host_constant
+        return cp
 
     def stored_value(self) -> Any:
         if self._device_value is None:
             self._device_value = array_kind(self.type.device).from_host(self.data)
         return self._device_value
+
+
+def before_transfers(var: Variable) -> Variable:
+    """The value ``var`` is a copy of (through transfers), or ``var`` itself: the user's
+    variable, for messages about a value placement copied to a device."""
+    while is_transfer(var.owner):
+        var = var.owner.inputs[0]
+    return var
 
 
 def is_transfer(node: Any) -> bool:

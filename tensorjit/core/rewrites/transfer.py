@@ -17,7 +17,13 @@ from typing import Any
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
-from tensorjit.core.memory.transfer_op import DeviceConstant, Transfer, is_transfer, transfer
+from tensorjit.core.memory.transfer_op import (
+    DeviceConstant,
+    Transfer,
+    before_transfers,
+    is_transfer,
+    transfer,
+)
 from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
 
 
@@ -84,7 +90,7 @@ class PlaceOnDevices(GraphRewriter):
                 self._read_where_placed(node, apply_replacements)
                 continue
             # Devices the inputs live on, or were just copied from to reach this node.
-            origins = [_device(_origin(v)) for v in node.inputs]
+            origins = [_device(before_transfers(v)) for v in node.inputs]
             candidates = [device for device in origins if device != HOST]
             if default != HOST and not _scalar_on_host(node) and not node.op.device_generic:
                 candidates.append(default)  # (a copy stays where its input is)
@@ -113,7 +119,7 @@ class PlaceOnDevices(GraphRewriter):
     def _read_where_placed(node: Apply, apply_replacements: Any) -> None:
         """A metadata reader (``x.shape``) stays on the host and reads its inputs where
         they live: the copies to the host placement made for it are not needed."""
-        origins = [_origin(v) for v in node.inputs]
+        origins = [before_transfers(v) for v in node.inputs]
         if origins == list(node.inputs):
             return
         new = node.op.make_node(*origins)
@@ -135,13 +141,6 @@ class PlaceOnDevices(GraphRewriter):
         for old, out in zip(node.outputs, new.outputs):
             pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
         return bool(apply_replacements(pairs, "place_on_devices"))
-
-
-def _origin(var: Variable) -> Variable:
-    """The value ``var`` is a copy of (through transfers), or ``var`` itself."""
-    while is_transfer(var.owner):
-        var = var.owner.inputs[0]
-    return var
 
 
 def keep_placement(new: Apply, old: Apply) -> Apply:
@@ -220,12 +219,36 @@ def remove_back_to_back_transfers(fgraph: FunctionGraph, node: Apply) -> Any:
     (x,) = node.inputs
     if _device(x) == node.op.target and x.type == node.outputs[0].type:
         return [x]
+    back = _view_made_on_the_host(x, node.op.target)
+    if back is not None:
+        return [back]
     if is_transfer(x.owner):
         source = x.owner.inputs[0]
         if source.type == node.outputs[0].type:
             return [source]
         return [Transfer(node.op.target)(source)]  # a device-to-device copy, one hop
     return None
+
+
+def _hostbefore_transfers(var: Variable) -> Variable:
+    """What ``var`` was copied (or placed as a constant) from."""
+    placed_from = getattr(var, "host_constant", None)
+    return before_transfers(var) if placed_from is None else placed_from
+
+
+def _view_made_on_the_host(x: Variable, target: str) -> Variable | None:
+    """A view made on a device of a value copied there from the host, copied back: the
+    same view made on the host, with no copy at all (``x.T`` of a host input returned)."""
+    view = x.owner
+    if target != HOST or view is None or not view.op.view_map or view.op.destroy_map:
+        return None
+    if len(view.outputs) != 1 or len(view.op.view_map) != 1:
+        return None
+    inputs = [_hostbefore_transfers(v) for v in view.inputs]
+    if any(_device(v) != HOST for v in inputs):
+        return None
+    made = view.op.make_node(*inputs).outputs[0]
+    return made if made.type == x.type.on_device(HOST) else None
 
 
 def host_nodes_of_device_function(fgraph: FunctionGraph, default_device: str) -> list[Apply]:

@@ -31,6 +31,7 @@ from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
 from tensorjit.plugins.opencl_backend.runtime import runtime
 from tensorjit.plugins.opencl_backend.tuning import work_items
+from tensorjit.tensor.elemwise import check_runtime_broadcast
 
 I64 = np.int64
 
@@ -158,8 +159,9 @@ def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...
     for sizes in zip(*shapes):
         big = {n for n in sizes if n != 1}
         if len(big) > 1:
-            raise ValueError(
-                f"{where}: shapes {', '.join(map(str, shapes))} do not broadcast together"
+            raise ValueError(  # NumPy's words, as the host kernels raise them
+                f"{where}: operands could not be broadcast together with shapes "
+                f"{' '.join(map(str, shapes))}"
             )
         out.append(big.pop() if big else 1)
     return tuple(out)
@@ -206,6 +208,9 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
     def run(inputs: list, output_storage: list) -> None:
         values = [inputs[i] for i in plan.variable]
         shape = broadcast_shape([v.shape for v in inputs], where)
+        for var, value in zip(node.inputs, inputs):
+            if 1 in value.shape:
+                check_runtime_broadcast(node, var, value.shape, shape)
         if plan.inplace is not None:
             out = inputs[plan.inplace]
             if out.shape != shape:

@@ -1,9 +1,582 @@
-"""OpenCL kernels: indexing (being written; no specs yet)."""
+"""Indexed writes and integer-array indexing on the OpenCL device.
+
+- ``IncSubtensor`` (basic indices): the destination region is a view (views.py) of
+  ``x`` itself (in place) or of a copy of it; ``set`` copies the value into the view,
+  ``inc`` runs the elementwise add in place on it.
+- ``SelectClass`` (``x[..., y]``) and its gradient ``SelectClassGrad``: one work-item
+  chunk per leading element; ``SelectClassGrad`` writes whole rows (zeros and the one
+  selected entry), so the output needs no separate zero fill.
+- ``AdvancedSubtensor`` / ``AdvancedIncSubtensor`` with one or two integer vectors
+  indexing the leading axes (``x[idx]``, ``x[rows, cols]`` as in ``p[arange(n), y]``),
+  the other axes whole. The gather gives each output element to one work-item. The
+  scatter is deterministic, without atomics: a work-item owns destination columns
+  (elements of the whole trailing axes) and walks the index vectors in order, so
+  repeated indices accumulate in NumPy's order (``numpy.add.at``), and ``set`` keeps
+  the last value written, as NumPy does.
+
+Index errors: kernels that only write a new output (gathers) raise a device flag when an
+index is out of range, which the host reads after the launch (a sync) and then reports
+like NumPy. The scatter may write in place, so its indices are fetched and checked on
+the host before anything is written (also a sync).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.cstyle import Unsupported
+from tensorjit.plugins.opencl_backend import BACKEND
+from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS, copy_to_new
+from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
+from tensorjit.plugins.opencl_backend.dialect import preamble
+from tensorjit.plugins.opencl_backend.elementwise import (
+    ElemwisePlan,
+    copy_into,
+    device_can_run,
+    kernel_source,
+    launch_map,
+)
+from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.tuning import work_items
+from tensorjit.plugins.opencl_backend.views import (
+    IndexInputs,
+    check_broadcast,
+    padded,
+    subtensor_view,
+    where,
+)
+
+PLUGIN = "opencl_backend"
+I64 = np.int64
+G = "__global"
+WHOLE = ("s", False, False, False)  # an index entry taking a whole axis (``:``)
+
+
+# ---------------------------------------------------------------- shared helpers
+def host(value: Any) -> np.ndarray:
+    """A device array's value on the host (a sync)."""
+    return OPENCL_ARRAYS.to_host(value)
+
+
+def private_copy(value: Any, dest: Any) -> Any:
+    """``value``, or a copy of it when it overlaps ``dest`` (which is about to be
+    written): NumPy reads such a value as it was before the write."""
+    return copy_to_new(value) if OPENCL_ARRAYS.may_share_memory(value, dest) else value
+
+
+def operand(value: Any) -> list[Any]:
+    """A device array as the kernel arguments ``__global char *p, long offset``."""
+    return [value.base_data, I64(value.offset)]
+
+
+class ErrorFlag:
+    """A device int a kernel sets to 1 when it meets a bad index (all writers write
+    the same value, so their race is harmless); the host reads it after the launch."""
+
+    def __init__(self) -> None:
+        self.array: Any = None
+
+    def args(self) -> list[Any]:
+        if self.array is None:
+            self.array = runtime().empty((1,), np.int32)
+            self.array.set(np.zeros(1, np.int32))
+        return operand(self.array)
+
+    def raised(self) -> bool:
+        """Whether the flag was set (a sync); it is cleared for the next launch."""
+        if self.array is None or not int(self.array.get()[0]):
+            return False
+        self.array.set(np.zeros(1, np.int32))
+        return True
+
+
+def unravel(index: str, sizes: Sequence[str], operands: dict[str, Sequence[str]]) -> list[str]:
+    """C lines adding to each ``b_<name>`` the byte offset of flat (C-order) element
+    ``index`` over axes of ``sizes``, the operand's byte strides being ``operands[name]``."""
+    if not sizes:
+        return []
+    lines = [f"long r_ = {index}, q_;"]
+    for a in reversed(range(len(sizes))):
+        lines.append(f"q_ = r_ % {sizes[a]}; r_ /= {sizes[a]};")
+        lines += [f"b_{name} += q_ * {strides[a]};" for name, strides in operands.items()]
+    return lines
+
+
+def program(head: str, lines: Sequence[str]) -> str:
+    """``head`` (the preamble) then ``lines`` indented by their brace depth."""
+    out, depth = [head], 0
+    for line in (line.strip() for line in lines):
+        depth -= line.startswith("}")
+        out.append("    " * depth + line)
+        depth += line.count("{") - line.count("}") + line.startswith("}")
+    return "\n".join(out) + "\n"
+
+
+def load(ptr: str, offset: str, dtype: str) -> str:
+    return f"*(const {G} {D.type_name(dtype)} *)({ptr} + {offset})"
+
+
+def flat_loop(var: str, total: str) -> list[str]:
+    """The chunked loop of a flat kernel (its arguments ``total`` and ``chunk``)."""
+    return [
+        f"long start_ = get_global_id(0) * chunk, end_ = min(start_ + chunk, {total});",
+        f"for (long {var} = start_; {var} < end_; {var}++) {{",
+    ]
+
+
+def launch_flat(kernel: Any, total: int, *args: Any) -> None:
+    """Run a flat kernel over ``total`` elements (none when empty)."""
+    if total <= 0:
+        return
+    rt = runtime()
+    count, chunk = work_items(rt, total)
+    rt.launch(kernel, count, I64(total), I64(chunk), *args)
+
+
+def longs(values: Sequence[int]) -> list[Any]:
+    return [I64(v) for v in values]
+
+
+# ---------------------------------------------------------------- IncSubtensor (basic)
+@dataclass(frozen=True)
+class IncPlan:
+    index: IndexInputs
+    add: ElemwisePlan | None  # the in-place add (None: set)
+
+
+def inc_subtensor_plan(node: Apply) -> IncPlan | None:
+    from tensorjit.tensor.scalar import SCALAR_OPS
+    from tensorjit.tensor.subtensor import IncSubtensor
+
+    op = node.op
+    if type(op) is not IncSubtensor or not device_can_run(node):
+        return None
+    add = None
+    if not op.set_instead_of_inc:
+        x, y = node.inputs[:2]
+        ndim = x.type.ndim - sum(1 for e in op.entries if e == "i")
+        try:
+            dtypes = [x.type.dtype, y.type.dtype]
+            source = kernel_source(
+                SCALAR_OPS["add"], dtypes, x.type.dtype, ["full", "full"], {}, 0, ndim
+            )
+        except Unsupported:
+            return None
+        add = ElemwisePlan(source, (0, 1), (False, False), 0, x.type.dtype, ndim)
+    return IncPlan(IndexInputs.of(node.inputs[2:]), add)
+
+
+def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], None]:
+    op, name = node.op, where(node)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y, *idx = inputs
+        out = x if op.inplace else copy_to_new(x)
+        region = subtensor_view(name, out, op.entries, plan.index.values(idx))
+        check_broadcast(name, y.shape, region.shape)
+        y = padded(private_copy(y, out), region.ndim)
+        if plan.add is None:
+            copy_into(region, y)
+        else:
+            launch_map(plan.add, [region, y], region, name)
+        output_storage[0][0] = out
+
+    return run
+
+
+# ---------------------------------------------------------------- SelectClass
+@cache
+def select_source(ndim: int, x_dtype: str, y_dtype: str) -> str:
+    """``out[i] = x[i..., y[i...]]`` over the ``ndim`` leading axes (y's)."""
+    sizes = [f"n{a}" for a in range(ndim)]
+    strides = {"x": [f"sx{a}" for a in range(ndim)], "y": [f"sy{a}" for a in range(ndim)]}
+    t = D.type_name(x_dtype)
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["y"]])
+    head = preamble({x_dtype})
+    lines = [
+        f"__kernel void tj_select(long total, long chunk, long n_cls, long s_cls, "
+        f"{G} char *x, long o_x, {G} char *y, long o_y, {G} char *out, long o_out, "
+        f"{G} char *flag, long o_flag{extra}) {{",
+        f"    {G} {t} *po = ({G} {t} *)(out + o_out);",
+        *flat_loop("i", "total"),
+        "    long b_x = o_x, b_y = o_y;",
+        *unravel("i", sizes, strides),
+        f"    long c = (long)({load('y', 'b_y', y_dtype)});",
+        "    if (c < 0 || c >= n_cls) {",
+        f"        *({G} int *)(flag + o_flag) = 1; po[i] = 0; continue;",
+        "    }",
+        f"    po[i] = {load('x', 'b_x + c * s_cls', x_dtype)};",
+        "}",
+        "}",
+    ]
+    return program(head, lines)
+
+
+@cache
+def select_grad_source(ndim: int, g_dtype: str, y_dtype: str, out_dtype: str) -> str:
+    """Row ``i`` of ``out`` (C-contiguous, ``n_cls`` per row): ``g[i]`` at ``y[i]``,
+    zeros elsewhere."""
+    sizes = [f"n{a}" for a in range(ndim)]
+    strides = {"g": [f"sg{a}" for a in range(ndim)], "y": [f"sy{a}" for a in range(ndim)]}
+    t = D.type_name(out_dtype)
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["g"], *strides["y"]])
+    head = preamble({g_dtype, out_dtype})
+    lines = [
+        f"__kernel void tj_select_grad(long total, long chunk, long n_cls, "
+        f"{G} char *g, long o_g, {G} char *y, long o_y, {G} char *out, long o_out, "
+        f"{G} char *flag, long o_flag{extra}) {{",
+        *flat_loop("i", "total"),
+        "    long b_g = o_g, b_y = o_y;",
+        *unravel("i", sizes, strides),
+        f"    long c = (long)({load('y', 'b_y', y_dtype)});",
+        f"    {t} v = ({t})({load('g', 'b_g', g_dtype)});",
+        f"    if (c < 0 || c >= n_cls) {{ *({G} int *)(flag + o_flag) = 1; c = -1; }}",
+        f"    {G} {t} *row = ({G} {t} *)(out + o_out) + i * n_cls;",
+        f"    for (long j = 0; j < n_cls; j++) row[j] = j == c ? v : ({t})0;",
+        "}",
+        "}",
+    ]
+    return program(head, lines)
+
+
+def class_index_error(name: str, y: Any, n: int) -> IndexError:
+    """The error for the first class index of device ``y`` outside ``[0, n)``."""
+    values = host(y)
+    bad = values[(values < 0) | (values >= n)].flat[0]
+    return IndexError(f"{name}: class index {bad} is out of range for {n} classes")
+
+
+def check_leading(name: str, x: Any, y: Any) -> None:
+    if x.shape[:-1] != y.shape:
+        raise ValueError(
+            f"{name}: leading shape {x.shape[:-1]} of the scores {x.shape} does not match "
+            f"the class indices' shape {y.shape}"
+        )
+
+
+def select_plan(node: Apply) -> bool | None:
+    from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
+
+    ok = type(node.op) in (SelectClass, SelectClassGrad) and device_can_run(node)
+    return True if ok else None
+
+
+def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+    x_var, y_var = node.inputs
+    name, flag = where(node), ErrorFlag()
+    source = select_source(y_var.type.ndim, x_var.type.dtype, y_var.type.dtype)
+    kernel = runtime().kernel(source, "tj_select")
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y = inputs
+        check_leading(name, x, y)
+        out = runtime().empty(y.shape, x.dtype)
+        n = x.shape[-1]
+        if out.size:
+            args = [I64(n), I64(x.strides[-1]), *operand(x), *operand(y), *operand(out)]
+            args += flag.args() + longs([*y.shape, *x.strides[:-1], *y.strides])
+            launch_flat(kernel, out.size, *args)
+            if flag.raised():
+                raise class_index_error(name, y, n)
+        output_storage[0][0] = out
+
+    return run
+
+
+def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+    _, g_var, y_var = node.inputs
+    out_dtype = node.outputs[0].type.dtype
+    name, flag = where(node), ErrorFlag()
+    source = select_grad_source(y_var.type.ndim, g_var.type.dtype, y_var.type.dtype, out_dtype)
+    kernel = runtime().kernel(source, "tj_select_grad")
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, g, y = inputs
+        check_leading(name, x, y)
+        if any(m not in (1, n) for m, n in zip(g.shape, y.shape)):
+            raise ValueError(
+                f"{name}: gradient of shape {g.shape} does not match the class indices' "
+                f"shape {y.shape}"
+            )
+        g_strides = [0 if m == 1 else s for m, s in zip(g.shape, g.strides)]
+        out = runtime().empty(x.shape, out_dtype)
+        n = x.shape[-1]
+        if y.size:
+            args = [I64(n), *operand(g), *operand(y), *operand(out), *flag.args()]
+            args += longs([*y.shape, *g_strides, *y.strides])
+            launch_flat(kernel, y.size, *args)
+            if flag.raised():
+                raise class_index_error(name, y, n)
+        output_storage[0][0] = out
+
+    return run
+
+
+# ---------------------------------------------------------------- advanced indexing
+def leading_vectors(entries: tuple, idx: Sequence[Any], x_ndim: int) -> int | None:
+    """The number of leading axes indexed by integer vectors (1 or 2) when ``entries``
+    is ``x[v]``, ``x[v, w]`` or those followed by whole axes (``:``); else None."""
+    p = 2 if entries[:2] == ("a", "a") else 1 if entries[:1] == ("a",) else 0
+    covered = 0 < p <= x_ndim and all(e == WHOLE for e in entries[p:])
+    vectors = len(idx) == p and all(
+        v.type.ndim == 1 and np.dtype(v.type.dtype).kind in "iu" for v in idx
+    )
+    return p if covered and vectors else None
+
+
+def index_operands(p: int) -> list[str]:
+    """Kernel parameters of ``p`` index vectors: buffer, offset, stride, the length of
+    the axis it indexes, and that axis's stride in the indexed array."""
+    return [f"{G} char *i{j}, long o_i{j}, long s_i{j}, long len{j}, long sa{j}" for j in range(p)]
+
+
+def read_index(j: int, k: str, dtype: str) -> list[str]:
+    """C lines setting ``v<j>``: entry ``k`` of index vector ``j``, negatives wrapped."""
+    return [
+        f"long v{j} = (long)({load(f'i{j}', f'o_i{j} + {k} * s_i{j}', dtype)});",
+        f"if (v{j} < 0) v{j} += len{j};",
+    ]
+
+
+@cache
+def gather_source(idx_dtypes: tuple[str, ...], rest: int, x_dtype: str) -> str:
+    """``out[k, r...] = x[i0[k], (i1[k],) r...]``, ``out`` C-contiguous."""
+    sizes = [f"n{a}" for a in range(rest)]
+    strides = {"x": [f"sx{a}" for a in range(rest)]}
+    t = D.type_name(x_dtype)
+    params = ", ".join(index_operands(len(idx_dtypes)))
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"]])
+    body = ["    long k = e / width, b_x = o_x;", "    int bad = 0;"]
+    body += unravel("e - k * width", sizes, strides)
+    for j, dtype in enumerate(idx_dtypes):
+        body += read_index(j, "k", dtype)
+        body.append(f"if (v{j} < 0 || v{j} >= len{j}) bad = 1; else b_x += v{j} * sa{j};")
+    head = preamble({x_dtype})
+    lines = [
+        f"__kernel void tj_gather(long total, long chunk, long width, {G} char *x, long o_x, "
+        f"{G} char *out, long o_out, {G} char *flag, long o_flag, {params}{extra}) {{",
+        f"    {G} {t} *po = ({G} {t} *)(out + o_out);",
+        *flat_loop("e", "total"),
+        *body,
+        f"    if (bad) {{ *({G} int *)(flag + o_flag) = 1; po[e] = 0; }}",
+        f"    else po[e] = {load('x', 'b_x', x_dtype)};",
+        "}",
+        "}",
+    ]
+    return program(head, lines)
+
+
+def update(dest: str, value: str, dtype: str, set_value: bool) -> str:
+    """The C assignment writing ``value`` to, or adding it to, ``dest``."""
+    t = D.type_name(dtype)
+    if set_value:
+        return f"{dest} = ({t})({value});"
+    if dtype == "bool":
+        return f"{dest} = ({t})({dest} || {value});"  # NumPy's add of booleans: or
+    return f"{dest} = ({t})({dest} + {value});"
+
+
+@cache
+def scatter_source(
+    idx_dtypes: tuple[str, ...], rest: int, x_dtype: str, y_dtype: str, set_value: bool
+) -> str:
+    """For each column (element of the whole trailing axes) a work-item owns, in index
+    order: ``dest[i0[k], (i1[k],) col] (+)= y[k, col]``. Indices are valid (checked)."""
+    sizes = [f"n{a}" for a in range(rest)]
+    strides = {"d": [f"sd{a}" for a in range(rest)], "y": [f"sy{a}" for a in range(rest)]}
+    t = D.type_name(x_dtype)
+    params = ", ".join(index_operands(len(idx_dtypes)))
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["d"], *strides["y"]])
+    inner = []
+    for j, dtype in enumerate(idx_dtypes):
+        inner += read_index(j, "k", dtype) + [f"at += v{j} * sa{j};"]
+    value = load("y", "b_y + k * s_yk", y_dtype)
+    head = preamble({x_dtype, y_dtype})
+    lines = [
+        f"__kernel void tj_scatter(long total, long chunk, long m, {G} char *d, long o_d, "
+        f"{G} char *y, long o_y, long s_yk, {params}{extra}) {{",
+        *flat_loop("col", "total"),
+        "    long b_d = o_d, b_y = o_y;",
+        *unravel("col", sizes, strides),
+        "    for (long k = 0; k < m; k++) {",
+        "        long at = b_d;",
+        *(f"        {line}" for line in inner),
+        f"        {G} {t} *p = ({G} {t} *)(d + at);",
+        f"        {update('*p', value, x_dtype, set_value)}",
+        "    }",
+        "}",
+        "}",
+    ]
+    return program(head, lines)
+
+
+def host_index_rules(node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> tuple:
+    """Op.perform's own index checks and messages (out of bounds, index arrays that do
+    not broadcast), on the index vectors fetched to the host (a sync); the region shape."""
+    from tensorjit.tensor.subtensor import check_runtime_index
+
+    first = len(node.inputs) - len(vectors)
+    values = [host(v) for v in vectors]
+    return check_runtime_index(
+        node.op, node.inputs[0], node.inputs[first:], x_shape, node.op.entries, values
+    )
+
+
+def index_length(node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
+    """The broadcast length of the index vectors (a length 1 broadcasts)."""
+    lengths = {v.shape[0] for v in vectors} - {1}
+    if len(lengths) > 1:
+        host_index_rules(node, x_shape, vectors)  # raises the host's IndexError
+        raise IndexError(f"{where(node)}: index arrays of shapes do not broadcast together")
+    return lengths.pop() if lengths else 1
+
+
+def index_args(vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
+    """The kernel arguments of the index vectors (a broadcast one has stride 0)."""
+    args = []
+    for j, v in enumerate(vectors):
+        stride = 0 if v.shape[0] == 1 and m != 1 else v.strides[0]
+        args += [*operand(v), I64(stride), I64(x.shape[j]), I64(x.strides[j])]
+    return args
+
+
+@dataclass(frozen=True)
+class AdvancedPlan:
+    p: int  # leading axes indexed by vectors
+    source: str
+
+
+def advanced_subtensor_plan(node: Apply) -> AdvancedPlan | None:
+    from tensorjit.tensor.subtensor import AdvancedSubtensor
+
+    if type(node.op) is not AdvancedSubtensor or not device_can_run(node):
+        return None
+    x, *idx = node.inputs
+    p = leading_vectors(node.op.entries, idx, x.type.ndim)
+    if p is None:
+        return None
+    dtypes = tuple(v.type.dtype for v in idx)
+    return AdvancedPlan(p, gather_source(dtypes, x.type.ndim - p, x.type.dtype))
+
+
+def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
+    name, flag = where(node), ErrorFlag()
+    kernel = runtime().kernel(plan.source, "tj_gather")
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, *vectors = inputs
+        m = index_length(node, x.shape, vectors)
+        rest = x.shape[plan.p :]
+        out = runtime().empty((m, *rest), x.dtype)
+        if out.size:
+            args = [I64(int(np.prod(rest, dtype=np.int64))), *operand(x), *operand(out)]
+            args += flag.args() + index_args(vectors, m, x)
+            args += longs([*rest, *x.strides[plan.p :]])
+            launch_flat(kernel, out.size, *args)
+            if flag.raised():
+                host_index_rules(node, x.shape, vectors)  # raises the host's IndexError
+                raise IndexError(f"{name}: an index is out of bounds for shape {x.shape}")
+        elif any(v.size for v in vectors):
+            host_index_rules(node, x.shape, vectors)  # NumPy checks them even for no output
+        output_storage[0][0] = out
+
+    return run
+
+
+def check_value(node: Apply, y: Any, region: tuple) -> None:
+    """The value must broadcast to the region, a length 1 only where its type says
+    so (as AdvancedIncSubtensor.perform)."""
+    name, static = where(node), node.inputs[1].type.shape
+    if y.ndim > len(region):
+        raise ValueError(f"{name}: value of shape {y.shape} has more dimensions than {region}")
+    for j in range(1, y.ndim + 1):
+        n, m = y.shape[-j], region[-j]
+        if n == m or (n == 1 and static[-j] == 1):
+            continue
+        detail = " (its type does not declare that length 1 broadcastable)" if n == 1 else ""
+        raise ValueError(
+            f"{name}: value of shape {y.shape} does not match the indexed region's shape "
+            f"{region}{detail}"
+        )
+
+
+def advanced_inc_plan(node: Apply) -> AdvancedPlan | None:
+    from tensorjit.tensor.subtensor import AdvancedIncSubtensor
+
+    if type(node.op) is not AdvancedIncSubtensor or not device_can_run(node):
+        return None
+    x, y, *idx = node.inputs
+    p = leading_vectors(node.op.entries, idx, x.type.ndim)
+    if p is None:
+        return None
+    dtypes = tuple(v.type.dtype for v in idx)
+    source = scatter_source(
+        dtypes, x.type.ndim - p, x.type.dtype, y.type.dtype, node.op.set_instead_of_inc
+    )
+    return AdvancedPlan(p, source)
+
+
+def advanced_inc_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
+    op = node.op
+    kernel = runtime().kernel(plan.source, "tj_scatter")
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y, *vectors = inputs
+        # Everything is checked before anything is written (x may be destroyed).
+        m = index_length(node, x.shape, vectors)
+        host_index_rules(node, x.shape, vectors)
+        rest = x.shape[plan.p :]
+        check_value(node, y, (m, *rest))
+        out = x if op.inplace else copy_to_new(x)
+        y = padded(private_copy(y, out), 1 + len(rest))
+        vectors = [private_copy(v, out) for v in vectors]
+        y_strides = [
+            0 if n == 1 and r != 1 else s for n, r, s in zip(y.shape, (m, *rest), y.strides)
+        ]
+        width = int(np.prod(rest, dtype=np.int64))
+        if m and width:
+            args = [I64(m), *operand(out), *operand(y), I64(y_strides[0])]
+            args += index_args(vectors, m, out)
+            args += longs([*rest, *out.strides[plan.p :], *y_strides[1:]])
+            launch_flat(kernel, width, *args)
+        output_storage[0][0] = out
+
+    return run
 
 
 def specs() -> list[KernelSpec]:
-    return []
+    from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
+    from tensorjit.tensor.subtensor import (
+        AdvancedIncSubtensor,
+        AdvancedSubtensor,
+        IncSubtensor,
+    )
+
+    table = [
+        ("opencl:inc_subtensor", IncSubtensor, inc_subtensor_factory, inc_subtensor_plan),
+        ("opencl:select_class", SelectClass, select_factory, select_plan),
+        ("opencl:select_class_grad", SelectClassGrad, select_grad_factory, select_plan),
+        (
+            "opencl:advanced_subtensor",
+            AdvancedSubtensor,
+            advanced_subtensor_factory,
+            advanced_subtensor_plan,
+        ),
+        (
+            "opencl:advanced_inc_subtensor",
+            AdvancedIncSubtensor,
+            advanced_inc_factory,
+            advanced_inc_plan,
+        ),
+    ]
+    return [
+        KernelSpec(name, BACKEND, (op,), factory, plan=plan, plugin=PLUGIN)
+        for name, op, factory, plan in table
+    ]

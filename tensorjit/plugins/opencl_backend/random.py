@@ -1,9 +1,234 @@
-"""OpenCL kernels: random (being written; no specs yet)."""
+"""MRG31k3p random numbers (``MRGSample``) on the OpenCL device.
+
+The host reference is ``tensorjit.tensor.random``: element ``j`` of a draw of ``n``
+uniforms comes from substream ``j % n_streams`` (its ``j // n_streams``-th step), so one
+work-item per substream walks ``j = s, s + n_streams, ...`` and writes its advanced
+state once at the end; a substream that produced nothing keeps its state. The step is
+the host's shift/mask arithmetic on 64-bit integers (``long``), so the integers, and
+the uniforms made from them, are bit-identical to the host's:
+
+- float64: ``z * 2**-31`` (exact);
+- float32: ``z`` rounded to nearest float, times ``2**-31`` (the same rounding as the
+  host's float64 value cast to float32), kept below 1 as the host does.
+
+``normal`` is Box-Muller on an even count of float64 uniforms, as the host: the
+uniforms go to a scratch buffer, then a second kernel pairs ``u[i]`` with
+``u[i + n_even / 2]``. It is computed in double, so it needs fp64 (the device's
+``log``/``cos``/``sin`` may differ from the host's libm in the last ulp).
+
+The op is functional (no destroy_map): the new state is a new array, the input state
+stays as it was.
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.opencl_backend import BACKEND
+from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
+from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
+from tensorjit.plugins.opencl_backend.dialect import preamble
+from tensorjit.plugins.opencl_backend.elementwise import device_can_run, inlined_constant
+from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.tuning import work_items
+
+I64 = np.int64
+STATE_WIDTH = 6
+OUT_DTYPES = ("float32", "float64")
+
+# One MRG31k3p step on the six state registers (the host's ``_mrg_step``, branch for
+# branch); leaves the integer z in [1, m1] in ``z``.
+STEP = """
+#define TJ_M1 2147483647L
+#define TJ_M2 2147462579L
+inline long tj_mrg_step(long *x) {
+    long y1, t1, t2;
+    y1 = ((x[1] & 511L) << 22) + (x[1] >> 9) + ((x[2] & 16777215L) << 7) + (x[2] >> 24);
+    if (y1 >= TJ_M1) y1 -= TJ_M1;
+    y1 += x[2];
+    if (y1 >= TJ_M1) y1 -= TJ_M1;
+    t1 = ((x[3] & 65535L) << 15) + 21069L * (x[3] >> 16);
+    if (t1 >= TJ_M2) t1 -= TJ_M2;
+    t2 = ((x[5] & 65535L) << 15) + 21069L * (x[5] >> 16);
+    if (t2 >= TJ_M2) t2 -= TJ_M2;
+    t2 += x[5];
+    if (t2 >= TJ_M2) t2 -= TJ_M2;
+    t2 += t1;
+    if (t2 >= TJ_M2) t2 -= TJ_M2;
+    x[2] = x[1]; x[1] = x[0]; x[0] = y1;
+    x[5] = x[4]; x[4] = x[3]; x[3] = t2;
+    return y1 <= t2 ? y1 - t2 + TJ_M1 : y1 - t2;
+}
+"""
+
+# z -> uniform in (0, 1) as the host rounds it, per output type.
+TO_UNIFORM = {
+    "double": "(double)z * 0x1.0p-31",
+    "float": "fmin(convert_float_rte(z) * 0x1.0p-31f, 0x1.fffffep-1f)",
+}
+
+
+def draw_kernel(t: str) -> str:
+    """``tj_mrg_draw``: work-item ``s`` draws elements ``s, s + ns, ...`` of ``n`` from
+    substream ``s`` (state rows read through byte strides) into the contiguous ``out``
+    and writes its advanced state to row ``s`` of the contiguous ``new_state``."""
+    return f"""
+__kernel void tj_mrg_draw(long n, long ns,
+        __global const char *state, long o_state, long s_row, long s_col,
+        __global char *new_state, long o_new, __global char *out, long o_out) {{
+    long s = get_global_id(0);
+    const __global char *row = state + o_state + s * s_row;
+    __global long *dest = (__global long *)(new_state + o_new) + s * {STATE_WIDTH};
+    __global {t} *p_out = (__global {t} *)(out + o_out);
+    long x[{STATE_WIDTH}];
+    for (int k = 0; k < {STATE_WIDTH}; k++) x[k] = *(const __global long *)(row + k * s_col);
+    for (long j = s; j < n; j += ns) {{
+        long z = tj_mrg_step(x);
+        p_out[j] = {TO_UNIFORM[t]};
+    }}
+    for (int k = 0; k < {STATE_WIDTH}; k++) dest[k] = x[k];
+}}
+"""
+
+
+def box_muller_kernel(t: str) -> str:
+    """``tj_box_muller``: ``n`` normals from ``2 * pairs`` contiguous double uniforms,
+    the host's pairing (cosines first, then sines; the last sine dropped when ``n`` is
+    odd), a chunk of pairs per work-item."""
+    return f"""
+__kernel void tj_box_muller(long n, long pairs, long chunk,
+        __global const char *u, long o_u, __global char *out, long o_out) {{
+    const __global double *p_u = (const __global double *)(u + o_u);
+    __global {t} *p_out = (__global {t} *)(out + o_out);
+    long start = get_global_id(0) * chunk, end = min(start + chunk, pairs);
+    for (long i = start; i < end; i++) {{
+        double radius = sqrt(-2.0 * log(p_u[i]));
+        double angle = (2.0 * M_PI) * p_u[pairs + i];
+        p_out[i] = ({t})(radius * cos(angle));
+        if (pairs + i < n) p_out[pairs + i] = ({t})(radius * sin(angle));
+    }}
+}}
+"""
+
+
+def program_source(dist: str, dtype: str) -> str:
+    """The program of one (distribution, dtype): the draw kernel writes the sample
+    itself (uniform) or the double uniforms Box-Muller reads (normal)."""
+    t = D.type_name(dtype)
+    if dist == "uniform":
+        return preamble({dtype}) + STEP + draw_kernel(t)
+    return preamble({"float64"}) + STEP + draw_kernel("double") + box_muller_kernel(t)
+
+
+@dataclass(frozen=True)
+class MRGPlan:
+    dist: str
+    dtype: str
+    source: str
+    sizes: tuple[int | None, ...]  # constant size entries, None where symbolic
+
+
+def mrg_plan(node: Apply) -> MRGPlan | None:
+    op = node.op
+    if not device_can_run(node) or op.dtype not in OUT_DTYPES:
+        return None
+    if op.dist == "normal" and not runtime().fp64:
+        return None  # Box-Muller runs in double, as the host
+    sizes = []
+    for var in node.inputs[1:]:
+        value = inlined_constant(var)
+        sizes.append(None if value is None else int(value))
+    return MRGPlan(op.dist, op.dtype, program_source(op.dist, op.dtype), tuple(sizes))
+
+
+def read_shape(plan: MRGPlan, values: list[Any], where: str) -> tuple[int, ...]:
+    """The sample's shape: the plan's constants, symbolic entries read from the device."""
+    shape = tuple(
+        int(OPENCL_ARRAYS.to_host(v)) if known is None else known
+        for known, v in zip(plan.sizes, values)
+    )
+    if any(n < 0 for n in shape):
+        raise ValueError(f"{where}: sample size entries must be >= 0, got shape {shape}")
+    return shape
+
+
+def check_state(rstate: Any, n: int, where: str) -> None:
+    if rstate.ndim != 2 or rstate.shape[1] != STATE_WIDTH:
+        raise ValueError(
+            f"{where}: rstate must have shape (n_streams, {STATE_WIDTH}), got {rstate.shape}"
+        )
+    if n and not rstate.shape[0]:
+        raise ValueError(
+            f"{where}: no substreams to draw {n} values from (rstate shape {rstate.shape})"
+        )
+
+
+def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
+    where = f"{node.op} (created at {node.outputs[1].created_at or 'unknown'})"
+    rt = runtime()
+    draw = rt.kernel(plan.source, "tj_mrg_draw")
+    box_muller = rt.kernel(plan.source, "tj_box_muller") if plan.dist == "normal" else None
+
+    def run(inputs: list, output_storage: list) -> None:
+        rstate, *size_values = inputs
+        shape = read_shape(plan, size_values, where)
+        n = math.prod(shape)
+        check_state(rstate, n, where)
+        new_state = rt.empty(rstate.shape, np.int64)
+        sample = rt.empty(shape, plan.dtype)
+        if box_muller is None:
+            launch_draw(draw, rstate, new_state, sample, n)
+        else:
+            n_even = n + n % 2
+            uniforms = rt.empty((n_even,), np.float64)
+            launch_draw(draw, rstate, new_state, uniforms, n_even)
+            if n:
+                count, chunk = work_items(rt, n_even // 2)
+                rt.launch(
+                    box_muller,
+                    count,
+                    *(I64(n), I64(n_even // 2), I64(chunk)),
+                    *(uniforms.base_data, I64(uniforms.offset)),
+                    *(sample.base_data, I64(sample.offset)),
+                )
+        output_storage[0][0] = new_state
+        output_storage[1][0] = sample
+
+    return run
+
+
+def launch_draw(kernel: Any, rstate: Any, new_state: Any, out: Any, n: int) -> None:
+    """One work-item per substream (each writes its state, drawn from or not)."""
+    ns = rstate.shape[0]
+    if ns == 0:
+        return
+    out_args = (out.base_data, I64(out.offset)) if n else (new_state.base_data, I64(0))
+    runtime().launch(
+        kernel,
+        ns,
+        *(I64(n), I64(ns)),
+        *(rstate.base_data, I64(rstate.offset), I64(rstate.strides[0]), I64(rstate.strides[1])),
+        *(new_state.base_data, I64(new_state.offset)),
+        *out_args,  # (an empty sample has no buffer: any buffer, never written)
+    )
 
 
 def specs() -> list[KernelSpec]:
-    return []
+    from tensorjit.tensor.random import MRGSample
+
+    return [
+        KernelSpec(
+            "opencl:mrg31k3p",
+            BACKEND,
+            (MRGSample,),
+            mrg_factory,
+            plan=mrg_plan,
+            plugin="opencl_backend",
+        )
+    ]

@@ -1,9 +1,179 @@
-"""OpenCL kernels: rowwise (being written; no specs yet)."""
+"""Row kernels on the OpenCL device: ``Softmax`` and ``LogSoftmax`` along any axes.
+
+As for reductions, the input and the (new, C-contiguous) output are seen as
+(rows: kept elements) x (row elements: the softmax axes) through their byte strides,
+length-1 axes dropped and neighbouring axes merged (``reductions.split_dims``). A
+work-item handles a chunk of rows (a few chunks per compute unit on a CPU, one row on a
+GPU), each in three passes as ``Op.perform`` computes it: the row maximum (NaN wins),
+the sum of ``exp(x - max)`` (accumulated in double for float32 where the device has
+fp64), then the output: ``exp(x - max) / sum`` (the exponentials stored by the second
+pass) or ``x - max - log(sum)``. A row along one (merged) axis is a strided loop; rows
+over several axes that do not merge find each element's offsets by division.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.opencl_backend import BACKEND
+from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
+from tensorjit.plugins.opencl_backend.dialect import TYPES, preamble
+from tensorjit.plugins.opencl_backend.elementwise import device_can_run
+from tensorjit.plugins.opencl_backend.reductions import (
+    Dim,
+    c_strides,
+    split_dims,
+    units_per_item,
+)
+from tensorjit.plugins.opencl_backend.runtime import runtime
+
+I64 = np.int64
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    log: bool  # LogSoftmax (else Softmax)
+    axis: tuple[int, ...]
+    in_dtype: str
+    out_dtype: str
+    acc_dtype: str  # of the sum of exponentials
+
+
+def _row_offsets(dr: int) -> list[str]:
+    """C lines: ``xo``/``oo``, the byte offsets of row element ``j`` in the input and
+    the output (one strided axis, or division over ``dr`` axes)."""
+    if dr == 1:
+        return ["long xo = j * s_r0, oo = j * t_r0;"]
+    lines = ["long q = j, i, xo = 0, oo = 0;"]
+    for a in reversed(range(dr)):
+        lines.append(f"i = q % n_r{a}; q /= n_r{a}; xo += i * s_r{a}; oo += i * t_r{a};")
+    return lines
+
+
+def _loop(dr: int, body: str) -> str:
+    return "for (long j = 0; j < K; j++) { " + " ".join([*_row_offsets(dr), body]) + " }"
+
+
+@cache
+def row_source(plan: RowPlan, dk: int, dr: int) -> str:
+    """The program of ``plan`` over ``dk`` row axes and ``dr`` (>= 1) axes in a row."""
+    t, acc = D.type_name(plan.out_dtype), D.type_name(plan.acc_dtype)
+    load = "v = (T)*(const __global TIN *)(xr + xo);"
+    out = "*(__global T *)(orow + oo)"
+    if plan.log:
+        second = f"{_loop(dr, load + ' sum += (ACC)exp(v - mx);')}"
+        third = [
+            "        T lse = log((T)sum);",
+            f"        {_loop(dr, load + f' {out} = (v - mx) - lse;')}",
+        ]
+    else:
+        second = f"{_loop(dr, load + f' T e = exp(v - mx); {out} = e; sum += (ACC)e;')}"
+        third = [
+            "        T total = (T)sum;",
+            f"        {_loop(dr, f'{out} = {out} / total;')}",
+        ]
+    lengths = "".join(f", long n_k{a}" for a in range(dk)) + "".join(
+        f", long n_r{a}" for a in range(dr)
+    )
+    xs = "".join(f", long s_k{a}" for a in range(dk)) + "".join(f", long s_r{a}" for a in range(dr))
+    os = "".join(f", long t_k{a}" for a in range(dk)) + "".join(f", long t_r{a}" for a in range(dr))
+    decompose = []
+    if dk:
+        decompose.append("        long q = m;")
+        for a in reversed(range(dk)):
+            decompose.append(
+                f"        xb += (q % n_k{a}) * s_k{a}; ob += (q % n_k{a}) * t_k{a}; q /= n_k{a};"
+            )
+    lines = [
+        preamble({plan.in_dtype, plan.out_dtype, plan.acc_dtype}),
+        f"#define TIN {D.type_name(plan.in_dtype)}",
+        f"#define T {t}",
+        f"#define ACC {acc}",
+        f"__kernel void tj_rows(long rows, long chunk, long K{lengths},",
+        f"        const __global char *x, long ox{xs}, __global char *o, long oo0{os}) {{",
+        "    long m = get_global_id(0) * chunk, m_end = min(m + chunk, rows);",
+        "    for (; m < m_end; m++) {",
+        "        long xb = ox, ob = oo0;",
+        *decompose,
+        "        const __global char *xr = x + xb;",
+        "        __global char *orow = o + ob;",
+        "        T v, mx = -INFINITY;",
+        f"        {_loop(dr, load + ' mx = (v > mx || v != v) ? v : mx;')}",
+        "        ACC sum = 0;",
+        f"        {second}",
+        *third,
+        "    }",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def row_plan(node: Apply) -> RowPlan | None:
+    if not device_can_run(node):
+        return None
+    in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
+    if in_dtype not in TYPES or out_dtype not in ("float32", "float64"):
+        return None  # float16 (from small integers) and complex stay on the host
+    from tensorjit.tensor.nnet.basic import LogSoftmax
+
+    acc = "float64" if out_dtype == "float32" and runtime().fp64 else out_dtype
+    log = isinstance(node.op, LogSoftmax)
+    return RowPlan(log, tuple(node.op.axis), in_dtype, out_dtype, acc)
+
+
+def _args(dims: list[Dim], operand: int) -> list:
+    return [I64(st[operand]) for _, st in dims]
+
+
+def rows_value(plan: RowPlan, x: Any) -> Any:
+    """Softmax or log-softmax of device array ``x`` as a new device array."""
+    rt = runtime()
+    out = rt.empty(x.shape, plan.out_dtype)
+    if x.size == 0:
+        return out
+    ostrides = c_strides(x.shape, np.dtype(plan.out_dtype).itemsize)
+    kept, red, shift = split_dims(x.shape, [x.strides, ostrides], plan.axis, reorder=True)
+    if not red:
+        red = [(1, (0, 0))]  # rows of one element
+    rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
+    kernel = rt.kernel(row_source(plan, len(kept), len(red)), "tj_rows")
+    chunk = units_per_item(rt, rows)
+    lengths = [I64(n) for n, _ in (*kept, *red)]
+    args = [I64(rows), I64(chunk), I64(length), *lengths]
+    args += [x.base_data, I64(x.offset + shift[0]), *_args(kept, 0), *_args(red, 0)]
+    args += [out.base_data, I64(out.offset + shift[1]), *_args(kept, 1), *_args(red, 1)]
+    items = -(-rows // chunk)
+    if rt.is_cpu:
+        rt.launch_groups(kernel, items, 1, *args)  # groups spread over the cores
+    else:
+        rt.launch(kernel, items, *args)
+    return out
+
+
+def rows_factory(node: Apply, plan: RowPlan) -> Any:
+    def run(inputs: list, output_storage: list) -> None:
+        output_storage[0][0] = rows_value(plan, inputs[0])
+
+    return run
 
 
 def specs() -> list[KernelSpec]:
-    return []
+    from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
+
+    return [
+        KernelSpec(
+            "opencl:softmax",
+            BACKEND,
+            (Softmax, LogSoftmax),
+            rows_factory,
+            plan=row_plan,
+            plugin="opencl_backend",
+        )
+    ]

@@ -1,9 +1,290 @@
-"""OpenCL kernels: views (being written; no specs yet)."""
+"""Views and allocations on the OpenCL device: DimShuffle, Reshape and basic Subtensor
+make new ``pyopencl.array.Array`` headers over the input's buffer (shape, byte strides
+and byte offset; nothing is copied), Alloc and Second fill a new array.
+
+Index and shape inputs are integer scalars (vectors for Reshape). Placement puts every
+input of a device node on the device, so they arrive as device arrays: a Constant (or a
+copy of one) is read from the graph when the kernel is planned; any other value is
+fetched with ``.get()``, which waits for the queue (a sync point), as the size of a view
+must be known on the host.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.memory.transfer_op import is_transfer
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.opencl_backend import BACKEND
+from tensorjit.plugins.opencl_backend.arrays import contiguous, view
+from tensorjit.plugins.opencl_backend.elementwise import copy_into, device_can_run
+from tensorjit.plugins.opencl_backend.runtime import runtime
+
+PLUGIN = "opencl_backend"
+
+
+# ---------------------------------------------------------------- shared helpers
+def where(node: Apply) -> str:
+    """How errors name a node: its op and where it was created."""
+    return f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
+
+
+def constant_value(var: Variable) -> np.ndarray | None:
+    """The value of a Constant, or of a device copy of one; None for any other input."""
+    while is_transfer(var.owner):
+        var = var.owner.inputs[0]
+    return np.asarray(var.data) if isinstance(var, Constant) else None
+
+
+@dataclass(frozen=True)
+class IndexInputs:
+    """Integer inputs read on the host: the constants known when planned (None: the
+    value is fetched from the device on each call)."""
+
+    constants: tuple[np.ndarray | None, ...]
+
+    @staticmethod
+    def of(variables: Sequence[Variable]) -> IndexInputs:
+        return IndexInputs(tuple(constant_value(v) for v in variables))
+
+    def values(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        """The host values of the integer inputs (their device values in ``inputs``)."""
+        out = []
+        for known, value in zip(self.constants, inputs):
+            if known is None:
+                # A sync: the host needs this value to shape the result.
+                known = contiguous(value).get() if value.size else np.zeros(value.shape, int)
+            out.append(known)
+        return out
+
+
+def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
+
+
+def padded(value: Any, ndim: int) -> Any:
+    """``value`` with leading length-1 axes up to ``ndim`` dimensions (a view)."""
+    extra = ndim - value.ndim
+    if extra <= 0:
+        return value
+    return view(value, (1,) * extra + value.shape, (0,) * extra + value.strides, value.offset)
+
+
+def check_broadcast(what: str, shape: tuple, target: tuple) -> None:
+    """Raise a ValueError unless ``shape`` broadcasts to ``target`` (NumPy's rules for
+    writing a value into an array)."""
+    ok = len(shape) <= len(target) and all(n in (1, m) for n, m in zip(shape[::-1], target[::-1]))
+    if not ok:
+        raise ValueError(
+            f"{what}: could not broadcast a value of shape {shape} into shape {target}"
+        )
+
+
+# ---------------------------------------------------------------- DimShuffle
+def dimshuffle_view(op: Any, x: Any, name: str) -> Any:
+    """``x`` with axes permuted, length-1 axes dropped and new ones (stride 0) added."""
+    if any(x.shape[d] != 1 for d in op.dropped):
+        raise ValueError(f"{name}: dropped dimensions must have length 1, got shape {x.shape}")
+    shape, strides = [], []
+    for d in op.new_order:
+        if d == "x":
+            shape.append(1)
+            strides.append(0)
+        else:
+            shape.append(x.shape[d])
+            strides.append(x.strides[d])
+    return view(x, shape, strides, x.offset)
+
+
+def dimshuffle_plan(node: Apply) -> bool | None:
+    from tensorjit.tensor.elemwise import DimShuffle
+
+    return True if type(node.op) is DimShuffle and device_can_run(node) else None
+
+
+def dimshuffle_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+    op, name = node.op, where(node)
+
+    def run(inputs: list, output_storage: list) -> None:
+        output_storage[0][0] = dimshuffle_view(op, inputs[0], name)
+
+    return run
+
+
+# ---------------------------------------------------------------- Reshape
+def resolve_shape(name: str, old: tuple[int, ...], requested: Sequence[int]) -> tuple[int, ...]:
+    """``requested`` with its -1 entry (if any) worked out, checked against ``old``."""
+    size = int(np.prod(old, dtype=np.int64))
+    wanted = tuple(int(s) for s in requested)
+    unknown = [a for a, s in enumerate(wanted) if s == -1]
+    known = int(np.prod([s for s in wanted if s != -1], dtype=np.int64))
+    bad = len(unknown) > 1 or any(s < -1 for s in wanted)
+    if not bad and unknown:
+        bad = known == 0 or size % known != 0
+        if not bad:
+            wanted = tuple(size // known if s == -1 else s for s in wanted)
+    if bad or int(np.prod(wanted, dtype=np.int64)) != size:
+        raise ValueError(  # Reshape.perform's words, so both devices say the same
+            f"reshape: can not reshape array of shape {old} into {wanted}, in {name}"
+        )
+    return wanted
+
+
+def reshape_value(x: Any, shape: tuple[int, ...]) -> Any:
+    """A view of ``x`` with ``shape`` when ``x`` is C-contiguous, else a view of a
+    contiguous copy (its view_map allows, never requires, the output to alias ``x``)."""
+    base = contiguous(x)
+    offset = base.offset if base.size else 0
+    return view(base, shape, c_strides(shape, x.dtype.itemsize), offset)
+
+
+def reshape_plan(node: Apply) -> IndexInputs | None:
+    from tensorjit.tensor.shape_ops import Reshape
+
+    if type(node.op) is not Reshape or not device_can_run(node):
+        return None
+    return IndexInputs.of(node.inputs[1:])
+
+
+def reshape_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
+    name = where(node)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, shp = inputs
+        (requested,) = plan.values([shp])
+        output_storage[0][0] = reshape_value(x, resolve_shape(name, x.shape, requested))
+
+    return run
+
+
+# ---------------------------------------------------------------- basic Subtensor
+def _slice_part(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def subtensor_view(name: str, x: Any, entries: Sequence[Any], values: Sequence[Any]) -> Any:
+    """The view ``x[index]`` of a basic index: ``entries`` as Subtensor's ("i" an
+    integer, ``("s", has_start, has_stop, has_step)`` a slice), ``values`` the host
+    values of the index inputs in order. Integers out of range raise an IndexError."""
+    given = iter(values)
+    shape, strides = [], []
+    offset = x.offset
+    for axis, entry in enumerate(entries):
+        n, stride = x.shape[axis], x.strides[axis]
+        if entry == "i":
+            i = int(next(given))
+            if not -n <= i < n:
+                raise IndexError(
+                    f"{name}: index {i} is out of bounds for axis {axis} with size {n}"
+                )
+            offset += (i + n if i < 0 else i) * stride
+            continue
+        start, stop, step = (_slice_part(next(given)) if flag else None for flag in entry[1:])
+        if step == 0:
+            raise ValueError(f"{name}: slice step can not be zero")
+        first, last, step = slice(start, stop, step).indices(n)
+        length = len(range(first, last, step))
+        if length:
+            offset += first * stride
+        shape.append(length)
+        strides.append(stride * step)
+    shape += x.shape[len(entries) :]
+    strides += x.strides[len(entries) :]
+    return view(x, shape, strides, offset)
+
+
+def subtensor_plan(node: Apply) -> IndexInputs | None:
+    from tensorjit.tensor.subtensor import Subtensor
+
+    if type(node.op) is not Subtensor or not device_can_run(node):
+        return None
+    return IndexInputs.of(node.inputs[1:])
+
+
+def subtensor_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
+    entries, name = node.op.entries, where(node)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, *idx = inputs
+        output_storage[0][0] = subtensor_view(name, x, entries, plan.values(idx))
+
+    return run
+
+
+# ---------------------------------------------------------------- Alloc and Second
+def alloc_plan(node: Apply) -> IndexInputs | None:
+    from tensorjit.tensor.math import Alloc
+
+    if type(node.op) is not Alloc or not device_can_run(node):
+        return None
+    return IndexInputs.of(node.inputs[1:])
+
+
+def filled(name: str, value: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """A new array of ``shape`` and ``dtype`` holding ``value`` broadcast to it."""
+    if any(n < 0 for n in shape):
+        raise ValueError(f"{name}: negative dimensions are not allowed, got shape {shape}")
+    check_broadcast(name, value.shape, shape)
+    out = runtime().empty(shape, dtype)
+    if out.size:
+        copy_into(out, padded(value, len(shape)))
+    return out
+
+
+def alloc_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
+    name, dtype = where(node), node.outputs[0].type.dtype
+
+    def run(inputs: list, output_storage: list) -> None:
+        value, *dims = inputs
+        shape = tuple(int(d) for d in plan.values(dims))
+        output_storage[0][0] = filled(name, value, shape, dtype)
+
+    return run
+
+
+def second_plan(node: Apply) -> bool | None:
+    from tensorjit.tensor.allocation import Second
+
+    return True if type(node.op) is Second and device_can_run(node) else None
+
+
+def second_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+    from tensorjit.tensor.allocation import second_shape
+
+    name, dtype = where(node), node.outputs[0].type.dtype
+
+    def run(inputs: list, output_storage: list) -> None:
+        a, b = inputs
+        output_storage[0][0] = filled(name, b, second_shape(node, a.shape, b.shape), dtype)
+
+    return run
 
 
 def specs() -> list[KernelSpec]:
-    return []
+    from tensorjit.tensor.allocation import Second
+    from tensorjit.tensor.elemwise import DimShuffle
+    from tensorjit.tensor.math import Alloc
+    from tensorjit.tensor.shape_ops import Reshape
+    from tensorjit.tensor.subtensor import Subtensor
+
+    table = [
+        ("opencl:dimshuffle", DimShuffle, dimshuffle_factory, dimshuffle_plan),
+        ("opencl:reshape", Reshape, reshape_factory, reshape_plan),
+        ("opencl:subtensor", Subtensor, subtensor_factory, subtensor_plan),
+        ("opencl:alloc", Alloc, alloc_factory, alloc_plan),
+        ("opencl:second", Second, second_factory, second_plan),
+    ]
+    return [
+        KernelSpec(name, BACKEND, (op,), factory, plan=plan, plugin=PLUGIN)
+        for name, op, factory, plan in table
+    ]

@@ -52,7 +52,7 @@ def local_gemm(fgraph: FunctionGraph, node):
     a, b = node.inputs
     for term, z, term_first in ((b, a, False), (a, b, True)):
         found = _scaled_dot(fgraph, term, dtype)
-        if found is None or z.type != out.type:
+        if found is None or z.type.on_device(out.type.device) != out.type:
             continue
         alpha, x, y = found
         if x.type.ndim != 2 or x.type.dtype != dtype or y.type.dtype != dtype:
@@ -115,7 +115,7 @@ def local_ger(fgraph: FunctionGraph, node):
     candidates = [(b, a)] if name == "sub" else [(b, a), (a, b)]
     for term, z in candidates:
         found = _outer_factors(fgraph, term, dtype)
-        if found is None or z.type != out.type:
+        if found is None or z.type.on_device(out.type.device) != out.type:
             continue
         alpha, x, y = found
         if name == "sub":

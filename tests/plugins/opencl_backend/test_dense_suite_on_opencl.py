@@ -1,0 +1,39 @@
+"""The dense op tests (Table 1: elementwise math, reductions, allocation and indexing,
+nnet, the operators) run again with ``config.device=opencl``: every node an OpenCL
+kernel covers is placed on the device, and DebugMode (which these tests use) compares
+each device kernel with Op.perform. The same files run on the host backends (C and
+Python) in the ordinary test run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.opencl import NEEDS_OPENCL
+
+pytestmark = NEEDS_OPENCL
+ROOT = Path(__file__).resolve().parents[3]
+SUITES = [
+    "tests/tensor/test_table1_elementwise.py",
+    "tests/tensor/test_table1_alloc_indexing.py",
+    "tests/tensor/test_table1_nnet.py",
+    "tests/tensor/test_operators.py",
+]
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_dense_op_suite_passes_with_device_opencl(suite):
+    env = dict(os.environ, TENSORJIT_FLAGS="device=opencl")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", suite],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary, summary
