@@ -140,11 +140,15 @@ class TensorType(Type):
                 )
         return arr
 
-    def _check_shape(self, shape: tuple, where: str) -> None:
+    def _check_shape(self, shape: tuple, where: Any) -> None:
+        """``where``: the value's description, or a function making it (only called to
+        word an error: this check runs on every call of a compiled function)."""
         if len(shape) != self.ndim:
+            where = where() if callable(where) else where
             raise ValueError(f"expected {self.ndim} dimensions, got {len(shape)} ({where})")
         for axis, (want, got) in enumerate(zip(self.shape, shape)):
             if want is not None and want != got:
+                where = where() if callable(where) else where
                 raise ValueError(
                     f"dimension {axis} has length {got}, but the type's static shape "
                     f"{self.shape} requires {want} ({where})"
@@ -154,7 +158,7 @@ class TensorType(Type):
         kind = array_kind(self.device)
         if kind.is_value(value):
             if np.dtype(value.dtype) == self.numpy_dtype:
-                self._check_shape(tuple(value.shape), kind.describe(value))
+                self._check_shape(tuple(value.shape), lambda: kind.describe(value))
                 return value
             if strict:
                 raise TypeError(

@@ -36,7 +36,7 @@ from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS, copy_to_new
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
 from tensorjit.plugins.opencl_backend.elementwise import device_can_run, inlined_constant
-from tensorjit.plugins.opencl_backend.runtime import Runtime, runtime
+from tensorjit.plugins.opencl_backend.runtime import Runtime, node_label, runtime
 
 I64 = np.int64
 FLOATS = ("float32", "float64")
@@ -416,10 +416,6 @@ def gemm_plan(node: Apply) -> BlasPlan | None:
     return BlasPlan(dtype, scalars[0], beta, node.op.inplace)
 
 
-def _where(node: Apply) -> str:
-    return f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
-
-
 def _scalars(plan: BlasPlan, alpha: Any, beta: Any) -> tuple[Scalar, Scalar]:
     """The kernel arguments of alpha and beta: inlined constants or device values."""
     a = plan.alpha if not isinstance(plan.alpha, str) else alpha
@@ -442,7 +438,7 @@ def _product(prog: Program, out: Any, c: Any, x: Any, y: Any, alpha: Scalar, bet
 
 
 def dot_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = _where(node), plan.program()
+    where, prog = node_label(node), plan.program()
     scalars = _scalars(plan, None, None)
 
     def run(inputs: list, output_storage: list) -> None:
@@ -465,7 +461,7 @@ def _apart(value: Any, out: Any) -> Any:
 
 
 def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = _where(node), plan.program()
+    where, prog = node_label(node), plan.program()
 
     def run(inputs: list, output_storage: list) -> None:
         z, alpha, x, y, beta = inputs
@@ -483,7 +479,7 @@ def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
 
 
 def ger_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = _where(node), plan.program()
+    where, prog = node_label(node), plan.program()
 
     def run(inputs: list, output_storage: list) -> None:
         z, alpha, x, y = inputs

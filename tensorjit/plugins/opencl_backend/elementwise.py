@@ -15,6 +15,7 @@ through its own strides. Constant inputs of one element are inlined as literals.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 from tensorjit.plugins.opencl_backend.arrays import is_c_contiguous
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.runtime import buffer_args, node_label, runtime
 from tensorjit.plugins.opencl_backend.tuning import work_items
 from tensorjit.tensor.elemwise import check_runtime_broadcast
 
@@ -173,7 +174,7 @@ def launch_map(
     """Run the map on device ``values`` (the plan's variable inputs, in order) into
     ``out`` (a new array, or the destroyed input itself in place)."""
     rt = runtime()
-    n = int(np.prod(out.shape, dtype=np.int64))
+    n = math.prod(out.shape)
     if n == 0:
         return
     contig, strided = kernels or (
@@ -182,9 +183,7 @@ def launch_map(
     )
     operands = list(values) if plan.inplace is not None else [*values, out]
     count, chunk = work_items(rt, n)
-    buffers = []
-    for v in operands:
-        buffers += [v.base_data, I64(v.offset)]
+    buffers = [arg for v in operands for arg in buffer_args(v)]
     single = (*plan.single, False)
     if all(
         one or (v.shape == out.shape and is_c_contiguous(v)) for v, one in zip(operands, single)
@@ -201,7 +200,7 @@ def launch_map(
 
 
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
-    where = f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
+    where = node_label(node)
     rt = runtime()
     kernels = (rt.kernel(plan.source, "tj_contig"), rt.kernel(plan.source, "tj_strided"))
 

@@ -43,14 +43,13 @@ from tensorjit.plugins.opencl_backend.elementwise import (
     kernel_source,
     launch_map,
 )
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.runtime import buffer_args, node_label, runtime
 from tensorjit.plugins.opencl_backend.tuning import work_items
 from tensorjit.plugins.opencl_backend.views import (
     IndexInputs,
     check_broadcast,
     padded,
     subtensor_view,
-    where,
 )
 
 PLUGIN = "opencl_backend"
@@ -71,11 +70,6 @@ def private_copy(value: Any, dest: Any) -> Any:
     return copy_to_new(value) if OPENCL_ARRAYS.may_share_memory(value, dest) else value
 
 
-def operand(value: Any) -> list[Any]:
-    """A device array as the kernel arguments ``__global char *p, long offset``."""
-    return [value.base_data, I64(value.offset)]
-
-
 class ErrorFlag:
     """A device int a kernel sets to 1 when it meets a bad index (all writers write
     the same value, so their race is harmless); the host reads it after the launch."""
@@ -87,7 +81,7 @@ class ErrorFlag:
         if self.array is None:
             self.array = runtime().empty((1,), np.int32)
             self.array.set(np.zeros(1, np.int32))
-        return operand(self.array)
+        return buffer_args(self.array)
 
     def raised(self) -> bool:
         """Whether the flag was set (a sync); it is cleared for the next launch."""
@@ -174,7 +168,7 @@ def inc_subtensor_plan(node: Apply) -> IncPlan | None:
 
 
 def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], None]:
-    op, name = node.op, where(node)
+    op, name = node.op, node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         x, y, *idx = inputs
@@ -270,7 +264,7 @@ def select_plan(node: Apply) -> bool | None:
 
 def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
     x_var, y_var = node.inputs
-    name, flag = where(node), ErrorFlag()
+    name, flag = node_label(node), ErrorFlag()
     source = select_source(y_var.type.ndim, x_var.type.dtype, y_var.type.dtype)
     kernel = runtime().kernel(source, "tj_select")
 
@@ -280,7 +274,7 @@ def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
         out = runtime().empty(y.shape, x.dtype)
         n = x.shape[-1]
         if out.size:
-            args = [I64(n), I64(x.strides[-1]), *operand(x), *operand(y), *operand(out)]
+            args = [I64(n), I64(x.strides[-1]), *buffer_args(x), *buffer_args(y), *buffer_args(out)]
             args += flag.args() + longs([*y.shape, *x.strides[:-1], *y.strides])
             launch_flat(kernel, out.size, *args)
             if flag.raised():
@@ -293,7 +287,7 @@ def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
 def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
     _, g_var, y_var = node.inputs
     out_dtype = node.outputs[0].type.dtype
-    name, flag = where(node), ErrorFlag()
+    name, flag = node_label(node), ErrorFlag()
     source = select_grad_source(y_var.type.ndim, g_var.type.dtype, y_var.type.dtype, out_dtype)
     kernel = runtime().kernel(source, "tj_select_grad")
 
@@ -309,7 +303,7 @@ def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]
         out = runtime().empty(x.shape, out_dtype)
         n = x.shape[-1]
         if y.size:
-            args = [I64(n), *operand(g), *operand(y), *operand(out), *flag.args()]
+            args = [I64(n), *buffer_args(g), *buffer_args(y), *buffer_args(out), *flag.args()]
             args += longs([*y.shape, *g_strides, *y.strides])
             launch_flat(kernel, y.size, *args)
             if flag.raised():
@@ -434,7 +428,7 @@ def index_length(node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
     lengths = {v.shape[0] for v in vectors} - {1}
     if len(lengths) > 1:
         host_index_rules(node, x_shape, vectors)  # raises the host's IndexError
-        raise IndexError(f"{where(node)}: index arrays of shapes do not broadcast together")
+        raise IndexError(f"{node_label(node)}: index arrays of shapes do not broadcast together")
     return lengths.pop() if lengths else 1
 
 
@@ -443,7 +437,7 @@ def index_args(vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
     args = []
     for j, v in enumerate(vectors):
         stride = 0 if v.shape[0] == 1 and m != 1 else v.strides[0]
-        args += [*operand(v), I64(stride), I64(x.shape[j]), I64(x.strides[j])]
+        args += [*buffer_args(v), I64(stride), I64(x.shape[j]), I64(x.strides[j])]
     return args
 
 
@@ -467,7 +461,7 @@ def advanced_subtensor_plan(node: Apply) -> AdvancedPlan | None:
 
 
 def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
-    name, flag = where(node), ErrorFlag()
+    name, flag = node_label(node), ErrorFlag()
     kernel = runtime().kernel(plan.source, "tj_gather")
 
     def run(inputs: list, output_storage: list) -> None:
@@ -476,7 +470,7 @@ def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[lis
         rest = x.shape[plan.p :]
         out = runtime().empty((m, *rest), x.dtype)
         if out.size:
-            args = [I64(int(np.prod(rest, dtype=np.int64))), *operand(x), *operand(out)]
+            args = [I64(int(np.prod(rest, dtype=np.int64))), *buffer_args(x), *buffer_args(out)]
             args += flag.args() + index_args(vectors, m, x)
             args += longs([*rest, *x.strides[plan.p :]])
             launch_flat(kernel, out.size, *args)
@@ -493,7 +487,7 @@ def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[lis
 def check_value(node: Apply, y: Any, region: tuple) -> None:
     """The value must broadcast to the region, a length 1 only where its type says
     so (as AdvancedIncSubtensor.perform)."""
-    name, static = where(node), node.inputs[1].type.shape
+    name, static = node_label(node), node.inputs[1].type.shape
     if y.ndim > len(region):
         raise ValueError(f"{name}: value of shape {y.shape} has more dimensions than {region}")
     for j in range(1, y.ndim + 1):
@@ -542,7 +536,7 @@ def advanced_inc_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, lis
         ]
         width = int(np.prod(rest, dtype=np.int64))
         if m and width:
-            args = [I64(m), *operand(out), *operand(y), I64(y_strides[0])]
+            args = [I64(m), *buffer_args(out), *buffer_args(y), I64(y_strides[0])]
             args += index_args(vectors, m, out)
             args += longs([*rest, *out.strides[plan.p :], *y_strides[1:]])
             launch_flat(kernel, width, *args)

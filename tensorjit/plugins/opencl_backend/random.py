@@ -35,7 +35,7 @@ from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
 from tensorjit.plugins.opencl_backend.elementwise import device_can_run, inlined_constant
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
 from tensorjit.plugins.opencl_backend.tuning import work_items
 
 I64 = np.int64
@@ -170,7 +170,7 @@ def check_state(rstate: Any, n: int, where: str) -> None:
 
 
 def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
-    where = f"{node.op} (created at {node.outputs[1].created_at or 'unknown'})"
+    where = node_label(node)
     rt = runtime()
     draw = rt.kernel(plan.source, "tj_mrg_draw")
     box_muller = rt.kernel(plan.source, "tj_box_muller") if plan.dist == "normal" else None

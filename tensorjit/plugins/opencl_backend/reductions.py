@@ -34,7 +34,7 @@ from tensorjit.plugins.opencl_backend import BACKEND
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import TYPES, preamble
 from tensorjit.plugins.opencl_backend.elementwise import device_can_run
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
 
 I64 = np.int64
 UNROLL = 8  # independent accumulators of a run (latency hiding, vectorisable)
@@ -396,10 +396,6 @@ def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _where(node: Apply) -> str:
-    return f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
-
-
 def _dtypes_supported(*dtypes: str) -> bool:
     return all(d in TYPES for d in dtypes)
 
@@ -504,7 +500,7 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
 
 
 def reduce_factory(node: Apply, plan: ReducePlan) -> Any:
-    where = _where(node)
+    where = node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         output_storage[0][0] = reduce_value(plan, inputs[0], where)
@@ -618,7 +614,7 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
 
 
 def arg_factory(node: Apply, plan: ArgPlan) -> Any:
-    where = _where(node)
+    where = node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         output_storage[0][0] = arg_value(plan, inputs[0], where)

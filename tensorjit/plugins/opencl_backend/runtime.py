@@ -196,5 +196,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def int64(value: int) -> Any:
-    return np.int64(value)
+def node_label(node: Any) -> str:
+    """How a kernel's errors name its node: the op and where the user created it."""
+    return f"{node.op} (created at {node.outputs[-1].created_at or 'unknown'})"
+
+
+def buffer_args(value: Any) -> list[Any]:
+    """A device array as the kernel arguments ``__global char *p, long offset``."""
+    return [value.base_data, np.int64(value.offset)]

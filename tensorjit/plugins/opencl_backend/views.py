@@ -23,17 +23,12 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.opencl_backend import BACKEND
 from tensorjit.plugins.opencl_backend.arrays import contiguous, view
 from tensorjit.plugins.opencl_backend.elementwise import copy_into, device_can_run
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
 
 PLUGIN = "opencl_backend"
 
 
 # ---------------------------------------------------------------- shared helpers
-def where(node: Apply) -> str:
-    """How errors name a node: its op and where it was created."""
-    return f"{node.op} (created at {node.outputs[0].created_at or 'unknown'})"
-
-
 def constant_value(var: Variable) -> np.ndarray | None:
     """The value of a Constant, or of a device copy of one; None for any other input."""
     while is_transfer(var.owner):
@@ -113,7 +108,7 @@ def dimshuffle_plan(node: Apply) -> bool | None:
 
 
 def dimshuffle_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
-    op, name = node.op, where(node)
+    op, name = node.op, node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         output_storage[0][0] = dimshuffle_view(op, inputs[0], name)
@@ -157,7 +152,7 @@ def reshape_plan(node: Apply) -> IndexInputs | None:
 
 
 def reshape_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
-    name = where(node)
+    name = node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         x, shp = inputs
@@ -212,7 +207,7 @@ def subtensor_plan(node: Apply) -> IndexInputs | None:
 
 
 def subtensor_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
-    entries, name = node.op.entries, where(node)
+    entries, name = node.op.entries, node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         x, *idx = inputs
@@ -242,7 +237,7 @@ def filled(name: str, value: Any, shape: tuple[int, ...], dtype: str) -> Any:
 
 
 def alloc_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
-    name, dtype = where(node), node.outputs[0].type.dtype
+    name, dtype = node_label(node), node.outputs[0].type.dtype
 
     def run(inputs: list, output_storage: list) -> None:
         value, *dims = inputs
@@ -261,7 +256,7 @@ def second_plan(node: Apply) -> bool | None:
 def second_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
     from tensorjit.tensor.allocation import second_shape
 
-    name, dtype = where(node), node.outputs[0].type.dtype
+    name, dtype = node_label(node), node.outputs[0].type.dtype
 
     def run(inputs: list, output_storage: list) -> None:
         a, b = inputs
