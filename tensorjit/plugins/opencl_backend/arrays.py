@@ -90,6 +90,20 @@ class OpenCLArrays(ArrayKind):
 OPENCL_ARRAYS = OpenCLArrays()
 
 
+def reusable(buffer: Any, shape: tuple, dtype: Any) -> Any:
+    """``buffer`` (what the VM left in an output cell: a dead temporary, or an
+    ``Out(borrow=True)`` output) when a result of ``shape``/``dtype`` may be written
+    into it, else None; reusing it saves allocating a device array each call."""
+    if (
+        OPENCL_ARRAYS.is_value(buffer)
+        and buffer.shape == shape
+        and buffer.dtype == dtype
+        and is_c_contiguous(buffer)
+    ):
+        return buffer
+    return None
+
+
 def copy_to_new(value: Any) -> Any:
     """A new C-contiguous device array equal to ``value``."""
     from tensorjit.plugins.opencl_backend.elementwise import copy_into

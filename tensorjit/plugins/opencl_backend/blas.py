@@ -64,8 +64,8 @@ class Blocking:
 # vector registers (16 ymm): 6 x 8 doubles / 6 x 16 floats, 12 accumulators (as BLIS
 # on Haswell); larger work-groups or k-blocks synchronised by barriers measured slower.
 CPU_BLOCKING = {
-    "float64": Blocking(6, 8, 4, 1, 4, 32**3, 4, 256),
-    "float32": Blocking(6, 16, 8, 2, 8, 32**3, 4, 256),
+    "float64": Blocking(6, 8, 4, 1, 4, 2**19, 4, 256),
+    "float32": Blocking(6, 16, 8, 2, 8, 2**19, 4, 256),
 }
 GPU_BLOCKING = {
     "float64": Blocking(4, 4, 4, 8, 8, 16**3, 1, 4),

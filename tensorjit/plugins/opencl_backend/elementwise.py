@@ -27,7 +27,7 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
-from tensorjit.plugins.opencl_backend.arrays import is_c_contiguous
+from tensorjit.plugins.opencl_backend.arrays import is_c_contiguous, reusable
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
 from tensorjit.plugins.opencl_backend.runtime import buffer_args, node_label, runtime
@@ -202,6 +202,7 @@ def launch_map(
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
     where = node_label(node)
     rt = runtime()
+    out_dtype = np.dtype(plan.out_dtype)
     kernels = (rt.kernel(plan.source, "tj_contig"), rt.kernel(plan.source, "tj_strided"))
 
     def run(inputs: list, output_storage: list) -> None:
@@ -215,7 +216,9 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
             if out.shape != shape:
                 raise ValueError(f"{where}: in place into shape {out.shape}, result {shape}")
         else:
-            out = rt.empty(shape, plan.out_dtype)
+            out = reusable(output_storage[0][0], shape, out_dtype)
+            if out is None:
+                out = rt.empty(shape, out_dtype)
         launch_map(plan, values, out, where, kernels)
         output_storage[0][0] = out
 

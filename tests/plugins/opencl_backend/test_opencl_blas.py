@@ -61,10 +61,19 @@ def layouts(value):
 
 
 # (x shape, y shape): small (one element per work-item) and packed (register blocks,
-# edges not multiples of the block) products of every rank Dot takes.
+# edges not multiples of the block; above blas.CPU_BLOCKING's direct_max multiply-adds)
+# products of every rank Dot takes.
+def test_the_packed_cases_are_above_the_direct_kernel_limit():
+    from tensorjit.plugins.opencl_backend.blas import CPU_BLOCKING, GPU_BLOCKING
+
+    for (m, k), (_, n) in (DOT_SHAPES["mm_packed"], GEMM_SHAPES["gemm_packed"]):
+        for table in (CPU_BLOCKING, GPU_BLOCKING):
+            assert all(m * k * n > blk.direct_max for blk in table.values())
+
+
 DOT_SHAPES = {
     "mm_small": ((3, 4), (4, 5)),
-    "mm_packed": ((37, 70), (70, 45)),
+    "mm_packed": ((37, 170), (170, 145)),
     "mv": ((41, 33), (33,)),
     "vm": ((33,), (33, 41)),
     "vv": ((50,), (50,)),
@@ -129,7 +138,7 @@ def test_matmul_of_matrices(dtype):
 # ---------------------------------------------------------------- Gemm
 GEMM_SHAPES = {
     "gemm_small": ((4, 3), (3, 5)),
-    "gemm_packed": ((30, 41), (41, 27)),
+    "gemm_packed": ((70, 131), (131, 71)),
     "gemv": ((23, 19), (19,)),
 }
 
