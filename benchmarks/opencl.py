@@ -15,7 +15,7 @@ Medians of repeats (benchmarks/_timing.py). PoCL runs kernels on all the cores i
 given (``taskset`` below pins the run); the C backend and NumPy run one thread.
 
 Run: .venv/bin/pip install -e ".[opencl]" && taskset -c 0,1 .venv/bin/python benchmarks/opencl.py
-     [--sizes 6,7] [--dtypes float64,float32] [--skip-compile]
+     [--sizes 6,7] [--dtypes float64,float32] [--parts figure7,gemm,mlp,compile]
 """
 
 from __future__ import annotations
@@ -250,19 +250,46 @@ def compile_time() -> None:
             print(f"  {label:<22} {float(out.stdout.split()[-1]):7.2f} s")
 
 
+def gemm(dtypes: list[str]) -> None:
+    print("GEMM (dot of two matrices on the device): GFLOP/s, medians of 7")
+    for dtype in dtypes:
+        for m, k, n in ((500, 784, 500), (1000, 1000, 1000), (60, 784, 500)):
+            rng = np.random.default_rng(0)
+            a, b = (
+                rng.standard_normal((m, k)).astype(dtype),
+                rng.standard_normal((k, n)).astype(dtype),
+            )
+            dev = TensorType(dtype, (None, None), device="opencl")
+            x, y = dev("x"), dev("y")
+            f = tensorjit.function([x, y], Out(T.dot(x, y), return_internal_type=True))
+            ad, bd = to_device(a), to_device(b)
+            tol = 1e-3 if dtype == "float32" else 1e-9
+            np.testing.assert_allclose(to_host(f(ad, bd)), a @ b, rtol=tol, atol=tol)
+            t_np, _, t_cl = time_three(lambda u, v: u @ v, lambda u, v: None, f, (a, b), (ad, bd))
+            flops = 2 * m * k * n
+            print(
+                f"  {dtype:<8} {m}x{k}x{n:<5} opencl {flops / t_cl / 1e9:6.1f}   "
+                f"numpy {flops / t_np / 1e9:6.1f}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="6,7")
     parser.add_argument("--dtypes", default="float64,float32")
-    parser.add_argument("--skip-compile", action="store_true")
+    parser.add_argument("--parts", default="figure7,gemm,mlp,compile")
     args = parser.parse_args()
     from tensorjit.plugins.opencl_backend.runtime import describe_devices
 
     print("OpenCL devices:", *describe_devices(), sep="\n  ")
-    dtypes = args.dtypes.split(",")
-    figure7([int(s) for s in args.sizes.split(",")], dtypes)
-    mlp(dtypes)
-    if not args.skip_compile:
+    dtypes, parts = args.dtypes.split(","), args.parts.split(",")
+    if "figure7" in parts:
+        figure7([int(s) for s in args.sizes.split(",")], dtypes)
+    if "gemm" in parts:
+        gemm(dtypes)
+    if "mlp" in parts:
+        mlp(dtypes)
+    if "compile" in parts:
         compile_time()
 
 
