@@ -94,6 +94,9 @@ class Runtime:
     programs: dict[tuple, Any] = field(default_factory=dict)
     kernels: dict[tuple, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # A Kernel object is shared by every function using its program, and calling it sets
+    # its arguments then enqueues: two threads must not interleave the two.
+    launch_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def name(self) -> str:
@@ -154,12 +157,14 @@ class Runtime:
     def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
         """Run ``kernel`` over ``work_items`` work-items (none when zero)."""
         if work_items > 0:
-            kernel(self.queue, (int(work_items),), None, *args)
+            with self.launch_lock:
+                kernel(self.queue, (int(work_items),), None, *args)
 
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         """Run ``kernel`` over ``groups`` work-groups of ``group_size`` work-items."""
         if groups > 0:
-            kernel(self.queue, (int(groups * group_size),), (int(group_size),), *args)
+            with self.launch_lock:
+                kernel(self.queue, (int(groups * group_size),), (int(group_size),), *args)
 
 
 def _make_runtime() -> Runtime:
