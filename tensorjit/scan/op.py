@@ -203,17 +203,33 @@ class Scan(Op):
             from tensorjit.core.memory.io import Out
 
             # The loop runs on the host (Op.perform), so its step function does too:
-            # a device default would copy every step's values there and back.
+            # a device default would copy every step's values there and back. Placement
+            # hands the loop host values (copies of device ones): its inner inputs are
+            # retyped for the host.
+            inputs, outputs = self._inner_graph_on_host()
             with config.change_flags(device=HOST):
                 self._fn = function(
-                    self.inner_inputs,
-                    [Out(o, borrow=True) for o in self.inner_outputs],
+                    inputs,
+                    [Out(o, borrow=True) for o in outputs],
                     mode=get_mode("FAST_RUN"),
                     on_unused_input="ignore",
                     no_default_updates=True,
                     name=f"{self}.inner",
                 )
         return self._fn
+
+    def _inner_graph_on_host(self) -> tuple[list, list]:
+        """The step's inputs and outputs, with every device-typed inner input replaced
+        by a host-typed one (the outer values the loop receives live on the host)."""
+        from tensorjit.core.devices import HOST
+        from tensorjit.core.graph.traversal import clone_replace
+
+        on_device = [v for v in self.inner_inputs if getattr(v.type, "device", HOST) != HOST]
+        if not on_device:
+            return list(self.inner_inputs), list(self.inner_outputs)
+        swap = {v: v.type.on_device(HOST).make_variable(v.name) for v in on_device}
+        outputs, _ = clone_replace(self.inner_outputs, swap)
+        return [swap.get(v, v) for v in self.inner_inputs], outputs
 
     def perform(self, node, inputs, output_storage):
         fn = self.compiled()

@@ -9,6 +9,8 @@ sigmoid and softplus as SciPy computes them) so both devices agree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tensorjit.plugins.cstyle import Dialect
 from tensorjit.plugins.cstyle.scalar import supported_names
 
@@ -140,7 +142,18 @@ def _powi(x: str, n: int, t: str) -> str:
     return result or f"(({t})1)"
 
 
-OPENCL_DIALECT = Dialect(
+@dataclass(frozen=True)
+class OpenCLDialect(Dialect):
+    """A bool is a byte here (``uchar``): converting to it tests for nonzero, as C's
+    ``_Bool`` does (a plain ``(uchar)`` cast would truncate 0.5 and 256 to 0)."""
+
+    def convert(self, expr: str, src: str, dst: str) -> str:
+        if dst == "bool" and src != "bool":
+            return f"((uchar)(({expr}) != 0))"
+        return super().convert(expr, src, dst)
+
+
+OPENCL_DIALECT = OpenCLDialect(
     "OpenCL",
     TYPES,
     math_suffix_f32=False,

@@ -107,3 +107,18 @@ def test_broadcast_mismatch_is_a_clear_error():
     f = on_opencl([x, y], x + y, mode=DEBUG_OPENCL.with_backends("opencl", "c", "python"))
     with pytest.raises(ValueError, match="could not be broadcast together"):
         f(np.ones((2, 3)), np.ones((3, 2)))
+
+
+def test_conversions_to_bool_test_for_nonzero_as_on_the_host():
+    x, i = T.vector("x"), T.ivector("i")
+    outs = [T.cast(x, "bool"), T.switch(x, 1.0, -1.0), T.cast(i, "bool"), T.switch(i, 1.0, -1.0)]
+    outs.append(T.cast(x, "bool").sum())
+    f = on_opencl([x, i], outs)
+    runs_on_opencl(f, Elemwise, "elemwise")
+    xv = np.array([0.5, -0.25, 256.0, -1.0, 0.0, np.nan])  # NaN is true, as in NumPy
+    iv = np.array([256, 512, -256, 1, 0, 3], "int32")
+    got = f(xv, iv)
+    want = [xv.astype(bool), np.where(xv, 1.0, -1.0), iv.astype(bool), np.where(iv, 1.0, -1.0)]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert got[-1] == 5
