@@ -188,7 +188,7 @@ def launch_map(
     if all(
         one or (v.shape == out.shape and is_c_contiguous(v)) for v, one in zip(operands, single)
     ):
-        rt.launch(contig, count, I64(n), I64(chunk), *buffers)
+        rt.launch_chunks(contig, count, I64(n), I64(chunk), *buffers)
         return
     strides = []
     for v in operands:
@@ -196,7 +196,7 @@ def launch_map(
             step = 0 if v.shape[a] == 1 and size != 1 else v.strides[a]
             strides.append(I64(step))
     shape = [I64(s) for s in out.shape]
-    rt.launch(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
+    rt.launch_chunks(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
 
 
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:

@@ -131,7 +131,7 @@ def launch_flat(kernel: Any, total: int, *args: Any) -> None:
         return
     rt = runtime()
     count, chunk = work_items(rt, total)
-    rt.launch(kernel, count, I64(total), I64(chunk), *args)
+    rt.launch_chunks(kernel, count, I64(total), I64(chunk), *args)
 
 
 def longs(values: Sequence[int]) -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -106,7 +107,7 @@ class Runtime:
     def fp64(self) -> bool:
         return bool(self.device.double_fp_config)
 
-    @property
+    @cached_property
     def is_cpu(self) -> bool:
         return bool(self.device.type & _pyopencl().device_type.CPU)
 
@@ -159,6 +160,16 @@ class Runtime:
         if work_items > 0:
             with self.launch_lock:
                 kernel(self.queue, (int(work_items),), None, *args)
+
+    def launch_chunks(self, kernel: Any, work_items: int, *args: Any) -> None:
+        """Run a kernel whose work-items each compute a chunk of elements. On a CPU
+        device each work-item is its own work-group: PoCL spreads work-groups, not the
+        items of one group, over its cores (a few large chunks in one group ran on one
+        core: ``a+1`` at 10^7 took 7 ms instead of 5)."""
+        if self.is_cpu:
+            self.launch_groups(kernel, work_items, 1, *args)
+        else:
+            self.launch(kernel, work_items, *args)
 
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         """Run ``kernel`` over ``groups`` work-groups of ``group_size`` work-items."""
