@@ -49,6 +49,18 @@ def to_device(value: Any) -> Any:
     return kind.from_host(np.asarray(value))
 
 
+def to_host(value: Any) -> np.ndarray:
+    """A host copy of device ``value``."""
+    return get_plugin_system().registries.backends.array_kind("opencl").to_host(value)
+
+
+def device_var(name: str, shape: tuple, dtype: str = "float64") -> Any:
+    """A symbolic input living on the OpenCL device."""
+    from tensorjit.tensor.type import TensorType
+
+    return TensorType(dtype, shape, device="opencl")(name)
+
+
 def strided_views(value: np.ndarray) -> dict[str, Any]:
     """Device arrays equal to ``value`` laid out in awkward ways: transposed twice,
     sliced with a step, negatively strided (each is a view of a larger device buffer)."""

@@ -17,6 +17,9 @@ from helpers.opencl import (
     strided_views,
     to_device,
 )
+from helpers.opencl import (
+    to_host as host,
+)
 
 import tensorjit
 import tensorjit.tensor as T
@@ -33,12 +36,6 @@ DTYPES = ["float64", "float32"]
 
 def dev(ndim: int, dtype: str, name: str):
     return T.TensorType(dtype, (None,) * ndim, device="opencl")(name)
-
-
-def host(value):
-    from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
-
-    return OPENCL_ARRAYS.to_host(value)
 
 
 def tol(dtype: str) -> float:

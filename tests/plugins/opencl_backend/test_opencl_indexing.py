@@ -11,10 +11,14 @@ import pytest
 from helpers.opencl import (
     FAST_OPENCL,
     NEEDS_OPENCL,
+    device_var,
     on_opencl,
     runs_on_opencl,
     strided_views,
     to_device,
+)
+from helpers.opencl import (
+    to_host as host,
 )
 
 import tensorjit
@@ -25,21 +29,10 @@ from tensorjit.tensor.elemwise import DimShuffle
 from tensorjit.tensor.math import Alloc
 from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor
-from tensorjit.tensor.type import TensorType
 
 pytestmark = NEEDS_OPENCL
 rng = np.random.default_rng(0)
 DTYPES = ["float64", "float32"]
-
-
-def device_var(name, shape, dtype="float64"):
-    return TensorType(dtype, shape, device="opencl")(name)
-
-
-def host(value):
-    from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
-
-    return OPENCL_ARRAYS.to_host(value)
 
 
 def layouts_of(value):

@@ -14,12 +14,14 @@ from helpers.opencl import (
     strided_views,
     to_device,
 )
+from helpers.opencl import (
+    to_host as on_host,
+)
 
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
-from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor.random import MRG_RandomStreams, MRGSample, mrg31k3p_uniform
 from tensorjit.tensor.type import TensorType
@@ -29,10 +31,6 @@ DTYPES = ["float32", "float64"]
 # Sizes around the substream count (13 below): empty, fewer, equal, not a multiple.
 SIZES = [0, 1, 12, 13, 14, 100, 1001]
 CALLS = 3
-
-
-def on_host(value):
-    return get_plugin_system().registries.backends.array_kind("opencl").to_host(value)
 
 
 def state_of(streams):

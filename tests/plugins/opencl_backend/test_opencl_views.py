@@ -10,6 +10,7 @@ import pytest
 from helpers.opencl import (
     FAST_OPENCL,
     NEEDS_OPENCL,
+    device_var,
     on_opencl,
     runs_on_opencl,
     strided_views,
@@ -22,15 +23,10 @@ from tensorjit.tensor.elemwise import DimShuffle
 from tensorjit.tensor.math import Alloc
 from tensorjit.tensor.shape_ops import Reshape
 from tensorjit.tensor.subtensor import Subtensor
-from tensorjit.tensor.type import TensorType
 
 pytestmark = NEEDS_OPENCL
 rng = np.random.default_rng(0)
 DTYPES = ["float64", "float32"]
-
-
-def device_var(name, shape, dtype="float64"):
-    return TensorType(dtype, shape, device="opencl")(name)
 
 
 def layouts_of(value):
