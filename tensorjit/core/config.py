@@ -59,6 +59,16 @@ def _name_list(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _positive_seconds(value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"expected a number of seconds > 0, got {value!r}")
+    return seconds
+
+
 def _default_compiledir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tensorjit")
@@ -112,6 +122,14 @@ _OPTIONS = [
         "",
         "C compiler command for compiled backends (empty: $CC, else cc, else gcc)",
         str,
+    ),
+    ConfigOption(
+        "compile_lock_timeout",
+        120,
+        "seconds a compile waits for another process's lock on the same cache entry; "
+        "then it warns (naming the holder's pid) and compiles in a private temporary "
+        "directory instead",
+        lambda v: _positive_seconds(v),
     ),
     ConfigOption("cflags", "", "extra flags for the C compiler (e.g. -march=native)", str),
     ConfigOption(

@@ -13,6 +13,7 @@ one is set aside and rebuilt (disk_cache.py).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -25,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -240,16 +243,63 @@ def cache_dir() -> str:
 
 
 @contextlib.contextmanager
-def _key_lock(path: str) -> Iterator[None]:
+def _key_lock(path: str) -> Iterator[bool]:
+    """Hold the entry's lock: yields True once held, or False when another process has
+    held it longer than ``config.compile_lock_timeout`` (a stopped process keeps its
+    lock: a warning names it, and the caller compiles without the cache)."""
     import fcntl
+
+    from tensorjit.core.config import config
 
     fd = disk_cache.open_lock(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        deadline, pause = time.monotonic() + config.compile_lock_timeout, 0.01
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    _warn_lock_held(path, fd, config.compile_lock_timeout)
+                    yield False
+                    return
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)  # who holds it, for the warning
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def _warn_lock_held(path: str, fd: int, timeout: float) -> None:
+    try:
+        holder = os.pread(fd, 32, 0).decode().strip() or "unknown"
+    except (OSError, UnicodeDecodeError):
+        holder = "unknown"
+    state = ""
+    try:
+        with open(f"/proc/{int(holder)}/status") as f:
+            state = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("State:")), "")
+    except (OSError, ValueError):
+        pass
+    warnings.warn(
+        f"the compile cache lock {path} has been held for more than {timeout:g} s by "
+        f"process {holder}{f' (state: {state})' if state else ''}; compiling in a private "
+        "temporary directory instead (config compile_lock_timeout)",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def _private_build_dir() -> str:
+    """A fresh private directory for builds that can not use the cache; removed at exit."""
+    directory = tempfile.mkdtemp(prefix="tensorjit-c-")
+    atexit.register(shutil.rmtree, directory, True)
+    return directory
 
 
 def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any] | None:
@@ -366,7 +416,10 @@ def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, .
         so_path = os.path.join(directory, f"{key}.so")
         found = _load_verified(directory, key, try_load)
         if found is None:
-            with _key_lock(os.path.join(directory, f"{key}.lock")):
+            with _key_lock(os.path.join(directory, f"{key}.lock")) as locked:
+                if not locked:  # a stuck holder: build privately, outside the cache
+                    directory = _private_build_dir()
+                    so_path = os.path.join(directory, f"{key}.so")
                 state = disk_cache.check_entry(directory, key)  # another process built it?
                 found = try_load(so_path) if state == "ok" else None
                 if found is None:  # missing, damaged or unloadable: (re)build
@@ -410,7 +463,9 @@ def prebuild(sources: list[tuple]) -> int:
 
     def build(item: tuple[str, tuple[str, str, tuple[str, ...]]]) -> int:
         key, (source, what, extra_flags) = item
-        with _key_lock(os.path.join(directory, f"{key}.lock")):
+        with _key_lock(os.path.join(directory, f"{key}.lock")) as locked:
+            if not locked:
+                return 0  # load() builds it outside the cache
             state = disk_cache.check_entry(directory, key)
             if state == "ok":
                 return 0  # another process built it meanwhile

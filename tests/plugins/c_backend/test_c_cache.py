@@ -35,13 +35,18 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_script(tmp_path, compiledir, script=SCRIPT, env_extra=None, check=True):
+def run_script(tmp_path, compiledir, script=SCRIPT, env_extra=None, check=True, timeout=300):
     path = tmp_path / "script.py"
     path.write_text(script)
     env = dict(os.environ, TENSORJIT_FLAGS=f"compiledir={compiledir}")
     env.update(env_extra or {})
     return subprocess.run(
-        [sys.executable, str(path)], capture_output=True, text=True, env=env, check=check
+        [sys.executable, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=check,
+        timeout=timeout,
     )
 
 
@@ -230,3 +235,51 @@ def test_a_functions_kernels_are_built_together_before_loading(tmp_path, monkeyp
     got = f(value)
     np.testing.assert_allclose(got[0], np.exp(value) + 1)
     np.testing.assert_array_equal(got[3], [2, 2])
+
+
+# Holds every entry lock of a cache, then stops itself (SIGSTOP) as a process stopped
+# in the middle of a compile would: its locks stay held.
+HOLD_LOCKS = textwrap.dedent(
+    """
+    import fcntl, os, signal, sys
+    directory = sys.argv[1]
+    held = []
+    for name in os.listdir(directory):
+        if name.endswith(".lock"):
+            fd = os.open(os.path.join(directory, name), os.O_RDWR)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.pwrite(fd, f"{os.getpid()}\\n".encode(), 0)
+            held.append(fd)
+    print(len(held), flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    """
+)
+
+
+@NEEDS_C
+def test_a_stopped_lock_holder_does_not_block_a_compile_forever(tmp_path):
+    import signal
+
+    cache = tmp_path / "cache"
+    run_script(tmp_path, cache)  # makes the entry (and its lock file)
+    directory = cache / "c_backend"
+    for name in os.listdir(directory):
+        if name.endswith((".so", ".meta")):
+            os.remove(directory / name)  # the next compile must build, under the lock
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCKS, str(directory)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert int(holder.stdout.readline()) >= 1
+        proc = run_script(
+            tmp_path,
+            cache,
+            env_extra={"TENSORJIT_FLAGS": f"compiledir={cache},compile_lock_timeout=1"},
+            timeout=60,  # before: it waited for the stopped holder forever
+        )
+        assert result(proc)["stats"]["built"] == 1  # built, and the value checked
+        assert f"held for more than 1 s by process {holder.pid} (state: T" in proc.stderr
+        assert not [n for n in os.listdir(directory) if n.endswith(".so")]  # not installed
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
