@@ -13,8 +13,8 @@ one is set aside and rebuilt (disk_cache.py).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -295,13 +295,6 @@ def _warn_lock_held(path: str, fd: int, timeout: float) -> None:
     )
 
 
-def _private_build_dir() -> str:
-    """A fresh private directory for builds that can not use the cache; removed at exit."""
-    directory = tempfile.mkdtemp(prefix="tensorjit-c-")
-    atexit.register(shutil.rmtree, directory, True)
-    return directory
-
-
 def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any] | None:
     """(ffi, lib) for the library at ``path``; None if it is missing or unusable."""
     if not os.path.exists(path):
@@ -413,29 +406,46 @@ def _load_entry(source: str, what: str, try_load: Any, extra_flags: tuple[str, .
         if found is not None:
             return found
         directory = cache_dir()
-        so_path = os.path.join(directory, f"{key}.so")
         found = _load_verified(directory, key, try_load)
         if found is None:
-            with _key_lock(os.path.join(directory, f"{key}.lock")) as locked:
-                if not locked:  # a stuck holder: build privately, outside the cache
-                    directory = _private_build_dir()
-                    so_path = os.path.join(directory, f"{key}.so")
-                state = disk_cache.check_entry(directory, key)  # another process built it?
-                found = try_load(so_path) if state == "ok" else None
-                if found is None:  # missing, damaged or unloadable: (re)build
-                    if state is not None:
-                        why = "it does not load" if state == "ok" else state
-                        disk_cache.set_aside(so_path, why)
-                    _build(source, directory, key, what, extra_flags)
-                    found = try_load(so_path)
-                    if found is None:
-                        raise CCompileError(
-                            f"C kernel for {what} was built but does not load: {so_path}"
-                        )
+            try:
+                found = _build_entry(source, what, try_load, extra_flags, directory, key)
+            except OSError as exc:
+                if exc.errno not in CACHE_UNUSABLE:
+                    raise
+                # A full or read-only cache: this process compiles privately instead.
+                private = disk_cache.abandon(directory, exc.strerror or str(exc))
+                found = _build_entry(source, what, try_load, extra_flags, private, key)
         else:
             stats["loaded"] += 1
         _loaded[key] = found
         return found
+
+
+# Errors of a cache that can not take new entries (the build then goes elsewhere).
+CACHE_UNUSABLE = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM}
+
+
+def _build_entry(
+    source: str, what: str, try_load: Any, extra_flags: tuple[str, ...], directory: str, key: str
+) -> Any:
+    """Build entry ``key`` in ``directory`` under its lock (unless another process built
+    it meanwhile; a damaged entry is set aside first) and load it."""
+    so_path = os.path.join(directory, f"{key}.so")
+    with _key_lock(os.path.join(directory, f"{key}.lock")) as locked:
+        if not locked:  # a stuck holder: build privately, outside the cache
+            directory = disk_cache.temporary_private_dir()
+            so_path = os.path.join(directory, f"{key}.so")
+        state = disk_cache.check_entry(directory, key)  # another process built it?
+        found = try_load(so_path) if state == "ok" else None
+        if found is None:  # missing, damaged or unloadable: (re)build
+            if state is not None:
+                disk_cache.set_aside(so_path, "it does not load" if state == "ok" else state)
+            _build(source, directory, key, what, extra_flags)
+            found = try_load(so_path)
+            if found is None:
+                raise CCompileError(f"C kernel for {what} was built but does not load: {so_path}")
+    return found
 
 
 def _load_verified(directory: str, key: str, try_load: Any) -> Any:
@@ -473,8 +483,8 @@ def prebuild(sources: list[tuple]) -> int:
                 disk_cache.set_aside(os.path.join(directory, f"{key}.so"), state)
             try:
                 _build(source, directory, key, what, extra_flags)
-            except CCompileError:
-                return 0
+            except (CCompileError, OSError):
+                return 0  # load() reports it, or builds where the cache can not take it
             return 1
 
     # The longest builds first (the program runner), so they do not finish last alone.

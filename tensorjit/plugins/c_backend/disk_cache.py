@@ -46,6 +46,18 @@ def private_dir(root: str, wanted: str) -> str:
         return used
 
 
+def abandon(wanted: str, why: str) -> str:
+    """Stop using the cache directory ``wanted`` in this process (it can not take new
+    entries: full, read-only): a fresh private temporary directory from now on, with a
+    warning. Returns that directory."""
+    with _lock:
+        for configured, used in list(_checked.items()):
+            if used == wanted:
+                _checked[configured] = _fallback(wanted, f"it can not take new entries ({why})")
+                return _checked[configured]
+        return _fallback(wanted, f"it can not take new entries ({why})")
+
+
 def forget_checked() -> None:
     """Check the configured directories again (for tests that change their modes)."""
     with _lock:
@@ -65,8 +77,20 @@ def _choose(root: str, wanted: str) -> str:
         reason = f"it can not be created ({exc.strerror})"
     if reason is None:
         return wanted
-    fallback = tempfile.mkdtemp(prefix="tensorjit-c-")  # 0700, this user's
-    atexit.register(shutil.rmtree, fallback, True)  # this process's only
+    return _fallback(wanted, reason)
+
+
+def temporary_private_dir() -> str:
+    """A fresh directory only this user can enter (``mkdtemp`` makes it 0700), removed
+    when this process exits."""
+    directory = tempfile.mkdtemp(prefix="tensorjit-c-")
+    atexit.register(shutil.rmtree, directory, True)  # this process's only
+    return directory
+
+
+def _fallback(wanted: str, reason: str) -> str:
+    """A fresh private temporary directory used instead of ``wanted``, with a warning."""
+    fallback = temporary_private_dir()
     warnings.warn(
         f"the compile cache {wanted} is not used: {reason}; this process compiles into "
         f"the private directory {fallback} instead",

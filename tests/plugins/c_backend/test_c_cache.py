@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -283,3 +284,33 @@ def test_a_stopped_lock_holder_does_not_block_a_compile_forever(tmp_path):
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+
+
+@NEEDS_C
+@pytest.mark.parametrize(
+    ("failing", "error"),
+    [("install", errno.ENOSPC), ("open_lock", errno.EROFS)],
+    ids=["full", "read-only"],
+)
+def test_a_full_or_read_only_cache_degrades_to_a_private_directory(
+    tmp_path, monkeypatch, failing, error
+):
+    from tensorjit.plugins.c_backend import disk_cache
+
+    cache = tmp_path / "cache"
+    real = getattr(disk_cache, failing)
+
+    def refuse_in_the_cache(path, *args):
+        if str(path).startswith(str(cache)):
+            raise OSError(error, os.strerror(error))
+        return real(path, *args)
+
+    monkeypatch.setattr(disk_cache, failing, refuse_in_the_cache)
+    source = f"int tj_degraded(void) {{ return {error}; }}\n"  # not in any cache yet
+    with tensorjit.config.change_flags(compiledir=str(cache)):
+        disk_cache.forget_checked()
+        with pytest.warns(RuntimeWarning, match=r"can not take new entries .*instead"):
+            _, lib = compiler.load(source, "int tj_degraded(void);", ("tj_degraded",), "x")
+        assert lib.tj_degraded() == error
+        assert not str(compiler.cache_dir()).startswith(str(cache))  # for the process
+    disk_cache.forget_checked()
