@@ -137,6 +137,8 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.memory.destroyed_shared_cells:
+            self.memory.copy_read_only_destroyed()
         program = self._fast_program
         if program is not None and not kwargs and len(args) == self._n_inputs:
             values = program(args)
@@ -186,6 +188,8 @@ class Function:
         memory = self.memory
         if self._checker is not None or len(values) != len(memory.input_cells):
             return self(*values)
+        if memory.destroyed_shared_cells:
+            memory.copy_read_only_destroyed()
         program = self._program  # its outputs are new arrays: no borrowed buffer to spare
         if program is not None:
             results = program(values)

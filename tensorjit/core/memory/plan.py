@@ -91,6 +91,18 @@ class MemoryPlan:
             if v.owner is not None and v in borrowed_out
         ]
         self.copy_plan = self._plan_output_copies(shared_inputs)
+        # Shared variables some node overwrites in place: a value the user made read-only
+        # since lending it (shared(a, borrow=True), then a.setflags(write=False)) is
+        # replaced by a copy before a call, never written.
+        destroyed = {
+            alias_root(node.inputs[i])
+            for node in fgraph.apply_nodes
+            for ins in node.op.destroy_map.values()
+            for i in ins
+        }
+        self.destroyed_shared_cells = [
+            (var, cell) for var, cell in self.shared_cells if var in destroyed
+        ]
         self.positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
         # Every argument given positionally and none destroyable: each is only filtered
         # (the common call, without the bookkeeping of defaults, keywords and aliasing).
@@ -154,6 +166,14 @@ class MemoryPlan:
         return plan
 
     # ---------------------------------------------------------------- a call
+    def copy_read_only_destroyed(self) -> None:
+        """Give each shared variable a node overwrites a writeable copy of its value if
+        its value is read-only (the copy becomes the variable's own storage)."""
+        for var, cell in self.destroyed_shared_cells:
+            value = cell[0]
+            if value is not None and not writeable(value):
+                cell[0] = var.type.copy_value(value)
+
     def load_arguments(self, args: tuple, kwargs: dict) -> None:
         """Filter the arguments into the input cells (defaults for those not given),
         copying a borrowed one that must not be used as workspace."""

@@ -171,3 +171,22 @@ def test_call_trusted_stores_input_updates_without_shared_ones():
     assert len(outputs) == 1
     np.testing.assert_array_equal(outputs[0], [6.0, 6.0])
     np.testing.assert_array_equal(f(np.ones(2)), [8.0, 8.0])  # default became 3 + 1
+
+
+@pytest.mark.host_memory  # a borrowed value aliases the user's array only on the host
+@pytest.mark.parametrize("backends", [("c", "python"), ("python",)], ids=["c", "python"])
+def test_an_update_never_writes_into_a_borrowed_array_made_read_only(backends):
+    arr = np.ones(3)
+    w = tensorjit.shared(arr, borrow=True, name="w")
+    x = T.vector("x")
+    f = tensorjit.function(
+        [x], [], updates={w: w + x}, mode=tensorjit.FAST_RUN.with_backends(*backends)
+    )
+    f(np.ones(3))
+    assert arr.tolist() == [2.0] * 3  # borrowed and writeable: updated in place
+    arr.setflags(write=False)  # the user takes the array back
+    f(np.ones(3))
+    assert arr.tolist() == [2.0] * 3  # never written again
+    assert w.get_value().tolist() == [3.0] * 3  # the update went to a copy of its own
+    f(np.ones(3))
+    assert w.get_value().tolist() == [4.0] * 3
