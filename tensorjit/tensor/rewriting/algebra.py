@@ -100,7 +100,9 @@ def canonical_sum(fgraph: FunctionGraph, node):
     for sign, var in leaves:
         data = constant_data(var)
         if data is not None:
-            value = data * sign
+            # np.negative wraps unsigned values as their arithmetic does (data * -1
+            # raises for them): u - 200 becomes u + 56 in uint8, the same modulo 256.
+            value = data if sign > 0 else np.negative(np.asarray(data))
             const_total = value if const_total is None else const_total + value
         else:
             counts[var] += sign

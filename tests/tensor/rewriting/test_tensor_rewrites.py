@@ -965,3 +965,16 @@ def test_log_of_softmax_and_softmax_cross_entropy_become_log_softmax():
     )
     with np.errstate(divide="ignore"):
         assert np.isinf(unstable(logits, np.array([2, 0]))[0])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint64"])
+def test_sums_with_constants_of_unsigned_dtypes_wrap_as_numpy(dtype):
+    # canonicalising u - 200 negated the constant: data * -1 raised OverflowError
+    u = T.vector("u", dtype=dtype)
+    f = tensorjit.function([u], [u - 200, 3 - u - 5])
+    a = np.array([250, 3], dtype)
+    with np.errstate(over="ignore"):
+        want = [a - 200, 3 - a - 5]
+    for got, expected in zip(f(a), want):
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
