@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from tensorjit.core.compile import deferred
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.memory.aliasing import alias_roots
 from tensorjit.core.registries import Kernel
@@ -23,6 +24,17 @@ def buffer_key(value: Any) -> tuple | None:
         return (type(value), value.dtype, value.shape)
     except AttributeError:
         return None
+
+
+def _after_deferred_checks(run: Any) -> Any:
+    """``run``, after the checks kernels deferred (see core/compile/deferred.py)."""
+
+    def guarded(inputs: list, output_storage: list) -> None:
+        if deferred.pending():
+            deferred.run_pending()
+        run(inputs, output_storage)
+
+    return guarded
 
 
 class VM:
@@ -104,9 +116,21 @@ class VM:
                         node_offers.append((storage[out], len(self._expected)))
                         self._expected.append(None)
             offers.append(node_offers)
+        # Steps overwriting a function input first run the checks kernels deferred.
+        inputs = {v for v in storage if v.owner is None and not isinstance(v, Constant)}
+        guarded = [
+            any(
+                alias_root(node.inputs[i]) in inputs
+                for ins in node.op.destroy_map.values()
+                for i in ins
+            )
+            for node in self.nodes
+        ]
         self.steps = [
             (
-                kernel.factory(node),
+                _after_deferred_checks(kernel.factory(node))
+                if guarded[step]
+                else kernel.factory(node),
                 [storage[i] for i in node.inputs],
                 [storage[o] for o in node.outputs],
                 clear_after[step],
@@ -164,8 +188,12 @@ class VM:
                     cell[0] = None
                     if wanted:
                         self._keep_for_reuse(value, pool, wanted)
+            if deferred.pending():
+                deferred.run_pending()
         except Exception as exc:
-            error = self._with_context(exc, step)
+            deferred.discard()
+            error = exc if getattr(exc, "tensorjit_deferred", False) else None
+            error = error or self._with_context(exc, step)
             for cell in self._temporary_cells:  # a failed call keeps no value alive
                 cell[0] = None
             raise error from None
@@ -178,6 +206,14 @@ class VM:
                 del pool[key]  # shapes no node produces any more
 
     def _run_lazy(self) -> None:
+        try:
+            self._run_lazy_steps()
+            if deferred.pending():
+                deferred.run_pending()
+        finally:
+            deferred.discard()
+
+    def _run_lazy_steps(self) -> None:
         """The same loop with jumps over the steps of branches not taken (no buffer
         pooling here: branches change what runs from call to call)."""
         steps, guards = self.steps, self._guards
@@ -205,7 +241,8 @@ class VM:
                     cell[0] = None
                 step += 1
         except Exception as exc:
-            error = self._with_context(exc, step)
+            error = exc if getattr(exc, "tensorjit_deferred", False) else None
+            error = error or self._with_context(exc, step)
             for cell in self._temporary_cells:
                 cell[0] = None
             raise error from None

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorjit.core.compile.deferred import defer
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
@@ -71,23 +72,33 @@ def private_copy(value: Any, dest: Any) -> Any:
 
 
 class ErrorFlag:
-    """A device int a kernel sets to 1 when it meets a bad index (all writers write
-    the same value, so their race is harmless); the host reads it after the launch."""
+    """Two device longs: a kernel meeting a bad index sets the first to 1 and writes the
+    index into the second (all writers write a bad index, so their race is harmless);
+    the host reads them after the launch, or later in the call (see check_class_flag)."""
 
     def __init__(self) -> None:
         self.array: Any = None
+        self.bad: int | None = None  # the bad index the last raised() read
 
     def args(self) -> list[Any]:
         if self.array is None:
-            self.array = runtime().empty((1,), np.int32)
-            self.array.set(np.zeros(1, np.int32))
+            self.array = runtime().empty((2,), np.int64)
+            self.array.set(np.zeros(2, np.int64))
         return buffer_args(self.array)
+
+    def clear(self) -> None:
+        if self.array is not None:
+            self.array.set(np.zeros(2, np.int64))
 
     def raised(self) -> bool:
         """Whether the flag was set (a sync); it is cleared for the next launch."""
-        if self.array is None or not int(self.array.get()[0]):
+        if self.array is None:
             return False
-        self.array.set(np.zeros(1, np.int32))
+        flag, bad = (int(v) for v in self.array.get())
+        if not flag:
+            return False
+        self.bad = bad
+        self.array.set(np.zeros(2, np.int64))
         return True
 
 
@@ -204,7 +215,8 @@ def select_source(ndim: int, x_dtype: str, y_dtype: str) -> str:
         *unravel("i", sizes, strides),
         f"    long c = (long)({load('y', 'b_y', y_dtype)});",
         "    if (c < 0 || c >= n_cls) {",
-        f"        *({G} int *)(flag + o_flag) = 1; po[i] = 0; continue;",
+        f"        (({G} long *)(flag + o_flag))[1] = c; *({G} long *)(flag + o_flag) = 1;",
+        "        po[i] = 0; continue;",
         "    }",
         f"    po[i] = {load('x', 'b_x + c * s_cls', x_dtype)};",
         "}",
@@ -231,7 +243,8 @@ def select_grad_source(ndim: int, g_dtype: str, y_dtype: str, out_dtype: str) ->
         *unravel("i", sizes, strides),
         f"    long c = (long)({load('y', 'b_y', y_dtype)});",
         f"    {t} v = ({t})({load('g', 'b_g', g_dtype)});",
-        f"    if (c < 0 || c >= n_cls) {{ *({G} int *)(flag + o_flag) = 1; c = -1; }}",
+        f"    if (c < 0 || c >= n_cls) {{ (({G} long *)(flag + o_flag))[1] = c; "
+        f"*({G} long *)(flag + o_flag) = 1; c = -1; }}",
         f"    {G} {t} *row = ({G} {t} *)(out + o_out) + i * n_cls;",
         f"    for (long j = 0; j < n_cls; j++) row[j] = j == c ? v : ({t})0;",
         "}",
@@ -240,11 +253,16 @@ def select_grad_source(ndim: int, g_dtype: str, y_dtype: str, out_dtype: str) ->
     return program(head, lines)
 
 
-def class_index_error(name: str, y: Any, n: int) -> IndexError:
-    """The error for the first class index of device ``y`` outside ``[0, n)``."""
-    values = host(y)
-    bad = values[(values < 0) | (values >= n)].flat[0]
-    return IndexError(f"{name}: class index {bad} is out of range for {n} classes")
+def check_class_flag(flag: ErrorFlag, name: str, n: int) -> None:
+    """Defer reading the kernel's error flag (a wait for the device) to later in the
+    call: before any function input is overwritten, or at its end. The flag holds the
+    bad index itself (the labels' buffer may have been reused by then)."""
+
+    def check() -> None:
+        if flag.raised():
+            raise IndexError(f"{name}: class index {flag.bad} is out of range for {n} classes")
+
+    defer(check, reset=flag.clear)
 
 
 def check_leading(name: str, x: Any, y: Any) -> None:
@@ -277,8 +295,7 @@ def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
             args = [I64(n), I64(x.strides[-1]), *buffer_args(x), *buffer_args(y), *buffer_args(out)]
             args += flag.args() + longs([*y.shape, *x.strides[:-1], *y.strides])
             launch_flat(kernel, out.size, *args)
-            if flag.raised():
-                raise class_index_error(name, y, n)
+            check_class_flag(flag, name, n)
         output_storage[0][0] = out
 
     return run
@@ -306,8 +323,7 @@ def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]
             args = [I64(n), *buffer_args(g), *buffer_args(y), *buffer_args(out), *flag.args()]
             args += longs([*y.shape, *g_strides, *y.strides])
             launch_flat(kernel, y.size, *args)
-            if flag.raised():
-                raise class_index_error(name, y, n)
+            check_class_flag(flag, name, n)
         output_storage[0][0] = out
 
     return run
@@ -359,7 +375,7 @@ def gather_source(idx_dtypes: tuple[str, ...], rest: int, x_dtype: str) -> str:
         f"    {G} {t} *po = ({G} {t} *)(out + o_out);",
         *flat_loop("e", "total"),
         *body,
-        f"    if (bad) {{ *({G} int *)(flag + o_flag) = 1; po[e] = 0; }}",
+        f"    if (bad) {{ *({G} long *)(flag + o_flag) = 1; po[e] = 0; }}",
         f"    else po[e] = {load('x', 'b_x', x_dtype)};",
         "}",
         "}",

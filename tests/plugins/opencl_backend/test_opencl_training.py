@@ -96,3 +96,25 @@ def test_the_mlp_example_trains_on_opencl_like_on_the_host():
     with config.change_flags(device="opencl"):
         device = example.main(**kwargs)
     np.testing.assert_allclose(device, host, rtol=1e-6)
+
+
+def test_a_bad_label_raises_before_any_weight_is_updated():
+    """The class-selection kernels read their error flag late (no wait for the device
+    per launch), but before the first step that overwrites a shared variable."""
+    rng = np.random.default_rng(2)
+    with config.change_flags(device="opencl"):
+        w = tensorjit.shared(rng.standard_normal((5, 3)), name="w")
+        b = tensorjit.shared(np.zeros(3), name="b")
+        x, y = T.matrix("x"), T.lvector("y")
+        p_y = nnet.softmax(T.dot(x, w) + b)
+        cost = nnet.categorical_crossentropy(p_y, y).mean()
+        gw, gb = tensorjit.grad(cost, [w, b])
+        train = tensorjit.function([x, y], cost, updates=[(w, w - 0.1 * gw), (b, b - 0.1 * gb)])
+    assert any(n.op.destroy_map for n in train.fgraph.apply_nodes)  # updates in place
+    before = w.get_value(), b.get_value()
+    with pytest.raises(IndexError, match="class index 7 is out of range for 3 classes"):
+        train(rng.standard_normal((4, 5)), np.array([0, 7, 1, 2]))
+    np.testing.assert_array_equal(w.get_value(), before[0])
+    np.testing.assert_array_equal(b.get_value(), before[1])
+    train(rng.standard_normal((4, 5)), np.array([0, 2, 1, 2]))  # a good call still works
+    assert not np.array_equal(w.get_value(), before[0])
