@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.core.memory.transfer_op import is_transfer
+from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
@@ -50,12 +50,17 @@ def device_can_run(node: Apply) -> bool:
     return on_device(node) and (runtime().fp64 or not uses_fp64(node))
 
 
+def constant_value(var: Any) -> np.ndarray | None:
+    """The value of a Constant (a device one too), or of a device copy of one; None for
+    any other input."""
+    source = before_transfers(var)
+    return np.asarray(source.data) if isinstance(source, Constant) else None
+
+
 def inlined_constant(var: Any) -> np.ndarray | None:
     """The value of a one-element constant (or of its copy to the device), else None."""
-    source = var.owner.inputs[0] if is_transfer(var.owner) else var
-    if isinstance(source, Constant) and np.size(source.data) == 1:
-        return np.asarray(source.data).reshape(())
-    return None
+    value = constant_value(var)
+    return value.reshape(()) if value is not None and value.size == 1 else None
 
 
 @dataclass(frozen=True)

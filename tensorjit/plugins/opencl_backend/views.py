@@ -17,25 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.core.graph.basic import Apply, Constant, Variable
-from tensorjit.core.memory.transfer_op import is_transfer
+from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.opencl_backend import BACKEND
 from tensorjit.plugins.opencl_backend.arrays import contiguous, view
-from tensorjit.plugins.opencl_backend.elementwise import copy_into, device_can_run
+from tensorjit.plugins.opencl_backend.elementwise import constant_value, copy_into, device_can_run
 from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
 
 PLUGIN = "opencl_backend"
 
 
 # ---------------------------------------------------------------- shared helpers
-def constant_value(var: Variable) -> np.ndarray | None:
-    """The value of a Constant, or of a device copy of one; None for any other input."""
-    while is_transfer(var.owner):
-        var = var.owner.inputs[0]
-    return np.asarray(var.data) if isinstance(var, Constant) else None
-
-
 @dataclass(frozen=True)
 class IndexInputs:
     """Integer inputs read on the host: the constants known when planned (None: the
