@@ -21,6 +21,7 @@ from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.rewrites.transfer import scalar_on_host
 
 COVERED = "covered"
 PARTIAL = "partial"
@@ -63,11 +64,6 @@ def _is_view(node: Apply) -> bool:
     computes nothing, so it needs no kernel."""
     op = node.op
     return (bool(op.view_map) and not op.destroy_map) or op.metadata_only or op.device_generic
-
-
-def _host_scalar(node: Apply) -> bool:
-    """Scalar bookkeeping (sizes, counts) that placement keeps on the host by design."""
-    return all(getattr(v.type, "ndim", None) == 0 and v.type.device == HOST for v in node.outputs)
 
 
 def _describe(node: Apply) -> str:
@@ -125,7 +121,7 @@ def coverage(backend: str) -> list[ProbeResult]:
                     type(node.op).__name__,
                     kernel.name,
                     kernel.backend,
-                    _is_view(node) or (device != HOST and _host_scalar(node)),
+                    _is_view(node) or (device != HOST and scalar_on_host(node)),
                 )
             )
         computing = [n for n in nodes if not n.view]

@@ -15,6 +15,7 @@ from typing import Any
 from tensorjit.core.compile import deferred
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.memory.aliasing import alias_roots
+from tensorjit.core.memory.destroy_handler import destroyed_inputs
 from tensorjit.core.registries import Kernel
 
 
@@ -119,11 +120,7 @@ class VM:
         # Steps overwriting a function input first run the checks kernels deferred.
         inputs = {v for v in storage if v.owner is None and not isinstance(v, Constant)}
         guarded = [
-            any(
-                alias_root(node.inputs[i]) in inputs
-                for ins in node.op.destroy_map.values()
-                for i in ins
-            )
+            any(alias_root(node.inputs[i]) in inputs for i in destroyed_inputs(node))
             for node in self.nodes
         ]
         self.steps = [

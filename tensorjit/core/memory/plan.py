@@ -18,6 +18,7 @@ from tensorjit.core.devices import writeable
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.aliasing import alias_root
+from tensorjit.core.memory.destroy_handler import destroyed_inputs
 from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.shared import SharedVariable
 
@@ -97,8 +98,7 @@ class MemoryPlan:
         destroyed = {
             alias_root(node.inputs[i])
             for node in fgraph.apply_nodes
-            for ins in node.op.destroy_map.values()
-            for i in ins
+            for i in destroyed_inputs(node)
         }
         self.destroyed_shared_cells = [
             (var, cell) for var, cell in self.shared_cells if var in destroyed

@@ -31,7 +31,8 @@ def _device(var: Variable) -> str:
     return var.type.device
 
 
-def _scalar_on_host(node: Apply) -> bool:
+def scalar_on_host(node: Apply) -> bool:
+    """Scalar bookkeeping (sizes, counts) from host values: placement keeps it there."""
     return all(getattr(o.type, "ndim", None) == 0 for o in node.outputs) and all(
         _device(v) == HOST for v in node.inputs
     )
@@ -92,7 +93,7 @@ class PlaceOnDevices(GraphRewriter):
             # Devices the inputs live on, or were just copied from to reach this node.
             origins = [_device(before_transfers(v)) for v in node.inputs]
             candidates = [device for device in origins if device != HOST]
-            if default != HOST and not _scalar_on_host(node) and not node.op.device_generic:
+            if default != HOST and not scalar_on_host(node) and not node.op.device_generic:
                 candidates.append(default)  # (a copy stays where its input is)
             choices = []
             for device in dict.fromkeys(candidates):
@@ -264,5 +265,5 @@ def host_nodes_of_device_function(fgraph: FunctionGraph, default_device: str) ->
         and not node.op.metadata_only
         and node.outputs
         and all(_device(o) == HOST for o in node.outputs)
-        and not _scalar_on_host(node)
+        and not scalar_on_host(node)
     ]
