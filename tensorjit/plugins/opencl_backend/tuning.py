@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensorjit.core.config import config  # read on every launch: imported once here
+
 # CPU: a few work-items per compute unit (so uneven chunks balance), chunks of at least
 # this many elements (so the per-item overhead is amortised).
 CPU_ITEMS_PER_UNIT = 4
@@ -19,8 +21,6 @@ GPU_CHUNK = 1
 
 def chunk_size(rt: Any, n: int) -> int:
     """Elements per work-item for a flat kernel over ``n`` elements."""
-    from tensorjit.core.config import config
-
     chosen = config.opencl_work_per_item
     if chosen != "auto":
         return max(int(chosen), 1)
