@@ -8,6 +8,7 @@ copies for C-contiguous operands.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -70,12 +71,20 @@ class Gemm(_BlasUpdate):
             raise TypeError("Gemm: alpha and beta must be scalars")
         return Apply(self, [z, alpha, x, y, beta], [_result_type(z).make_variable()])
 
+    def input_check(self, node: Apply) -> Callable[[list[Any]], None]:
+        return self.check_shapes
+
+    @staticmethod
+    def check_shapes(inputs: Sequence[Any]) -> None:
+        z, _, x, y, _ = inputs
+        if x.shape[1] != y.shape[0] or z.shape != x.shape[:1] + y.shape[1:]:
+            raise ValueError(f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned")
+
     def perform(self, node, inputs, output_storage):
+        self.check_shapes(inputs)
         z, alpha, x, y, beta = inputs
         alpha, beta = alpha.item(), beta.item()
         target = self._target(z, output_storage)
-        if x.shape[1] != y.shape[0] or target.shape != x.shape[:1] + y.shape[1:]:
-            raise ValueError(f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned")
         if target.flags.c_contiguous and target.size and x.size and y.size:
             _blas_into(target, alpha, x, y, beta)
         else:  # an odd-strided or empty target: still in place, without BLAS
@@ -145,10 +154,18 @@ class Ger(_BlasUpdate):
             raise TypeError("Ger: z must be a matrix, x and y vectors, alpha a scalar")
         return Apply(self, [z, alpha, x, y], [_result_type(z).make_variable()])
 
-    def perform(self, node, inputs, output_storage):
-        z, alpha, x, y = inputs
+    def input_check(self, node: Apply) -> Callable[[list[Any]], None]:
+        return self.check_shapes
+
+    @staticmethod
+    def check_shapes(inputs: Sequence[Any]) -> None:
+        z, _, x, y = inputs
         if z.shape != (x.shape[0], y.shape[0]):
             raise ValueError(f"Ger: z {z.shape} does not match outer({x.shape}, {y.shape})")
+
+    def perform(self, node, inputs, output_storage):
+        self.check_shapes(inputs)
+        z, alpha, x, y = inputs
         target = self._target(z, output_storage)
         if target.flags.c_contiguous and target.size:
             # Row-major z is column-major z.T = z.T + alpha * y x^T.

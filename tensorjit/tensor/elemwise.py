@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -125,16 +126,26 @@ class Elemwise(Op):
                     break
         return [tuple(out_shape)]
 
-    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
-        out_dtype = node.outputs[0].type.numpy_dtype
+    def input_check(self, node: Apply) -> Callable[[list[Any]], None]:
+        return partial(self.output_shape, node)
+
+    def output_shape(self, node: Apply, inputs: Sequence[Any]) -> tuple[int, ...]:
+        """The result's shape for these input values (of any device); raises as NumPy
+        does on shapes that do not broadcast, and on a run-time length 1 the type does
+        not declare broadcastable."""
         shape = inputs[0].shape
         if any(value.shape != shape for value in inputs):
-            # Check broadcasting before anything is written (an inplace op must not
-            # modify its input on the way to an error).
             shape = np.broadcast_shapes(*(value.shape for value in inputs))
             for var, value in zip(node.inputs, inputs):
                 if value.shape != shape and value.ndim:
                     check_runtime_broadcast(node, var, value.shape, shape)
+        return shape
+
+    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+        out_dtype = node.outputs[0].type.numpy_dtype
+        # Checked before anything is written: an inplace op must not modify its input
+        # on the way to an error.
+        shape = self.output_shape(node, inputs)
         if self.inplace is not None:
             out = inputs[self.inplace]
         else:

@@ -20,6 +20,7 @@ class Shape(Op):
 
     __props__ = ()
     metadata_only = True  # the shape of a device value is known on the host
+    may_raise = False
 
     def make_node(self, x: Any) -> Apply:
         x = as_tensor_variable(x)

@@ -38,7 +38,7 @@ def run_pending() -> None:
             check()
         except Exception as exc:
             _reset(checks[k + 1 :])
-            exc.tensorjit_deferred = True  # type: ignore[attr-defined]
+            exc.tensorjit_explained = True  # type: ignore[attr-defined]
             raise
 
 

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tensorjit.core.compile.commit import commits_last
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_schedule
 from tensorjit.core.compile.linker import (
@@ -106,7 +107,7 @@ class Function:
         self.defaults = memory.defaults
         self._cells_lock = threading.RLock()
 
-        order = _shared_updates_last(fgraph, fgraph.toposort())
+        order = commits_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
         if any(n.op.lazy_branches is not None for n in order):
             ordered = fgraph.get_feature(DestroyHandler).orderings(fgraph)
@@ -431,30 +432,6 @@ def _check_host_nodes(fgraph: FunctionGraph, name: str | None) -> None:
     if config.assert_no_cpu_op == "raise":
         raise CompileError(message)
     warnings.warn(message, RuntimeWarning, stacklevel=4)
-
-
-def _shared_updates_last(fgraph: FunctionGraph, order: list) -> list:
-    """Move the nodes that overwrite shared storage (and what depends on them) to the end
-    of the schedule, so that a call failing anywhere else leaves shared values as they
-    were: updates then happen as if all at once, after everything else."""
-    handler = fgraph.get_feature(DestroyHandler)
-    shared_roots = set(handler.update_outputs)
-    deferred: set = set()
-    stack = [
-        node
-        for node in handler.destroyers
-        if any(handler.root(node.inputs[i]) in shared_roots for i in destroyed_inputs(node))
-    ]
-    while stack:
-        node = stack.pop()
-        if node in deferred:
-            continue
-        deferred.add(node)
-        for out in node.outputs:
-            stack.extend(c for c, _ in fgraph.clients.get(out, ()) if c != OUTPUT)
-    if not deferred:
-        return order
-    return [n for n in order if n not in deferred] + [n for n in order if n in deferred]
 
 
 def _refuse_inplace_ops(targets: list[Variable], roots: list[Variable]) -> None:

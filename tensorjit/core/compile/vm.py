@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorjit.core.compile import deferred
+from tensorjit.core.compile.commit import commit_plan, restore_value, save_value
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.memory.aliasing import alias_roots
 from tensorjit.core.memory.destroy_handler import destroyed_inputs
@@ -123,7 +124,7 @@ class VM:
             any(alias_root(node.inputs[i]) in inputs for i in destroyed_inputs(node))
             for node in self.nodes
         ]
-        self.steps = [
+        self._plain_steps = [
             (
                 _after_deferred_checks(kernel.factory(node))
                 if guarded[step]
@@ -136,12 +137,57 @@ class VM:
             )
             for step, (node, kernel) in enumerate(zip(self.nodes, self.kernels))
         ]
+        self._saved: list[tuple[list, Any]] = []  # this call's snapshots (commit.py)
+        self._guard_commits(lambda node: node.op.input_check(node) is not None)
+
+    def _guard_commits(self, can_precheck: Any) -> None:
+        """Wrap the steps for all-or-nothing calls (core/compile/commit.py): the first
+        commit runs the prechecks first; a commit that must be undoable saves its input."""
+        plan = commit_plan(self.nodes, can_precheck)
+        steps = [list(step) for step in self._plain_steps]
+        for k, root in plan.snapshots.items():
+            steps[k][0] = self._saving(steps[k][0], root)
+        if plan.prechecks:
+            checks = [
+                (j, self.nodes[j].op.input_check(self.nodes[j]), self._plain_steps[j][1])
+                for j in plan.prechecks
+            ]
+            steps[plan.first][0] = self._prechecking(steps[plan.first][0], checks)
+        self.steps = [tuple(step) for step in steps]
+
+    def _saving(self, run: Any, root: Variable) -> Any:
+        cell, saved = self.storage[root], self._saved
+
+        def saving(inputs: list, output_storage: list) -> None:
+            saved.append((cell, save_value(root, cell[0])))
+            run(inputs, output_storage)
+
+        return saving
+
+    def _prechecking(self, run: Any, checks: list) -> Any:
+        def prechecked(inputs: list, output_storage: list) -> None:
+            for step, check, cells in checks:
+                try:
+                    check([cell[0] for cell in cells])
+                except Exception as exc:
+                    raise self._explained(exc, step) from None
+            run(inputs, output_storage)
+
+        return prechecked
+
+    def _undo(self) -> None:
+        """Put back what this call's commits overwrote (the call failed)."""
+        for cell, saved in reversed(self._saved):
+            restore_value(cell, saved)
+        self._saved.clear()
 
     def set_lazy_blocks(self, guards: dict[int, tuple[list, int, int, int]]) -> None:
         """Enable lazy evaluation: ``guards[g] = (cond_cell, true_end, false_start,
         resume)``: at step g, if ``cond_cell[0]`` is true run steps g..true_end-1 then
         continue at ``resume``; otherwise continue at ``false_start``."""
         self._guards = guards
+        # A branch not taken must not be checked: lazy calls only save and restore.
+        self._guard_commits(lambda node: False)
 
     def __call__(self) -> None:
         if self._guards:
@@ -189,11 +235,15 @@ class VM:
                 deferred.run_pending()
         except Exception as exc:
             deferred.discard()
-            error = exc if getattr(exc, "tensorjit_deferred", False) else None
+            if self._saved:
+                self._undo()
+            error = exc if getattr(exc, "tensorjit_explained", False) else None
             error = error or self._with_context(exc, step)
             for cell in self._temporary_cells:  # a failed call keeps no value alive
                 cell[0] = None
             raise error from None
+        if self._saved:
+            self._saved.clear()
         for cell in self._leaving_cells:
             cell[0] = None
         if changed:
@@ -207,8 +257,13 @@ class VM:
             self._run_lazy_steps()
             if deferred.pending():
                 deferred.run_pending()
+        except Exception:
+            if self._saved:
+                self._undo()
+            raise
         finally:
             deferred.discard()
+            self._saved.clear()
 
     def _run_lazy_steps(self) -> None:
         """The same loop with jumps over the steps of branches not taken (no buffer
@@ -238,7 +293,7 @@ class VM:
                     cell[0] = None
                 step += 1
         except Exception as exc:
-            error = exc if getattr(exc, "tensorjit_deferred", False) else None
+            error = exc if getattr(exc, "tensorjit_explained", False) else None
             error = error or self._with_context(exc, step)
             for cell in self._temporary_cells:
                 cell[0] = None
@@ -258,6 +313,12 @@ class VM:
     def free(self) -> None:
         """Release pooled buffers (they are reallocated on demand)."""
         self.pool.clear()
+
+    def _explained(self, exc: Exception, step: int) -> Exception:
+        """``_with_context`` of step ``step``, marked so that no other step's is added."""
+        error = self._with_context(exc, step)
+        error.tensorjit_explained = True  # type: ignore[attr-defined]
+        return error
 
     def _with_context(self, exc: Exception, step: int) -> Exception:
         """The same kind of error, its message extended with the failing node's story."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorjit.core.graph.basic import Apply, Variable
@@ -53,6 +53,9 @@ class Op:
     #: Lazy ops define a method ``lazy_branches(node) -> (cond_index, true_inputs,
     #: false_inputs)``: the VM then computes only the inputs of the branch taken.
     lazy_branches: Any = None
+    #: False when a node never raises on inputs of its types (a copy, a shape read): an
+    #: all-or-nothing call (core/compile/commit.py) then takes no precaution for it.
+    may_raise: bool = True
 
     def _props(self) -> tuple:
         return tuple(getattr(self, p) for p in self.__props__)
@@ -70,6 +73,13 @@ class Op:
         return type(self).__name__
 
     __repr__ = __str__
+
+    def input_check(self, node: Apply) -> Callable[[list[Any]], None] | None:
+        """A function that raises, for input values of ``node``, the error computing it
+        would raise (a shape mismatch) without computing anything; None when the op has
+        none. A call runs it before its first in-place update of a shared variable, so
+        a failure later in the call leaves every shared variable unchanged."""
+        return None
 
     def make_node(self, *inputs: Variable) -> Apply:
         raise NotImplementedError(f"{type(self).__name__} must implement make_node")

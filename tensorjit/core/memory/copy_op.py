@@ -12,6 +12,7 @@ class DeepCopy(Op):
     __props__ = ()
     constant_folding = False
     device_generic = True  # Type.copy_value copies on the value's own device
+    may_raise = False
 
     def make_node(self, x: Variable) -> Apply:
         return Apply(self, [x], [x.type.make_variable()])

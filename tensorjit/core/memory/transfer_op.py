@@ -20,6 +20,7 @@ class Transfer(Op):
     __props__ = ("target",)
     constant_folding = False  # a folded transfer would be a device constant: keep it explicit
     device_generic = True  # moves values through the devices' array kinds
+    may_raise = False
 
     def __init__(self, target: str):
         self.target = target

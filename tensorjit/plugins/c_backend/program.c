@@ -86,6 +86,8 @@ typedef struct {
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
     int destroys;                /* overwrites a value this call did not create */
+    int snapshot;                /* slot of the input this step copies before it runs
+                                    (restored if the call fails later), or -1 */
     size_t stream_min_bytes;     /* elemwise: see streaming.c */
     int n_free, *free_slots;     /* slots dead after this step */
 } tj_step;
@@ -100,6 +102,9 @@ typedef struct {
     int *outputs;
     PyObject *notes;   /* per step: "while computing ..." for errors */
     PyObject *keep;    /* the kernel libraries, alive as long as this program */
+    /* All-or-nothing calls (core/compile/commit.py): before step first_commit, the
+       steps in prechecks are checked; n_snapshots steps save their input first. */
+    int first_commit, n_prechecks, *prechecks, n_snapshots;
 } tj_program;
 
 /* ------------------------------------------------------------------ output memory */
@@ -158,6 +163,28 @@ static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
 #include "streaming.c" /* tj_streams */
 
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
+/* An elementwise step's output shape into `shape`; 1 when the operands do not fit. */
+static int tj_elemwise_shape(const tj_step *s, PyObject **v, int64_t *shape)
+{
+    int n = s->n_ops, nd = s->ndim, j, ax;
+    for (ax = 0; ax < nd; ax++) {
+        shape[ax] = s->dims[ax] >= 0 ? s->dims[ax] : 1;
+        if (s->dims[ax] < 0)
+            for (j = 0; j < n; j++)
+                if (s->full[j] && !(s->bcast[j] >> ax & 1)) {
+                    shape[ax] = PyArray_DIMS((PyArrayObject *)v[s->ops[j]])[ax];
+                    break;
+                }
+    }
+    for (j = 0; j < n; j++)
+        if (s->full[j])
+            for (ax = 0; ax < nd; ax++)
+                if (!(s->bcast[j] >> ax & 1) &&
+                    PyArray_DIMS((PyArrayObject *)v[s->ops[j]])[ax] != shape[ax])
+                    return 1;
+    return 0;
+}
+
 static int tj_elemwise(const tj_step *s, PyObject **v)
 {
     PyArrayObject *a[TJ_MAXOPS], *out;
@@ -166,24 +193,12 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
     int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
     int n = s->n_ops, nd = s->ndim, fast = 1, j, ax;
 
+    if (tj_elemwise_shape(s, v, shape))
+        return 1;
     for (j = 0; j < n; j++) {
         a[j] = (PyArrayObject *)v[s->ops[j]];
         copies[j] = NULL;
     }
-    for (ax = 0; ax < nd; ax++) {
-        shape[ax] = s->dims[ax] >= 0 ? s->dims[ax] : 1;
-        if (s->dims[ax] < 0)
-            for (j = 0; j < n; j++)
-                if (s->full[j] && !(s->bcast[j] >> ax & 1)) {
-                    shape[ax] = PyArray_DIMS(a[j])[ax];
-                    break;
-                }
-    }
-    for (j = 0; j < n; j++)
-        if (s->full[j])
-            for (ax = 0; ax < nd; ax++)
-                if (!(s->bcast[j] >> ax & 1) && PyArray_DIMS(a[j])[ax] != shape[ax])
-                    return 1;
     if (s->target >= 0) {
         /* An operand partly overlapping the one written is read from a copy. */
         PyArrayObject *t = a[s->target];
@@ -455,13 +470,20 @@ done:
     return result;
 }
 
+/* 1 when a dot step's operands are not aligned. */
+static int tj_dot_misfit(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *y = (PyArrayObject *)v[s->ops[1]];
+    return PyArray_DIMS(x)[PyArray_NDIM(x) - 1] != PyArray_DIMS(y)[0];
+}
+
 static int tj_dot(const tj_step *s, PyObject **v)
 {
     PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *y = (PyArrayObject *)v[s->ops[1]];
     PyArrayObject *arr[3];
     npy_intp shape[2];
     int nx = PyArray_NDIM(x), ny = PyArray_NDIM(y), nd = 0, call, status;
-    if (PyArray_DIMS(x)[nx - 1] != PyArray_DIMS(y)[0])
+    if (tj_dot_misfit(s, v))
         return 1;
     if (nx == 2)
         shape[nd++] = PyArray_DIMS(x)[0];
@@ -484,6 +506,18 @@ static int tj_dot(const tj_step *s, PyObject **v)
     return 0;
 }
 
+/* 1 when a gemm or ger step's operands are not aligned. */
+static int tj_gemm_ger_misfit(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *x = (PyArrayObject *)v[s->ops[2]];
+    PyArrayObject *y = (PyArrayObject *)v[s->ops[3]];
+    if (s->kind == TJ_GEMM)
+        return PyArray_DIMS(x)[1] != PyArray_DIMS(y)[0] ||
+               PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
+               (PyArray_NDIM(z) == 2 && PyArray_DIMS(z)[1] != PyArray_DIMS(y)[1]);
+    return PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] || PyArray_DIMS(z)[1] != PyArray_DIMS(y)[0];
+}
+
 /* Gemm: z * beta + alpha x . y; Ger: z + alpha x . y^T; in place or into a new array. */
 static int tj_gemm_ger(const tj_step *s, PyObject **v)
 {
@@ -492,16 +526,10 @@ static int tj_gemm_ger(const tj_step *s, PyObject **v)
     PyObject *copies[2] = {NULL, NULL};
     double alpha = tj_real((PyArrayObject *)v[s->ops[1]]), beta = 1.0;
     int gemm = s->kind == TJ_GEMM, status = -1, call, written;
-    if (gemm) {
-        beta = tj_real((PyArrayObject *)v[s->ops[4]]);
-        if (PyArray_DIMS(x)[1] != PyArray_DIMS(y)[0] ||
-            PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
-            (PyArray_NDIM(z) == 2 && PyArray_DIMS(z)[1] != PyArray_DIMS(y)[1]))
-            return 1;
-    } else if (PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
-               PyArray_DIMS(z)[1] != PyArray_DIMS(y)[0]) {
+    if (tj_gemm_ger_misfit(s, v))
         return 1;
-    }
+    if (gemm)
+        beta = tj_real((PyArrayObject *)v[s->ops[4]]);
     if (s->target == 0) {
         target = z;
         Py_INCREF(target);
@@ -676,12 +704,38 @@ static void tj_shape_error(const tj_program *p, int k, PyObject **v)
     Py_DECREF(shapes);
 }
 
+/* 1 when a step would decline on the values it reads now (kinds program.py prechecks). */
+static int tj_check(const tj_step *s, PyObject **v)
+{
+    int64_t shape[TJ_MAXDIM];
+    switch (s->kind) {
+    case TJ_ELEMWISE: return tj_elemwise_shape(s, v, shape);
+    case TJ_DOT: return tj_dot_misfit(s, v);
+    case TJ_GEMM:
+    case TJ_GER: return tj_gemm_ger_misfit(s, v);
+    default: return 0;
+    }
+}
+
+/* Copies back the n saved values (the call failed after overwriting them in place);
+   an error already set stays the one reported. */
+static void tj_restore(PyObject **saved, const int *slots, int n, PyObject **v)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    for (int i = n - 1; i >= 0; i--)
+        if (PyArray_CopyInto((PyArrayObject *)v[slots[i]], (PyArrayObject *)saved[i]) < 0)
+            PyErr_WriteUnraisable(saved[i]);
+    PyErr_Restore(type, value, traceback);
+}
+
 /* Runs the program on n_args argument values: a new list of outputs, Py_None (a new
-   reference) when declined, or NULL with an exception set. */
+   reference) when declined, or NULL with an exception set. A call that fails or
+   declines after overwriting values in place puts back what it saved (commit.py). */
 static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize_t n_args)
 {
-    PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL;
-    int i, k, destroyed = 0, declined = 0;
+    PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL, **saved = NULL;
+    int i, k, unsaved = 0, declined = 0, n_saved = 0, *saved_slots = NULL;
 
     if (p->n_slots > TJ_STACK_SLOTS) {
         v = PyMem_Calloc(p->n_slots, sizeof(PyObject *));
@@ -715,9 +769,29 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         Py_INCREF(p->consts[i]);
         v[p->const_slots[i]] = p->consts[i];
     }
+    if (p->n_snapshots) {
+        saved = PyMem_Calloc(p->n_snapshots, sizeof(PyObject *));
+        saved_slots = PyMem_Calloc(p->n_snapshots, sizeof(int));
+        if (saved == NULL || saved_slots == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     for (k = 0; k < p->n_steps; k++) {
         const tj_step *s = &p->steps[k];
         int status;
+        if (k == p->first_commit)
+            for (i = 0; i < p->n_prechecks; i++)
+                if (tj_check(&p->steps[p->prechecks[i]], v)) {
+                    declined = 1; /* nothing overwritten yet: the VM explains */
+                    goto done;
+                }
+        if (s->snapshot >= 0) {
+            saved[n_saved] = PyArray_NewCopy((PyArrayObject *)v[s->snapshot], NPY_KEEPORDER);
+            if (saved[n_saved] == NULL)
+                goto done;
+            saved_slots[n_saved++] = s->snapshot;
+        }
         switch (s->kind) {
         case TJ_ELEMWISE: status = tj_elemwise(s, v); break;
         case TJ_REDUCE: status = tj_reduce(s, v); break;
@@ -732,8 +806,8 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         if (status < 0)
             goto done;
         if (status > 0) {
-            if (!destroyed)
-                declined = 1;
+            if (!unsaved)
+                declined = 1; /* as if nothing was overwritten, once restored */
             else if (status == TJ_BAD_CLASS)
                 PyErr_Format(PyExc_IndexError,
                              "a class index is out of range (an earlier step of this call "
@@ -743,7 +817,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
                 tj_shape_error(p, k, v);
             goto done;
         }
-        destroyed |= s->destroys;
+        unsaved |= s->destroys && s->snapshot < 0;
         for (i = 0; i < s->n_free; i++)
             Py_CLEAR(v[s->free_slots[i]]);
     }
@@ -756,6 +830,12 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         PyList_SET_ITEM(result, i, o);
     }
 done:
+    if (result == NULL && n_saved)
+        tj_restore(saved, saved_slots, n_saved, v);
+    for (i = 0; i < n_saved; i++)
+        Py_DECREF(saved[i]);
+    PyMem_Free(saved);
+    PyMem_Free(saved_slots);
     for (i = 0; i < p->n_slots; i++)
         Py_XDECREF(v[i]);
     if (v != stack)
@@ -1018,6 +1098,7 @@ static void tj_program_free(tj_program *p)
     PyMem_Free(p->consts);
     PyMem_Free(p->steps);
     PyMem_Free(p->outputs);
+    PyMem_Free(p->prechecks);
     Py_XDECREF(p->notes);
     Py_XDECREF(p->keep);
     PyMem_Free(p);
@@ -1124,7 +1205,8 @@ static int tj_parse_step(PyObject *obj, tj_step *s)
     return s->n_free < 0 ? -1 : 0;
 }
 
-/* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep)
+/* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep,
+   stream_min_bytes, (first_commit, prechecks, [(step, slot) snapshots]))
    inputs/shared: lists of (slot, typenum, static shape with -1 for unknown); steps: see
    program.py. */
 static PyObject *tj_make(PyObject *self, PyObject *args)
@@ -1134,11 +1216,13 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     if (p == NULL)
         return PyErr_NoMemory();
     unsigned long long stream_min_bytes;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK", &p->n_slots, &PyList_Type, &inputs,
-                          &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
+    PyObject *prechecks, *snapshots;
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK(iO!O!)", &p->n_slots, &PyList_Type,
+                          &inputs, &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
                           &const_slots, &PyList_Type, &consts, &PyList_Type, &steps,
                           &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep,
-                          &stream_min_bytes))
+                          &stream_min_bytes, &p->first_commit, &PyList_Type, &prechecks,
+                          &PyList_Type, &snapshots))
         goto error;
     Py_INCREF(notes);
     p->notes = notes;
@@ -1178,9 +1262,32 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     p->steps = PyMem_Calloc(p->n_steps ? p->n_steps : 1, sizeof(tj_step));
     if (p->steps == NULL)
         goto error;
-    for (int k = 0; k < p->n_steps; k++)
+    for (int k = 0; k < p->n_steps; k++) {
         if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k]) < 0)
             goto error;
+        p->steps[k].snapshot = -1;
+    }
+    p->n_prechecks = (int)PyList_GET_SIZE(prechecks);
+    p->prechecks = PyMem_Calloc(p->n_prechecks ? p->n_prechecks : 1, sizeof(int));
+    if (p->prechecks == NULL ||
+        tj_ints(prechecks, p->prechecks, p->n_prechecks, "prechecks") != p->n_prechecks)
+        goto error;
+    for (int i = 0; i < p->n_prechecks; i++)
+        if (p->prechecks[i] <= p->first_commit || p->prechecks[i] >= p->n_steps) {
+            PyErr_SetString(PyExc_ValueError, "a precheck must name a step after the first commit");
+            goto error;
+        }
+    p->n_snapshots = (int)PyList_GET_SIZE(snapshots);
+    for (int i = 0; i < p->n_snapshots; i++) {
+        int k, slot;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(snapshots, i), "ii", &k, &slot))
+            goto error;
+        if (k < 0 || k >= p->n_steps || slot < 0 || slot >= p->n_slots) {
+            PyErr_SetString(PyExc_ValueError, "a snapshot must name a step and a slot");
+            goto error;
+        }
+        p->steps[k].snapshot = slot;
+    }
     p->n_outputs = (int)PyList_GET_SIZE(outputs);
     p->outputs = PyMem_Calloc(p->n_outputs ? p->n_outputs : 1, sizeof(int));
     if (p->outputs == NULL)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorjit.core.compile.commit import commit_plan
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
@@ -155,6 +156,11 @@ class _Tables:
                 f"while computing {node.op} [kernel {kernel.name}], node created at {created}"
             )
         self.outputs = [self._slot(v) for v in plan.outputs]
+        # All-or-nothing calls (core/compile/commit.py): program.c checks these kinds.
+        kinds = {node: step[0] for node, step in zip(plan.nodes, self.steps)}
+        commits = commit_plan(plan.nodes, lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER))
+        snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
+        self.commit = (commits.first, list(commits.prechecks), snapshots)
 
     def arguments(self) -> tuple:
         return (
@@ -169,6 +175,7 @@ class _Tables:
             tuple(self.notes),
             tuple(self.keep),
             stream_min_bytes(),
+            self.commit,
         )
 
     def _value_spec(self, var: Variable) -> tuple[int, int, list[int]]:

@@ -461,14 +461,11 @@ def _apart(value: Any, out: Any) -> Any:
 
 
 def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = node_label(node), plan.program()
+    prog = plan.program()
 
     def run(inputs: list, output_storage: list) -> None:
+        node.op.check_shapes(inputs)
         z, alpha, x, y, beta = inputs
-        if x.shape[1] != y.shape[0] or z.shape != x.shape[:1] + y.shape[1:]:
-            raise ValueError(
-                f"{where}: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned"
-            )
         out = z if plan.inplace else prog.rt.empty(z.shape, plan.dtype)
         if plan.inplace:  # only packing reads x and y before z is written
             x, y = _apart(x, out), _apart(y, out)
@@ -479,12 +476,11 @@ def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
 
 
 def ger_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = node_label(node), plan.program()
+    prog = plan.program()
 
     def run(inputs: list, output_storage: list) -> None:
+        node.op.check_shapes(inputs)
         z, alpha, x, y = inputs
-        if z.shape != (x.shape[0], y.shape[0]):
-            raise ValueError(f"{where}: z {z.shape} does not match outer({x.shape}, {y.shape})")
         out = z if plan.inplace else prog.rt.empty(z.shape, plan.dtype)
         if plan.inplace:
             x, y = _apart(x, out), _apart(y, out)

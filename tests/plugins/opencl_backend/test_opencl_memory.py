@@ -125,6 +125,26 @@ def test_updates_happen_as_if_simultaneously_on_the_device():
     np.testing.assert_allclose(b.get_value(), [1.0, 1.0])
 
 
+def test_a_failing_call_changes_no_shared_variable_on_the_device():
+    a = tensorjit.shared(np.zeros(3), name="a", target=DEV)
+    b = tensorjit.shared(np.zeros(3), name="b", target=DEV)
+    x, y, z = T.vectors("x", "y", "z")
+    new_a, new_b = a + x, b + y
+    updates = [(a, new_a), (b, new_b)]
+    f = tensorjit.function([x, y], [], updates=updates)  # prechecked before any write
+    g = tensorjit.function([x, y, z], new_a * new_b * z, updates=updates)  # saved, restored
+    buffers = [buffer_of(internal(a)), buffer_of(internal(b))]
+    with pytest.raises(ValueError):
+        f(np.ones(3), np.ones(2))
+    with pytest.raises(ValueError):
+        g(np.ones(3), np.ones(3), np.ones(2))
+    np.testing.assert_array_equal(a.get_value(), np.zeros(3))
+    np.testing.assert_array_equal(b.get_value(), np.zeros(3))
+    assert [buffer_of(internal(a)), buffer_of(internal(b))] == buffers
+    f(np.ones(3), np.ones(3))
+    np.testing.assert_array_equal(b.get_value(), np.ones(3))
+
+
 def test_outputs_are_fresh_host_arrays_unless_returned_as_device_values():
     w = tensorjit.shared(np.ones(3), name="w", target=DEV)
     f = tensorjit.function([], [w * 2, tensorjit.Out(w * 3, return_internal_type=True)])
