@@ -27,6 +27,8 @@ import tensorjit.tensor as _T
 from tensorjit.core.config import config
 from tensorjit.tensor.nnet import conv2d as _conv2d
 from tensorjit.tensor.nnet import pool_2d as _pool_2d
+from tensorjit.tensor.type import CONSTRUCTORS as _CONSTRUCTORS
+from tensorjit.tensor.type import PLURAL_OF as _PLURAL_OF
 from tensorjit.tensor.type import TensorType as _TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -244,3 +246,25 @@ def max_pool_2d(
 ) -> Any:
     """The old ``theano.tensor.signal.downsample.max_pool_2d``."""
     return pool_2d(input, ds, ignore_border=ignore_border, stride=st, pad=padding, mode=mode)
+
+
+def _theano_plural(single: Any) -> Any:
+    """Theano's rule for ``scalars``, ``matrices``, ...: an int gives that many unnamed
+    variables; a single string names one variable per character (``scalars('xy')``),
+    several strings one each; a one-character name gives the variable itself."""
+
+    def plural(*names: Any) -> Any:
+        if names and isinstance(names[0], int):
+            return [single() for _ in range(names[0])]
+        if len(names) == 1:
+            names = names[0]
+        if len(names) == 1:
+            return single(names)
+        return [single(name) for name in names]
+
+    plural.__name__ = plural.__qualname__ = single.__name__ + "s"
+    return plural
+
+
+#: ``scalars``, ``dmatrices``, ...: tensorjit's constructors under Theano's naming rule.
+PLURALS = {name: _theano_plural(_CONSTRUCTORS[single]) for name, single in _PLURAL_OF.items()}

@@ -413,6 +413,8 @@ def _make_plural(single):
     return plural
 
 
+#: plural constructor name -> the constructor it makes several of
+PLURAL_OF: dict[str, str] = {}
 for _kind, _plural in [
     ("scalar", "scalars"),
     ("vector", "vectors"),
@@ -422,6 +424,7 @@ for _kind, _plural in [
     ("tensor3", "tensor3s"),
     ("tensor4", "tensor4s"),
 ]:
+    for _prefix in ("", *DTYPE_PREFIXES):
+        PLURAL_OF[_prefix + _plural] = _prefix + _kind
+for _plural, _kind in PLURAL_OF.items():
     CONSTRUCTORS[_plural] = _make_plural(CONSTRUCTORS[_kind])
-    for _prefix in DTYPE_PREFIXES:
-        CONSTRUCTORS[_prefix + _plural] = _make_plural(CONSTRUCTORS[_prefix + _kind])

@@ -35,7 +35,7 @@ from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_input
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
-from tensorjit.core.memory.io import In, Out
+from tensorjit.core.memory.io import Container, In, Out
 from tensorjit.core.memory.plan import MemoryPlan, protected_inputs
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.core.memory.transfer_op import transfer
@@ -104,7 +104,10 @@ class Function:
         label = f"compiled function {name!r}" if name else "compiled function"
         memory = MemoryPlan(inputs, outputs, fgraph, shared_inputs, [s for s, _ in updates], label)
         self.memory = memory
-        self.defaults = memory.defaults
+        #: Theano's ``f.trust_input``: calls skip the checks and conversions of
+        #: arguments, which must then be exactly of the inputs' types, all given.
+        self.trust_input = False
+        self._construction: dict[str, Any] = {}  # function()'s arguments, for copy()
         self._cells_lock = threading.RLock()
 
         order = commits_last(fgraph, fgraph.toposort())
@@ -125,6 +128,86 @@ class Function:
         # The common call straight into the program (see MemoryPlan.plain).
         self._fast_program = program if checker is None and memory.plain else None
 
+    # ---------------------------------------------------------------- Theano's API
+    @property
+    def maker(self) -> FunctionMaker:
+        """What built this function: ``fgraph`` (the rewritten graph: its
+        ``toposort()`` shows what the rewrites did), ``inputs``, ``outputs``, ``mode``."""
+        return FunctionMaker(self.fgraph, self.inputs, self.outputs, self.mode)
+
+    @property
+    def container(self) -> InputMap:
+        """``f.container[x]``: the Container holding input ``x``'s default (by variable,
+        name or position; a shared variable gives its own storage's container)."""
+        return InputMap(self, lambda container: container)
+
+    @property
+    def value(self) -> InputMap:
+        """``f.value[x]``: input ``x``'s default value (``f[x]`` for short)."""
+        return InputMap(self, lambda container: container.value)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.container[key].value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.container[key].value = value
+
+    def find_container(self, key: Any) -> Container:
+        """The container of the input that ``key`` (variable, name or index) names."""
+        containers = self.memory.containers
+        if isinstance(key, int) and not isinstance(key, bool):
+            return containers[key]
+        if isinstance(key, SharedVariable):
+            return SharedContainer(key)
+        for inp, container in zip(self.inputs, containers):
+            if key is inp.variable or (isinstance(key, str) and key == inp.name):
+                return container
+        names = [inp.name or inp.variable.describe() for inp in self.inputs]
+        raise KeyError(f"{key!r} is not an input of this function; inputs: {names}")
+
+    def copy(
+        self,
+        share_memory: bool = False,
+        swap: Mapping | None = None,
+        delete_updates: bool = False,
+        name: str | None = None,
+        profile: Any = None,
+    ) -> Function:
+        """A new function computing the same thing, compiled again (kernels come from
+        the compile cache). ``share_memory``: the copy shares this one's input defaults
+        (else it gets copies of the mutable ones); ``swap``: {shared: other shared}
+        uses other shared variables in their place (their updates too);
+        ``delete_updates``: the copy updates nothing."""
+        made = dict(self._construction)
+        if not made:
+            raise TypeError("this function was not built by function(); it can not be copied")
+        inputs = []
+        for inp, container in zip(self.inputs, self.memory.containers):
+            if share_memory:
+                value: Any = container
+            elif inp.mutable and container.value is not None:
+                value = inp.variable.type.copy_value(container.value)
+            else:
+                value = container.value
+            inputs.append(dataclasses.replace(inp, value=value))
+        swap = dict(swap or {})
+        updates = [] if delete_updates else [(swap.get(s, s), u) for s, u in made["updates"]]
+        givens = list(made["givens"]) + list(swap.items())
+        return function(
+            inputs,
+            made["outputs"],
+            updates=updates,
+            givens=givens,
+            mode=self.mode,
+            name=name or self.name,
+            on_unused_input="ignore",
+            accept_inplace=made["accept_inplace"],
+            no_default_updates=True,  # the default updates are among made["updates"]
+        )
+
+    def __copy__(self) -> Function:
+        return self.copy()
+
     @property
     def profile(self) -> RewriteStats:
         """Which rewrites fired (or were vetoed) how often, and seconds per phase."""
@@ -138,6 +221,9 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.trust_input and not kwargs and len(args) == self._n_inputs:
+            outputs = self.call_trusted(args)
+            return outputs[0] if self.unpack_single else outputs
         if self.memory.destroyed_shared_cells:
             self.memory.copy_read_only_destroyed()
         program = self._fast_program
@@ -285,14 +371,14 @@ def function(
             for i in ins
         ]
     for inp in ins:
-        if inp.update is not None and inp.value is None:
-            raise ValueError(
-                f"In({inp.variable.describe()}, update=...) needs an initial value= to update"
-            )
         if isinstance(inp.variable, SharedVariable):
             raise TypeError(
                 f"shared variable {inp.variable.describe()} can not be an explicit input: "
                 "its value is used implicitly (use givens to substitute it)"
+            )
+        if inp.update is not None and inp.value is None:
+            raise ValueError(
+                f"In({inp.variable.describe()}, update=...) needs an initial value= to update"
             )
         if isinstance(inp.variable, Constant):
             raise TypeError(f"constant {inp.variable.describe()} can not be a function input")
@@ -315,6 +401,13 @@ def function(
     if not no_default_updates:
         _add_default_updates(update_pairs, [o.variable for o in outs])
     given_pairs = _normalize_givens(givens)
+    explicit = {inp.variable for inp in ins}
+    for old, _ in given_pairs:
+        if old in explicit:
+            raise RuntimeError(
+                f"givens replaces {old.describe()}, an explicit input of the function: "
+                "pass the replacement's inputs instead"
+            )
 
     # Inputs with an owner cut the graph there: substitute a fresh root variable.
     replace: dict[Variable, Variable] = dict(given_pairs)
@@ -387,7 +480,7 @@ def function(
     if recorder is not None:
         fgraph.remove_feature(recorder)
         checker = RewriteChecker(fgraph.inputs, recorder, _compile_unrewritten)
-    return Function(
+    made = Function(
         ins,
         outs,
         unpack_single,
@@ -399,6 +492,61 @@ def function(
         stats,
         checker,
     )
+    made._construction = {
+        "outputs": outputs,
+        "updates": update_pairs,
+        "givens": given_pairs,
+        "accept_inplace": accept_inplace,
+    }
+    return made
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionMaker:
+    """Theano's ``f.maker``: what a compiled function was built from."""
+
+    fgraph: FunctionGraph
+    inputs: list[In]
+    outputs: list[Out]
+    mode: Mode
+
+
+class SharedContainer:
+    """A shared variable's storage seen as a Container (``f.container[shared]``)."""
+
+    def __init__(self, shared: SharedVariable):
+        self.variable = shared
+        self.name = shared.name
+        self.storage = shared.storage
+
+    @property
+    def value(self) -> Any:
+        return self.variable.get_value(borrow=True, return_internal_type=True)
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.variable.set_value(value)
+
+
+class InputMap:
+    """``f.container`` / ``f.value``: inputs looked up by variable, name or position."""
+
+    def __init__(self, function: Function, read: Any):
+        self._function = function
+        self._read = read
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._read(self._function.find_container(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._function.find_container(key).value = value
+
+    def __contains__(self, key: Any) -> bool:
+        try:
+            self._function.find_container(key)
+        except KeyError:
+            return False
+        return True
 
 
 def _compile_unrewritten(inputs: list[Variable], outputs: list[Variable]) -> Function:

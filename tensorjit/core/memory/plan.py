@@ -19,7 +19,7 @@ from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.aliasing import alias_root
 from tensorjit.core.memory.destroy_handler import destroyed_inputs
-from tensorjit.core.memory.io import In, Out
+from tensorjit.core.memory.io import Container, In, Out
 from tensorjit.core.memory.shared import SharedVariable
 
 MISSING = object()  # an argument not given (its default is used)
@@ -64,8 +64,14 @@ class MemoryPlan:
         self.n_outputs = len(outputs)
         self.input_vars = fgraph.inputs[:n_in]
         self.updated_shared = updated_shared
-        # Per-function defaults: In(update=...) replaces them after each call.
-        self.defaults = [inp.value for inp in inputs]
+        # Per-function defaults: In(update=...) replaces them after each call. An
+        # In(value=container) shares another function's.
+        self.containers = [
+            inp.value
+            if isinstance(inp.value, Container)
+            else Container(inp.variable, inp.value, inp.strict)
+            for inp in inputs
+        ]
         self.updated_inputs = [i for i, inp in enumerate(inputs) if inp.update is not None]
         self.has_updates = bool(updated_shared or self.updated_inputs)
 
@@ -112,8 +118,8 @@ class MemoryPlan:
             else [(inp.variable.type.filter, inp.strict, inp.allow_downcast) for inp in inputs]
         )
         self.n_required = 0
-        for i, inp in enumerate(inputs):
-            if inp.value is None:
+        for i, container in enumerate(self.containers):
+            if container.storage[0] is None:
                 self.n_required = i + 1
         self._arg_values: list[Any] = []
 
@@ -208,18 +214,18 @@ class MemoryPlan:
         for i, (inp, value) in enumerate(zip(self.inputs, values)):
             from_default = value is MISSING
             if from_default:
-                if self.defaults[i] is None:
+                if self.containers[i].storage[0] is None:
                     missing = [
                         self.inputs[j].variable.describe()
                         for j in range(n)
-                        if values[j] is MISSING and self.defaults[j] is None
+                        if values[j] is MISSING and self.containers[j].storage[0] is None
                     ]
                     raise TypeError(
                         f"{label} is missing {len(missing)} required argument(s): "
                         f"{', '.join(missing)} (expected {self.n_required} positional "
                         f"arguments, got {len(args)})"
                     )
-                value = self.defaults[i]
+                value = self.containers[i].storage[0]
             try:
                 filtered = inp.variable.type.filter(
                     value, strict=inp.strict, allow_downcast=inp.allow_downcast
@@ -290,5 +296,5 @@ class MemoryPlan:
         for shared, value in zip(self.updated_shared, values[n_out : n_out + n_shared]):
             shared.storage[0] = value
         for i, value in zip(self.updated_inputs, values[n_out + n_shared :]):
-            self.defaults[i] = value
+            self.containers[i].storage[0] = value
         return values[:n_out]

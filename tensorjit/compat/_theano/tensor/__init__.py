@@ -19,6 +19,7 @@ from theano.tensor import (  # noqa: E402
 
 from tensorjit.compat.compile import grad  # noqa: E402
 from tensorjit.compat.tensor import (  # noqa: E402
+    PLURALS,
     TensorType,
     addbroadcast,
     dot,
@@ -35,3 +36,4 @@ from tensorjit.tensor import linalg  # noqa: E402, F401
 from tensorjit.tensor import random as raw_random  # noqa: E402, F401
 
 matrix_inverse = nlinalg.matrix_inverse
+globals().update(PLURALS)
