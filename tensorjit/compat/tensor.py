@@ -27,7 +27,9 @@ import tensorjit.tensor as _T
 from tensorjit.core.config import config
 from tensorjit.tensor.nnet import conv2d as _conv2d
 from tensorjit.tensor.nnet import pool_2d as _pool_2d
+from tensorjit.tensor.type import _KINDS
 from tensorjit.tensor.type import CONSTRUCTORS as _CONSTRUCTORS
+from tensorjit.tensor.type import DTYPE_PREFIXES as _DTYPE_PREFIXES
 from tensorjit.tensor.type import PLURAL_OF as _PLURAL_OF
 from tensorjit.tensor.type import TensorType as _TensorType
 from tensorjit.tensor.variable import as_tensor_variable
@@ -268,3 +270,11 @@ def _theano_plural(single: Any) -> Any:
 
 #: ``scalars``, ``dmatrices``, ...: tensorjit's constructors under Theano's naming rule.
 PLURALS = {name: _theano_plural(_CONSTRUCTORS[single]) for name, single in _PLURAL_OF.items()}
+
+#: ``dscalar``, ``fmatrix``, ...: in Theano these are TensorType instances (calling one
+#: makes a variable), so ``shared(7.0).type == T.dscalar`` holds.
+TYPED = {
+    prefix + kind: _TensorType(dtype, shape)
+    for kind, shape in _KINDS.items()
+    for prefix, dtype in _DTYPE_PREFIXES.items()
+}

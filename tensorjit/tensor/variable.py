@@ -368,6 +368,8 @@ def tensor_shared_constructor(
         target = kind.device if target is None else target
     else:
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if arr.ndim == 0 and not isinstance(value, np.ndarray):
+            value = arr  # a number is held as a 0-d array (which strict=True accepts)
     if shape is None and broadcastable is None:
         shape = (None,) * arr.ndim  # shared values may change shape, as in Theano
     device = config.device if target is None else target

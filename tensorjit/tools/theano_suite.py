@@ -68,6 +68,15 @@ CONFTEST = """\
 import sys
 from pathlib import Path
 
+import numpy
+
+# NumPy 2 removed the aliases Theano-era code still uses (np.float, np.int, ...): the
+# tests get them back here, in this process only.
+for _alias, _builtin in (("float", float), ("int", int), ("bool", bool), ("complex", complex),
+                         ("object", object), ("str", str)):
+    if _alias not in numpy.__dict__:
+        setattr(numpy, _alias, _builtin)
+
 sys.path.insert(0, str(Path(__file__).with_name("_shims")))
 import tensorjit.compat
 

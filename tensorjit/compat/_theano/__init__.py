@@ -4,9 +4,10 @@ from theano import compile, gof, gradient, ifelse, printing, tensor  # noqa: F40
 
 from tensorjit.compat.compile import Mode, Param, function, get_mode, grad
 from tensorjit.compat.config import change_flags, config
+from tensorjit.compat.generic import shared
 from tensorjit.compat.op import Op
 from tensorjit.core.graph import Apply, Constant, FunctionGraph, Type, Variable, clone_replace
-from tensorjit.core.memory import In, Out, SharedVariable, shared
+from tensorjit.core.memory import In, Out, SharedVariable
 from tensorjit.gradient import Lop, Rop
 from tensorjit.printing import pp, pprint
 

@@ -35,7 +35,7 @@ from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_input
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
-from tensorjit.core.memory.io import Container, In, Out
+from tensorjit.core.memory.io import In, Out
 from tensorjit.core.memory.plan import MemoryPlan, protected_inputs
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.core.memory.transfer_op import transfer
@@ -152,13 +152,13 @@ class Function:
     def __setitem__(self, key: Any, value: Any) -> None:
         self.container[key].value = value
 
-    def find_container(self, key: Any) -> Container:
+    def find_container(self, key: Any) -> Any:
         """The container of the input that ``key`` (variable, name or index) names."""
         containers = self.memory.containers
         if isinstance(key, int) and not isinstance(key, bool):
             return containers[key]
         if isinstance(key, SharedVariable):
-            return SharedContainer(key)
+            return key.container
         for inp, container in zip(self.inputs, containers):
             if key is inp.variable or (isinstance(key, str) and key == inp.name):
                 return container
@@ -221,7 +221,12 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.trust_input and not kwargs and len(args) == self._n_inputs:
+        if (
+            self.trust_input
+            and self._checker is None
+            and not kwargs
+            and len(args) == self._n_inputs
+        ):
             outputs = self.call_trusted(args)
             return outputs[0] if self.unpack_single else outputs
         if self.memory.destroyed_shared_cells:
@@ -509,23 +514,6 @@ class FunctionMaker:
     inputs: list[In]
     outputs: list[Out]
     mode: Mode
-
-
-class SharedContainer:
-    """A shared variable's storage seen as a Container (``f.container[shared]``)."""
-
-    def __init__(self, shared: SharedVariable):
-        self.variable = shared
-        self.name = shared.name
-        self.storage = shared.storage
-
-    @property
-    def value(self) -> Any:
-        return self.variable.get_value(borrow=True, return_internal_type=True)
-
-    @value.setter
-    def value(self, value: Any) -> None:
-        self.variable.set_value(value)
 
 
 class InputMap:

@@ -40,6 +40,9 @@ class SharedVariable(Variable):
     ):
         super().__init__(type, None, None, name)
         self.storage: list[Any] = [None]
+        # Kept for set_value, as Theano's containers keep them.
+        self.strict = strict
+        self.allow_downcast = allow_downcast
         self._set_filtered(value, borrow, strict, allow_downcast)
 
     def _set_filtered(self, value: Any, borrow: bool, strict: bool, allow_downcast) -> None:
@@ -95,9 +98,16 @@ class SharedVariable(Variable):
             return host  # a device's value fetched to the host is already a new array
         return self.type.copy_value(value)
 
+    @property
+    def container(self) -> SharedContainer:
+        """Theano's ``s.container``: ``storage`` (this variable's cell) and ``value``."""
+        return SharedContainer(self)
+
     def set_value(self, value: Any, borrow: bool = False) -> None:
-        """Replace the value; it is copied unless ``borrow=True``."""
-        self._set_filtered(value, borrow, strict=False, allow_downcast=None)
+        """Replace the value; it is copied unless ``borrow=True``. A variable created
+        with ``strict=True`` takes only values of its exact type; with
+        ``allow_downcast=True``, values are cast to its dtype even with loss."""
+        self._set_filtered(value, borrow, self.strict, self.allow_downcast)
 
 
 def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Variable:
@@ -111,3 +121,20 @@ def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: 
         )
     constructor = registries().types.shared_constructor_for(value)
     return constructor(value, name=name, borrow=borrow, **kwargs)
+
+
+class SharedContainer:
+    """A shared variable's storage seen as a function input's Container."""
+
+    def __init__(self, shared: SharedVariable):
+        self.variable = shared
+        self.name = shared.name
+        self.storage = shared.storage
+
+    @property
+    def value(self) -> Any:
+        return self.variable.get_value(borrow=True, return_internal_type=True)
+
+    @value.setter
+    def value(self, value: Any) -> None:
+        self.variable.set_value(value)

@@ -1,3 +1,4 @@
 """``theano.compile.sharedvalue``."""
 
-from tensorjit.core.memory import SharedVariable, shared  # noqa: F401
+from tensorjit.compat.generic import generic, shared  # noqa: F401
+from tensorjit.core.memory import SharedVariable  # noqa: F401

@@ -14,3 +14,8 @@ from tensorjit.core.graph import (  # noqa: F401
     Variable,
 )
 from tensorjit.core.memory.destroy_handler import DestroyHandler  # noqa: F401
+
+
+class CachedConstantError(Exception):
+    """Theano raised it for a cached constant used in two graphs; tensorjit's constants
+    are not cached across graphs, so it is never raised (kept for imports)."""

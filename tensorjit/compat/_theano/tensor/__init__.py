@@ -20,6 +20,7 @@ from theano.tensor import (  # noqa: E402
 from tensorjit.compat.compile import grad  # noqa: E402
 from tensorjit.compat.tensor import (  # noqa: E402
     PLURALS,
+    TYPED,
     TensorType,
     addbroadcast,
     dot,
@@ -37,3 +38,7 @@ from tensorjit.tensor import random as raw_random  # noqa: E402, F401
 
 matrix_inverse = nlinalg.matrix_inverse
 globals().update(PLURALS)
+globals().update(TYPED)
+Tensor = TensorType
+
+from tensorjit.tensor.variable import tensor_shared_constructor as _shared  # noqa: E402, F401
