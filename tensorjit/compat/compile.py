@@ -90,15 +90,6 @@ def function(
     """``theano.function`` (``profile`` and ``rebuild_strict`` are accepted and ignored)."""
     if profile:
         warnings.warn("theano.function(profile=...) has no effect in tensorjit", stacklevel=2)
-    if isinstance(no_default_updates, (list, tuple)):
-        raise NotImplementedError(
-            "theano.function(no_default_updates=[...]) (a list) is not supported by "
-            "tensorjit yet; pass True or False"
-        )
-    if isinstance(outputs, dict):
-        raise NotImplementedError(
-            "theano.function with a dict of outputs is not supported by tensorjit yet"
-        )
     return _function(
         list(inputs),
         outputs,
@@ -109,7 +100,7 @@ def function(
         on_unused_input=on_unused_input,
         allow_input_downcast=allow_input_downcast,
         accept_inplace=accept_inplace,
-        no_default_updates=bool(no_default_updates),
+        no_default_updates=no_default_updates,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -55,7 +56,7 @@ THEANO_ONLY_DEFAULTS: dict[str, Any] = {
     "warn_float64": "ignore",
     "openmp": False,
     "openmp_elemwise_minsize": 200000,
-    "cxx": "",
+    "cxx": shutil.which("g++") or shutil.which("gcc") or "",  # the C backend compiles
     "profile": False,
     "profile_memory": False,
     "profile_optimizer": False,

@@ -61,6 +61,13 @@ class ScalarOp:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A registered op pickles as its name (its impl and gradient are functions that
+        # need not be picklable); other ops pickle their state.
+        if SCALAR_OPS.get(self.name) is self:
+            return (scalar_op_named, (self.name,))
+        return object.__reduce_ex__(self, protocol)
+
     def output_dtype(self, dtypes: Sequence[str]) -> str:
         return numpy_result_dtype(self.impl, tuple(dtypes))
 
@@ -375,3 +382,8 @@ SCALAR_OPS: dict[str, ScalarOp] = {
         Polygamma(1),
     ]
 }
+
+
+def scalar_op_named(name: str) -> ScalarOp:
+    """The registered scalar op ``name`` (what a pickled one comes back as)."""
+    return SCALAR_OPS[name]

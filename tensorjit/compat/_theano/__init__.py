@@ -15,6 +15,43 @@ __version__ = "1.0.5+tensorjit"
 dot = tensor.dot
 
 
+def function_dump(
+    filename,
+    inputs,
+    outputs=None,
+    mode=None,
+    updates=None,
+    givens=None,
+    no_default_updates=False,
+    accept_inplace=False,
+    name=None,
+    rebuild_strict=True,
+    allow_input_downcast=None,
+    profile=None,
+    on_unused_input=None,
+    extra_tag_to_remove=None,
+):
+    """Pickle ``theano.function``'s arguments to ``filename`` (to reproduce a problem
+    elsewhere: ``theano.function(**pickle.load(f))``)."""
+    import pickle
+
+    arguments = dict(
+        inputs=inputs,
+        outputs=outputs,
+        mode=mode,
+        updates=updates,
+        givens=givens,
+        no_default_updates=no_default_updates,
+        accept_inplace=accept_inplace,
+        name=name,
+        rebuild_strict=rebuild_strict,
+        allow_input_downcast=allow_input_downcast,
+        on_unused_input=on_unused_input,
+    )
+    with open(filename, "wb") as f:
+        pickle.dump(arguments, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def clone(output, replace=None, strict=True, share_inputs=True, copy_inputs=None):
     """``theano.clone``: a copy of ``output`` with ``replace`` (old -> new) substituted."""
     single = not isinstance(output, (list, tuple))
@@ -45,6 +82,7 @@ __all__ = [
     "config",
     "dot",
     "function",
+    "function_dump",
     "get_mode",
     "gof",
     "grad",

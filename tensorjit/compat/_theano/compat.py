@@ -1,5 +1,7 @@
 """``theano.compat``: Python 2/3 helpers Theano code imports (Python 3 only here)."""
 
+from io import BytesIO, StringIO  # noqa: F401
+
 PY3 = True
 izip = zip
 imap = map

@@ -107,6 +107,9 @@ class Function:
         #: Theano's ``f.trust_input``: calls skip the checks and conversions of
         #: arguments, which must then be exactly of the inputs' types, all given.
         self.trust_input = False
+        #: With ``function(inputs, {name: output})``: the names, sorted; calls return a
+        #: dict.
+        self.output_keys: list | None = None
         self._construction: dict[str, Any] = {}  # function()'s arguments, for copy()
         self._cells_lock = threading.RLock()
 
@@ -145,6 +148,14 @@ class Function:
     def value(self) -> InputMap:
         """``f.value[x]``: input ``x``'s default value (``f[x]`` for short)."""
         return InputMap(self, lambda container: container.value)
+
+    @property
+    def defaults(self) -> list[tuple[bool, bool, Any]]:
+        """Theano's ``f.defaults``: per input, (required, updated, default value)."""
+        return [
+            (container.value is None, inp.update is not None, container.value)
+            for inp, container in zip(self.inputs, self.memory.containers)
+        ]
 
     def __getitem__(self, key: Any) -> Any:
         return self.container[key].value
@@ -208,6 +219,23 @@ class Function:
     def __copy__(self) -> Function:
         return self.copy()
 
+    def __reduce__(self) -> tuple:
+        """Pickles what built the function (its graph, mode, input defaults and the
+        shared variables it uses, with their values); unpickling compiles it again,
+        with kernels from the compile cache."""
+        made = self._construction
+        if not made:
+            raise TypeError("this function was not built by function(); it can not be pickled")
+        inputs = [
+            dataclasses.replace(inp, value=container)
+            for inp, container in zip(self.inputs, self.memory.containers)
+        ]
+        arguments = (inputs, made["outputs"], made["updates"], made["givens"], self.mode)
+        return (
+            _unpickle_function,
+            (*arguments, self.name, made["accept_inplace"], self.trust_input),
+        )
+
     @property
     def profile(self) -> RewriteStats:
         """Which rewrites fired (or were vetoed) how often, and seconds per phase."""
@@ -221,6 +249,11 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.output_keys is not None:
+            return dict(zip(self.output_keys, self._call(*args, **kwargs)))
+        return self._call(*args, **kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if (
             self.trust_input
             and self._checker is None
@@ -348,7 +381,7 @@ def function(
     on_unused_input: str | None = None,
     allow_input_downcast: bool | None = None,
     accept_inplace: bool = False,
-    no_default_updates: bool = False,
+    no_default_updates: bool | Sequence[SharedVariable] = False,
 ) -> Function:
     """Compile a callable computing ``outputs`` from ``inputs``.
 
@@ -381,10 +414,6 @@ def function(
                 f"shared variable {inp.variable.describe()} can not be an explicit input: "
                 "its value is used implicitly (use givens to substitute it)"
             )
-        if inp.update is not None and inp.value is None:
-            raise ValueError(
-                f"In({inp.variable.describe()}, update=...) needs an initial value= to update"
-            )
         if isinstance(inp.variable, Constant):
             raise TypeError(f"constant {inp.variable.describe()} can not be a function input")
     seen_inputs: set[Variable] = set()
@@ -393,6 +422,10 @@ def function(
             raise ValueError(f"input {inp.variable.describe()} is given twice")
         seen_inputs.add(inp.variable)
 
+    output_keys = None
+    if isinstance(outputs, Mapping):  # {name: output}: calls return a dict, keys sorted
+        output_keys = sorted(outputs)
+        outputs = [outputs[k] for k in output_keys]
     unpack_single = False
     if outputs is None:
         outs: list[Out] = []
@@ -403,8 +436,9 @@ def function(
         unpack_single = True
 
     update_pairs = _normalize_updates(updates)
-    if not no_default_updates:
-        _add_default_updates(update_pairs, [o.variable for o in outs])
+    if no_default_updates is not True:
+        skip = set(no_default_updates or ())  # a list names the variables to leave alone
+        _add_default_updates(update_pairs, [o.variable for o in outs], skip)
     given_pairs = _normalize_givens(givens)
     explicit = {inp.variable for inp in ins}
     for old, _ in given_pairs:
@@ -497,12 +531,31 @@ def function(
         stats,
         checker,
     )
+    made.output_keys = output_keys
     made._construction = {
-        "outputs": outputs,
+        "outputs": outputs if output_keys is None else dict(zip(output_keys, outputs)),
         "updates": update_pairs,
         "givens": given_pairs,
         "accept_inplace": accept_inplace,
     }
+    return made
+
+
+def _unpickle_function(
+    inputs, outputs, updates, givens, mode, name, accept_inplace, trust_input
+) -> Function:
+    made = function(
+        inputs,
+        outputs,
+        updates=updates,
+        givens=givens,
+        mode=mode,
+        name=name,
+        on_unused_input="ignore",
+        accept_inplace=accept_inplace,
+        no_default_updates=True,  # the default updates are among ``updates``
+    )
+    made.trust_input = trust_input
     return made
 
 
@@ -634,10 +687,11 @@ def _reaches(fgraph: FunctionGraph, node: Any, targets: set) -> bool:
     return False
 
 
-def _add_default_updates(update_pairs: list, outputs: list[Variable]) -> None:
+def _add_default_updates(update_pairs: list, outputs: list[Variable], skip: set) -> None:
     """Shared variables the graph reads that carry a ``default_update`` (e.g. random
-    states) get that update unless the user gave one (Theano's behaviour)."""
-    updated = {s for s, _ in update_pairs}
+    states) get that update unless the user gave one or listed them in ``skip``
+    (Theano's behaviour)."""
+    updated = {s for s, _ in update_pairs} | skip
     while True:
         added = False
         targets = outputs + [u for _, u in update_pairs]

@@ -53,10 +53,14 @@ class In:
     borrow: bool | None = None
     strict: bool = False
     allow_downcast: bool | None = None
+    #: Theano's flag; here an input with a value may always be omitted.
+    implicit: bool | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.variable, Variable):
             raise TypeError(f"In() expects a symbolic Variable, got {self.variable!r}")
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"In(name=...) must be a string, got {self.name!r}")
         if self.borrow is None:
             self.borrow = self.mutable
         elif self.mutable and not self.borrow:

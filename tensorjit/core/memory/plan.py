@@ -110,6 +110,9 @@ class MemoryPlan:
             (var, cell) for var, cell in self.shared_cells if var in destroyed
         ]
         self.positions = {inp.name: i for i, inp in enumerate(inputs) if inp.name}
+        # A name several inputs carry can not be given as a keyword.
+        named = [inp.name for inp in inputs if inp.name]
+        self.ambiguous_names = {n for n in named if named.count(n) > 1}
         # Every argument given positionally and none destroyable: each is only filtered
         # (the common call, without the bookkeeping of defaults, keywords and aliasing).
         self.plain_filters = (
@@ -202,6 +205,10 @@ class MemoryPlan:
         values: list[Any] = list(args) + [MISSING] * (n - len(args))
         self._arg_values = values  # the raw arguments, for the aliasing check
         for key, value in kwargs.items():
+            if key in self.ambiguous_names:
+                raise TypeError(
+                    f"{label}: several inputs are named {key!r}; give them positionally"
+                )
             pos = self.positions.get(key)
             if pos is None:
                 raise TypeError(

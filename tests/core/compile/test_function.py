@@ -629,10 +629,14 @@ def test_in_update_replaces_the_default_after_each_call():
     assert float(other(1.0)) == 1.0  # each function keeps its own state
 
 
-def test_in_update_needs_an_initial_value():
+def test_in_update_without_initial_value_is_required_until_updated():
+    # As in Theano: the first call must give it; the update then becomes its default.
     x = T.scalar("x")
-    with pytest.raises(ValueError, match="needs an initial value"):
-        tensorjit.function([tensorjit.In(x, update=x + 1)], x)
+    f = tensorjit.function([tensorjit.In(x, update=x + 1)], x * 2)
+    with pytest.raises(TypeError, match="missing 1 required argument"):
+        f()
+    assert float(f(1.0)) == 2.0
+    assert float(f()) == 4.0 and f[x] == 3.0
 
 
 def test_default_updates_of_shared_variables():

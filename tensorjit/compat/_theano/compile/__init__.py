@@ -3,6 +3,7 @@
 import sys
 
 import theano.compile.function  # noqa: F401
+from theano.compile.debugmode import DebugMode  # noqa: F401
 
 from tensorjit.compat.compile import Mode, Param, get_default_mode, get_mode  # noqa: F401
 from tensorjit.compat.generic import shared  # noqa: F401
