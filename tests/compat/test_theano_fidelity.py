@@ -118,6 +118,58 @@ assert f.container[v].storage is v.container.storage
 print("ok")
 """
 
+PICKLE = """
+import copy
+import os
+import pickle
+import tempfile
+import numpy as np
+import theano
+import theano.tensor as T
+from theano import In
+
+mode = {mode}
+x = T.vector('x')
+a = T.scalar('a')
+w = theano.shared(np.ones(3), name='w')
+f = theano.function([x, In(a, value=2.0)], T.exp(x) * a + w, updates={{w: w + 1}}, mode=mode)
+f.trust_input = False
+g, w2 = pickle.loads(pickle.dumps((f, w)))  # pickled together: g updates w2
+np.testing.assert_allclose(g(np.zeros(3)), [3.0, 3.0, 3.0])
+assert np.all(w2.get_value() == 2.0) and np.all(w.get_value() == 1.0)
+h = copy.deepcopy(f)
+np.testing.assert_allclose(h(np.zeros(3), 1.0), [2.0, 2.0, 2.0])
+assert np.all(w.get_value() == 1.0)  # the deep copy has its own w
+
+d = theano.function([x], {{'sq': x ** 2, 'neg': -x}}, mode=mode)
+out = d(np.array([1.0, 2.0]))
+assert sorted(out) == ['neg', 'sq'] and np.all(out['sq'] == [1.0, 4.0])
+out = pickle.loads(pickle.dumps(d))(np.array([3.0]))
+assert out['neg'][0] == -3.0
+
+assert [req for req, _, _ in f.defaults] == [True, False]
+path = os.path.join(tempfile.mkdtemp(), 'f.pkl')
+theano.function_dump(path, [x], x + 1)
+with open(path, 'rb') as fh:
+    again = theano.function(**pickle.load(fh))
+assert again(np.array([1.0]))[0] == 2.0
+
+c1 = theano.shared(np.float64(0.0), name='c1')
+c2 = theano.shared(np.float64(0.0), name='c2')
+c1.default_update = c1 + 1
+c2.default_update = c2 + 1
+step = theano.function([], c1 + c2, no_default_updates=[c1], mode=mode)
+step()
+step()
+assert c1.get_value() == 0.0 and c2.get_value() == 2.0
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_functions_pickle_and_return_dicts_as_in_theano(mode):
+    assert run_program(PICKLE.format(mode=mode)).strip().endswith("ok")
+
 
 @pytest.mark.parametrize("mode", MODES)
 def test_function_state_copy_maker_and_errors_as_in_theano(mode):
