@@ -71,7 +71,9 @@ def as_type(t: Any) -> Type:
 
 
 class Op(_TJOp):
-    """Base class for Ops written for Theano; see the module docstring."""
+    """Base class for Ops written for Theano; see the module docstring. As in Theano, a
+    subclass without ``__props__`` compares by identity (tensorjit's own Ops always
+    compare by class and props)."""
 
     default_output: int | None = None
     itypes: Sequence[Type] | None = None
@@ -79,6 +81,15 @@ class Op(_TJOp):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # Theano: an Op class that declares no __props__ compares by identity.
+        declares_props = any(
+            "__props__" in k.__dict__ for k in cls.__mro__[: cls.__mro__.index(Op)]
+        )
+        if not declares_props:
+            if "__eq__" not in cls.__dict__:
+                cls.__eq__ = object.__eq__
+            if "__hash__" not in cls.__dict__:
+                cls.__hash__ = object.__hash__
         fn = cls.__dict__.get("infer_shape")
         if fn is not None and _is_theano_infer_shape(fn):
 

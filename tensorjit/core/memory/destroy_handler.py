@@ -30,6 +30,11 @@ def view_input(node: Apply, out_index: int) -> int | None:
     return aliased[0] if aliased else None
 
 
+def indestructible(var: Variable) -> bool:
+    """Whether ``var`` is marked never to be destroyed (Theano's ``tag.indestructible``)."""
+    return bool(getattr(getattr(var, "tag", None), "indestructible", False))
+
+
 def destroyed_inputs(node: Apply) -> list[int]:
     return sorted({i for ins in node.op.destroy_map.values() for i in ins})
 
@@ -109,7 +114,7 @@ class DestroyHandler(Feature):
     def destroyable(self, var: Variable) -> bool:
         """Whether some op could destroy ``var`` now (cheap; cycles are not checked)."""
         root = self.root(var)
-        if isinstance(root, Constant) or root in self.protected:
+        if isinstance(root, Constant) or root in self.protected or indestructible(root):
             return False
         return not any(self._destroys_root(d, root) for d in self.destroyers)
 
@@ -145,6 +150,8 @@ class DestroyHandler(Feature):
                 )
             if isinstance(root, Constant):
                 raise InconsistencyError(f"{where} would destroy the constant {root}")
+            if indestructible(root):
+                raise InconsistencyError(f"{where} would destroy {root}, marked indestructible")
             if root in self.protected:
                 raise InconsistencyError(
                     f"{where} would destroy the input {root.describe()}, which is not "
@@ -165,14 +172,22 @@ class DestroyHandler(Feature):
         """Another input of ``node`` aliasing destroyed input ``i`` (its index), if any.
 
         The same variable twice is fine for ops that read each element before writing it
-        (``destroyhandler_tolerate_same``), e.g. ``add_inplace(x, x)``.
+        (``destroyhandler_tolerate_same``: True, or Theano's list of (destroyed, other)
+        input pairs), e.g. ``add_inplace(x, x)``; Theano's ``destroyhandler_tolerate_aliased``
+        pairs also allow another view of the same buffer.
         """
         var = node.inputs[i]
         root = self.root(var)
-        tolerate_same = node.op.destroyhandler_tolerate_same
+        same = node.op.destroyhandler_tolerate_same
+        aliased = getattr(node.op, "destroyhandler_tolerate_aliased", ())
         for j, inp in enumerate(node.inputs):
-            if j != i and self.root(inp) is root and not (inp is var and tolerate_same):
-                return j
+            if j == i or self.root(inp) is not root or (i, j) in aliased:
+                continue
+            if inp is var and (
+                same is True or (isinstance(same, (list, tuple)) and (i, j) in same)
+            ):
+                continue
+            return j
         return None
 
     def _is_own_update(self, node: Apply, shared_input: Variable) -> bool:

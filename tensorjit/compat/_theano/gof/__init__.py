@@ -1,13 +1,32 @@
 """``theano.gof``: the graph objects."""
 
-from theano.gof import graph  # noqa: F401
+from theano.gof import (  # noqa: F401
+    graph,  # noqa: F401
+    opt,
+    toolbox,
+)
+from theano.gof.fg import FunctionGraph  # noqa: F401
+from theano.gof.opt import (  # noqa: F401
+    EquilibriumOptimizer,
+    LocalOptimizer,
+    MergeOptimizer,
+    NavigatorOptimizer,
+    OpKeyOptimizer,
+    OpRemove,
+    OpSub,
+    Optimizer,
+    PatternSub,
+    SeqOptimizer,
+    TopoOptimizer,
+    local_optimizer,
+)
+from theano.gof.toolbox import ReplaceValidate  # noqa: F401
 
 from tensorjit.compat.op import Op, PureOp  # noqa: F401
 from tensorjit.core.graph import (  # noqa: F401
     Apply,
     Constant,
     Feature,
-    FunctionGraph,
     InconsistencyError,
     MissingInputError,
     Type,
