@@ -56,6 +56,9 @@ def install() -> None:
     from tensorjit.compat.config import apply_theano_flags
 
     apply_theano_flags()
+    from tensorjit.tensor.variable import THEANO_TRUTH_RULE
+
+    THEANO_TRUTH_RULE[0] = True
     sys.meta_path.insert(0, TheanoFinder())
 
 
@@ -64,5 +67,8 @@ def uninstall() -> None:
     finder = installed_finder()
     if finder is not None:
         sys.meta_path.remove(finder)
+    from tensorjit.tensor.variable import THEANO_TRUTH_RULE
+
+    THEANO_TRUTH_RULE[0] = False
     for name in [n for n in sys.modules if n == "theano" or n.startswith("theano.")]:
         del sys.modules[name]

@@ -48,7 +48,8 @@ THEANO_ONLY_DEFAULTS: dict[str, Any] = {
     "linker": "cvm",
     "exception_verbosity": "low",
     "compute_test_value": "off",
-    "cycle_detection": "regular",  # tensorjit always detects cycles exactly
+    "cycle_detection": "regular",
+    "on_opt_error": "warn",  # tensorjit always detects cycles exactly
     "compute_test_value_opt": "off",
     "print_test_value": False,
     "cast_policy": "custom",

@@ -157,6 +157,8 @@ class _TensorMethods:
 
     # -- python protocol guards: symbolic values have no truth value or length
     def __bool__(self):
+        if THEANO_TRUTH_RULE[0] and not _is_comparison(self):
+            return True  # Theano's rule (under tensorjit.compat): ``if not W`` tests None
         raise TypeError(
             f"the truth value of symbolic {self} is unknown until the function runs; "
             "use tensorjit.tensor.switch or ifelse for symbolic conditions"
@@ -261,6 +263,18 @@ def _b():
     from tensorjit.tensor import shape_ops
 
     return shape_ops
+
+
+#: ``[True]`` while ``tensorjit.compat`` is installed: a variable that is not a
+#: comparison is then truthy, as in Theano (``W = W or default``); a comparison still
+#: raises, since its truth is only known when the function runs.
+THEANO_TRUTH_RULE = [False]
+_COMPARISONS = frozenset({"lt", "gt", "le", "ge", "eq", "neq"})
+
+
+def _is_comparison(var: Variable) -> bool:
+    scalar_op = getattr(getattr(var.owner, "op", None), "scalar_op", None)
+    return getattr(scalar_op, "name", None) in _COMPARISONS
 
 
 class TensorVariable(_TensorMethods, Variable):

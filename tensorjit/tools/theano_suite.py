@@ -108,7 +108,10 @@ def extract(sdist: Path, modules: tuple[str, ...], target: Path) -> list[Path]:
             source = archive.extractfile(root + member)
             if source is None:
                 raise FileNotFoundError(f"{member} is not in {sdist}")
-            flat = target / member.removeprefix("theano/").replace("/tests/", "_")
+            if member in modules:
+                flat = target / member.removeprefix("theano/").replace("/tests/", "_")
+            else:  # data a module reads next to itself
+                flat = target / Path(member).name
             flat.parent.mkdir(parents=True, exist_ok=True)
             flat.write_bytes(source.read())
             if member in modules:

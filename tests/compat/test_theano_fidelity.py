@@ -186,3 +186,128 @@ def test_tensorjit_plurals_keep_their_own_rule():
 
     xy = T.scalars("xy")
     assert len(xy) == 1 and xy[0].name == "xy"
+
+
+GOF = """
+import numpy as np
+import theano
+import theano.tensor as T
+from theano import gof
+from theano.gof.opt import PatternSub, TopoOptimizer, local_optimizer
+from theano.gof.toolbox import ReplaceValidate
+from theano.tensor.opt import register_canonicalize
+
+
+class Twice(theano.Op):
+    __props__ = ()
+
+    def make_node(self, x):
+        x = T.as_tensor_variable(x)
+        return theano.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, out):
+        out[0][0] = inputs[0] * 2
+
+
+twice = Twice()
+
+
+@register_canonicalize
+@local_optimizer([Twice])
+def twice_to_add(node):
+    if isinstance(node.op, Twice):
+        return [node.inputs[0] + node.inputs[0]]
+    return False
+
+
+x = T.dvector('x')
+f = theano.function([x], twice(x), mode={mode})
+assert not any(isinstance(n.op, Twice) for n in f.maker.fgraph.toposort())
+assert np.all(f(np.arange(3.0)) == [0.0, 2.0, 4.0])
+
+# A Theano-era optimizer on a bare graph, validated by tensorjit's DestroyHandler.
+class Plain(theano.Op):  # no __props__: compares by identity, as in Theano
+    def __init__(self, name, dmap=None):
+        self.name = name
+        self.destroy_map = dmap or {{}}
+
+    def make_node(self, *inputs):
+        return theano.Apply(self, list(inputs), [inputs[0].type()])
+
+    def __str__(self):
+        return self.name
+
+
+op1, op2 = Plain('Op1'), Plain('Op2')
+add_in_place = Plain('AddInPlace', {{0: [0]}})
+assert op1 != op2
+a, b = T.dscalars('a', 'b')
+g = gof.FunctionGraph([a, b], [op1(op1(a, b), b)])
+TopoOptimizer(PatternSub((op1, (op1, '1', '2'), '2'), (op2, '1', '2'))).optimize(g)
+assert str(g) == '[Op2(a, b)]', str(g)
+
+a.tag.indestructible = True
+h = gof.FunctionGraph([a, b], [add_in_place(a, b)], clone=False)
+h.attach_feature(gof.DestroyHandler())
+h.attach_feature(ReplaceValidate())
+assert not h.consistent()
+h.replace_validate(h.outputs[0], op1(a, b))
+assert h.consistent()
+print("ok")
+"""
+
+SURFACE = """
+import numpy as np
+import theano
+import theano.tensor as T
+import theano.scalar as ts
+from theano import In
+from theano.compile.ops import deep_copy_op, shape_i, view_op
+from theano.tensor import inplace
+from theano.tensor.basic import NotScalarConstantError, get_scalar_constant_value
+
+W = T.dmatrix('W')
+assert bool(W) and (W or 3) is W  # Theano's truth rule under compat
+try:
+    bool(W > 0)
+except TypeError:
+    pass
+else:
+    raise AssertionError("a comparison has no truth value")
+
+x = T.dvector('x')
+f = theano.function([x], [view_op(x) * 2, deep_copy_op(x), shape_i(x, 0)], mode={mode})
+doubled, copied, length = f(np.arange(3.0))
+assert np.all(doubled == [0.0, 2.0, 4.0]) and np.all(copied == [0.0, 1.0, 2.0]) and length == 3
+assert get_scalar_constant_value(T.constant(3.0) * 2 + 1) == 7.0
+try:
+    get_scalar_constant_value(x.sum())
+except NotScalarConstantError:
+    pass
+else:
+    raise AssertionError("a sum of an input is not constant")
+assert ts.upcast('int32', 'float32') == 'float64' and ts.float32 == T.fscalar
+
+for dtype in ('float64', 'float32', 'int64', 'int32', 'int8', 'uint8'):
+    for name in ('add_inplace', 'mul_inplace', 'maximum_inplace', 'xor_inplace'):
+        if name == 'xor_inplace' and dtype.startswith('float'):
+            continue
+        a = T.vector('a', dtype=dtype)
+        b = T.vector('b', dtype=dtype)
+        g = theano.function([In(a, mutable=True), b], getattr(inplace, name)(a, b),
+                            accept_inplace=True, mode={mode})
+        av = np.array([1, 2, 3], dtype=dtype)
+        out = g(av, np.array([3, 1, 2], dtype=dtype))
+        assert np.array_equal(av, out), (name, dtype, av, out)  # written into a
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gof_optimizers_and_custom_rewrites_as_in_theano(mode):
+    assert run_program(GOF.format(mode=mode)).strip().endswith("ok")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_truth_rule_inplace_ops_and_helpers_as_in_theano(mode):
+    assert run_program(SURFACE.format(mode=mode)).strip().endswith("ok")

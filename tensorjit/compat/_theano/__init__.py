@@ -15,6 +15,13 @@ __version__ = "1.0.5+tensorjit"
 dot = tensor.dot
 
 
+def _asarray(a, dtype, order=None):
+    """``theano._asarray``: ``numpy.asarray`` with the dtype given."""
+    import numpy
+
+    return numpy.asarray(a, dtype=dtype, order=order)
+
+
 def function_dump(
     filename,
     inputs,

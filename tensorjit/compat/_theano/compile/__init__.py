@@ -15,3 +15,5 @@ from tensorjit.core.memory import In, Out, SharedVariable  # noqa: F401
 
 #: The module ``theano.compile.function``; calling it calls ``theano.function``.
 function = sys.modules["theano.compile.function"]
+
+from tensorjit.compat._theano_rewrites import optdb  # noqa: E402, F401

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging  # noqa: F401  (Theano's tests import it from here)
 from typing import Any
 
+import numpy as np
 import theano  # noqa: F401  (likewise)
 from theano.configparser import config  # noqa: F401
 
@@ -307,7 +308,14 @@ class PatternSub(LocalOptimizer):
                 if bindings is None:
                     return None
             return bindings
-        if isinstance(var, Constant):  # a constant in the pattern
+        if isinstance(pattern, Constant):  # matches an equal constant
+            if not isinstance(var, Constant) or var.type != pattern.type:
+                return None
+            try:
+                return bindings if bool(np.all(var.data == pattern.data)) else None
+            except (TypeError, ValueError):
+                return None
+        if isinstance(var, Constant):  # a value in the pattern
             try:
                 return bindings if bool(var.data == pattern) else None
             except (TypeError, ValueError):
@@ -493,8 +501,10 @@ class EquilibriumOptimizer(NavigatorOptimizer):
     def apply(self, fgraph) -> None:
         _current_fgraph[0] = fgraph
         try:
+            # Each local optimizer may apply at most max_use_ratio times the node count.
             budget = max(1, int(self.max_use_ratio * max(1, len(fgraph.apply_nodes))))
-            for _ in range(budget):
+            uses = dict.fromkeys(self.local_optimizers, 0)
+            for _ in range(budget + 1):
                 changed = False
                 for opt in self.global_optimizers:
                     before = len(fgraph.apply_nodes), str(fgraph)
@@ -506,9 +516,10 @@ class EquilibriumOptimizer(NavigatorOptimizer):
                         continue
                     for lopt in self.local_optimizers:
                         tracks = lopt.tracks()
-                        if tracks and not _tracked(node, tracks):
+                        if uses[lopt] >= budget or (tracks and not _tracked(node, tracks)):
                             continue
                         if self.process_node(fgraph, node, lopt):
+                            uses[lopt] += 1
                             changed = True
                             break
                 for opt in self.final_optimizers:

@@ -12,6 +12,7 @@ from theano.tensor import (  # noqa: E402
     inplace,
     nlinalg,
     nnet,
+    opt,
     shared_randomstreams,
     signal,
     slinalg,
@@ -40,5 +41,7 @@ matrix_inverse = nlinalg.matrix_inverse
 globals().update(PLURALS)
 globals().update(TYPED)
 Tensor = TensorType
+
+from theano.tensor.basic import NotScalarConstantError, get_scalar_constant_value  # noqa: E402, F401
 
 from tensorjit.tensor.variable import tensor_shared_constructor as _shared  # noqa: E402, F401
