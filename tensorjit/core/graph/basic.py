@@ -16,7 +16,28 @@ if TYPE_CHECKING:
 _ids = itertools.count()
 
 
-class Variable:
+class _PicklesSlots:
+    """Pickling of slotted graph objects with every protocol (0 and 1 included, which
+    need an explicit ``__getstate__``); cached compiled functions are not kept."""
+
+    __slots__ = ()
+
+    def __getstate__(self) -> dict:
+        state = dict(getattr(self, "__dict__", {}))
+        for klass in type(self).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if name not in ("__weakref__", "__dict__") and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        if "_eval_fns" in state:
+            state["_eval_fns"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+
+class Variable(_PicklesSlots):
     """A symbolic value: an input (``owner is None``) or output ``index`` of an Apply.
 
     ``tag.created_at`` holds the ``file:line`` of the user code that created it.
@@ -136,7 +157,7 @@ def _hashable_data(data: Any) -> Any:
         return repr(data)
 
 
-class Apply:
+class Apply(_PicklesSlots):
     """One application of an Op to input Variables, producing output Variables."""
 
     __slots__ = ("op", "inputs", "outputs", "__weakref__")

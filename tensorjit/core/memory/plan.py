@@ -44,6 +44,20 @@ def describe_value(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def _default_container(inp: In) -> Container:
+    """A new container holding ``inp``'s default, filtered to its type once (so that
+    ``f[x]`` reads a value of the input's type, as Theano's did)."""
+    value = inp.value
+    if value is not None:
+        try:
+            value = inp.variable.type.filter(
+                value, strict=inp.strict, allow_downcast=inp.allow_downcast
+            )
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"In({inp.variable.describe()}, value=...): {exc}") from None
+    return Container(inp.variable, value, inp.strict)
+
+
 class MemoryPlan:
     """Storage cells and the memory rules of one function (see the module docstring)."""
 
@@ -67,9 +81,7 @@ class MemoryPlan:
         # Per-function defaults: In(update=...) replaces them after each call. An
         # In(value=container) shares another function's.
         self.containers = [
-            inp.value
-            if isinstance(inp.value, Container)
-            else Container(inp.variable, inp.value, inp.strict)
+            inp.value if isinstance(inp.value, Container) else _default_container(inp)
             for inp in inputs
         ]
         self.updated_inputs = [i for i, inp in enumerate(inputs) if inp.update is not None]

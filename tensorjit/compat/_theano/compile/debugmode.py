@@ -8,16 +8,25 @@ from tensorjit.core.compile.debugmode import (  # noqa: F401
     BadViewMap,
     DebugModeError,
 )
-from tensorjit.core.compile.mode import DEBUG_MODE
+from tensorjit.core.compile.mode import DEBUG_MODE, Mode
 
 
 class InvalidValueError(DebugModeError):
     """A kernel produced a value its type does not accept."""
 
 
-def DebugMode(optimizer="fast_run", stability_patience=None, check_c_code=True,
-              check_py_code=True, check_isfinite=True, check_preallocated_output=None,
-              require_matching_strides=0, linker=None):  # fmt: skip
-    """``theano.compile.DebugMode(...)``: tensorjit's DebugMode (its options are
-    Theano's; tensorjit always checks every kernel and rewrite)."""
-    return DEBUG_MODE
+class _DebugModeFactory(type):
+    """``DebugMode(...)`` gives tensorjit's DebugMode; ``isinstance(m, DebugMode)``
+    accepts any tensorjit Mode that checks (``mode.debug``)."""
+
+    def __call__(cls, *args, **kwargs):
+        return DEBUG_MODE
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Mode) and obj.debug
+
+
+class DebugMode(metaclass=_DebugModeFactory):
+    """``theano.compile.DebugMode(optimizer=..., check_c_code=..., ...)``: tensorjit's
+    DebugMode (the options are Theano's; tensorjit always checks every kernel, the
+    declared view/destroy maps and each rewrite)."""
