@@ -87,7 +87,7 @@ def function(
     profile: Any = None,
     on_unused_input: str | None = None,
 ) -> Any:
-    """``theano.function`` (``profile`` and ``rebuild_strict`` are accepted and ignored)."""
+    """``theano.function`` (``profile`` is accepted and ignored)."""
     if profile:
         warnings.warn("theano.function(profile=...) has no effect in tensorjit", stacklevel=2)
     return _function(
@@ -101,6 +101,7 @@ def function(
         allow_input_downcast=allow_input_downcast,
         accept_inplace=accept_inplace,
         no_default_updates=no_default_updates,
+        rebuild_strict=rebuild_strict,
     )
 
 

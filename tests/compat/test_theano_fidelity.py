@@ -288,6 +288,16 @@ else:
     raise AssertionError("a sum of an input is not constant")
 assert ts.upcast('int32', 'float32') == 'float64' and ts.float32 == T.fscalar
 
+m = T.dmatrix('m')
+try:
+    theano.function([m], x * 2, givens={{x: m}}, mode={mode})
+except TypeError:
+    pass
+else:
+    raise AssertionError("a replacement of another type needs rebuild_strict=False")
+loose = theano.function([m], x * 2, givens={{x: m}}, rebuild_strict=False, mode={mode})
+assert loose(np.ones((2, 2))).shape == (2, 2)
+
 for dtype in ('float64', 'float32', 'int64', 'int32', 'int8', 'uint8'):
     for name in ('add_inplace', 'mul_inplace', 'maximum_inplace', 'xor_inplace'):
         if name == 'xor_inplace' and dtype.startswith('float'):

@@ -382,6 +382,7 @@ def function(
     allow_input_downcast: bool | None = None,
     accept_inplace: bool = False,
     no_default_updates: bool | Sequence[SharedVariable] = False,
+    rebuild_strict: bool = True,
 ) -> Function:
     """Compile a callable computing ``outputs`` from ``inputs``.
 
@@ -439,7 +440,7 @@ def function(
     if no_default_updates is not True:
         skip = set(no_default_updates or ())  # a list names the variables to leave alone
         _add_default_updates(update_pairs, [o.variable for o in outs], skip)
-    given_pairs = _normalize_givens(givens)
+    given_pairs = _normalize_givens(givens, rebuild_strict)
     explicit = {inp.variable for inp in ins}
     for old, _ in given_pairs:
         if old in explicit:
@@ -470,7 +471,9 @@ def function(
     # A device value is returned as a host array unless Out(return_internal_type=True).
     out_vars = [o.variable if o.return_internal_type else transfer(o.variable, HOST) for o in outs]
     targets = out_vars + [u for _, u in update_pairs] + input_updates
-    new_targets, _ = clone_replace(targets, replace) if replace else (targets, {})
+    new_targets, _ = (
+        clone_replace(targets, replace, strict=rebuild_strict) if replace else (targets, {})
+    )
 
     _check_inputs(ins, roots, new_targets, on_unused_input)
     used_shared = [v for v in graph_inputs(new_targets) if isinstance(v, SharedVariable)]
@@ -732,11 +735,14 @@ def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:
     return pairs
 
 
-def _normalize_givens(givens) -> list[tuple[Variable, Variable]]:
+def _normalize_givens(givens, strict: bool = True) -> list[tuple[Variable, Variable]]:
     pairs = []
     for old, new in _pairs(givens, "givens"):
         if not isinstance(old, Variable):
             raise TypeError(f"givens: keys must be Variables, got {old!r}")
+        if not strict and isinstance(new, Variable):
+            pairs.append((old, new))  # rebuild_strict=False: another type is allowed
+            continue
         try:
             new = old.type.filter_variable(new)
         except TypeError as exc:

@@ -78,15 +78,18 @@ def clone_replace(
     outputs: Sequence[Variable],
     replace: Mapping[Variable, Variable] | None = None,
     copy_inputs: bool = False,
+    strict: bool = True,
 ) -> tuple[list[Variable], dict[Variable, Variable]]:
     """Copy the graph of ``outputs``, substituting ``replace`` (old -> new) on the way.
 
     Returns the new outputs and the memo from old to new variables. Nodes are rebuilt
     with ``clone_with_new_inputs`` so a substitution is type-checked by ``make_node``.
+    ``strict=False`` (Theano's ``rebuild_strict=False``) lets a replacement have another
+    type: the nodes above it are rebuilt, and their outputs' types follow.
     """
     memo: dict[Variable, Variable] = dict(replace or {})
     for old, new in list(memo.items()):
-        if new.type != old.type:
+        if new.type != old.type and strict:
             converted = old.type.convert_variable(new)
             if converted is None:
                 raise TypeError(
