@@ -2,6 +2,9 @@
 also what ``take(x, idx, axis=0)`` becomes) and ``inc_subtensor(x[idx], y)`` /
 ``set_subtensor(x[idx], y)`` (scatter; repeated indices accumulate as with
 ``numpy.add.at``, which is what makes the C loop worth having: embedding gradients).
+Also two integer vectors on a matrix, ``x[rows, cols]`` and its increment: the
+classification cost ``log(p)[arange(n), y]`` and its gradient (``pair_*`` below; the
+whole-graph program has the same loops as steps, see program.c).
 
 Rows are moved whole (``memcpy`` or an add loop over a contiguous row), so the kernels
 work on C-contiguous operands; other layouts are made contiguous first. Every index is
@@ -75,6 +78,65 @@ int64_t tj_scatter(int64_t, int64_t, int64_t, char *, const char *, const char *
 """
 
 
+# Two index vectors on a matrix. Element strides (in elements of T) address any layout;
+# an index vector of length 1 broadcasts (step 0). Indices are int64 (converted first).
+_PAIR_SOURCE = """#include <stdint.h>
+
+/* 0 if every (r, c) is in range (negative ones count from the end), else 1 + the
+   position of the first bad pair */
+static int64_t tj_pair_check(int64_t n, int64_t rows, int64_t cols, const int64_t *r,
+                             int64_t rs, const int64_t *c, int64_t cs) {{
+    for (int64_t k = 0; k < n; k++) {{
+        int64_t i = r[k * rs], j = c[k * cs];
+        if (i < -rows || i >= rows || j < -cols || j >= cols) return k + 1;
+    }}
+    return 0;
+}}
+
+int64_t tj_pair_take(int64_t n, int64_t rows, int64_t cols, const char *x_, int64_t sx0,
+                     int64_t sx1, const char *r_, int64_t rs, const char *c_, int64_t cs,
+                     char *out_) {{
+    const int64_t *r = (const int64_t *)r_, *c = (const int64_t *)c_;
+    int64_t bad = tj_pair_check(n, rows, cols, r, rs, c, cs);
+    if (bad) return bad;
+    const {T} *x = (const {T} *)x_;
+    {T} *out = ({T} *)out_;
+    for (int64_t k = 0; k < n; k++) {{
+        int64_t i = r[k * rs], j = c[k * cs];
+        if (i < 0) i += rows;
+        if (j < 0) j += cols;
+        out[k] = x[i * sx0 + j * sx1];
+    }}
+    return 0;
+}}
+
+int64_t tj_pair_scatter(int64_t n, int64_t rows, int64_t cols, char *out_, int64_t so0,
+                        int64_t so1, const char *r_, int64_t rs, const char *c_, int64_t cs,
+                        const char *y_, int64_t ys, int set) {{
+    const int64_t *r = (const int64_t *)r_, *c = (const int64_t *)c_;
+    int64_t bad = tj_pair_check(n, rows, cols, r, rs, c, cs);
+    if (bad) return bad;
+    {T} *out = ({T} *)out_;
+    const {T} *y = (const {T} *)y_;
+    for (int64_t k = 0; k < n; k++) {{
+        int64_t i = r[k * rs], j = c[k * cs];
+        if (i < 0) i += rows;
+        if (j < 0) j += cols;
+        if (set) out[i * so0 + j * so1] = y[k * ys];
+        else out[i * so0 + j * so1] += y[k * ys];
+    }}
+    return 0;
+}}
+"""
+_PAIR_CDEF = """
+int64_t tj_pair_take(int64_t, int64_t, int64_t, const char *, int64_t, int64_t,
+                     const char *, int64_t, const char *, int64_t, char *);
+int64_t tj_pair_scatter(int64_t, int64_t, int64_t, char *, int64_t, int64_t,
+                        const char *, int64_t, const char *, int64_t, const char *,
+                        int64_t, int);
+"""
+
+
 _DIAG_SOURCE = """#include <stdint.h>
 void tj_diag(int64_t n, const char *x, int64_t step, char *out) {{
     {T} *o = ({T} *)out;
@@ -84,13 +146,38 @@ void tj_diag(int64_t n, const char *x, int64_t step, char *out) {{
 _DIAG_CDEF = "void tj_diag(int64_t, const char *, int64_t, char *);"
 
 
+def pair_indexed(node: Apply) -> bool:
+    """``x[rows, cols]`` (or its inc/set) on a matrix with two integer vectors."""
+    op = node.op
+    if not isinstance(op, AdvancedSubtensor | AdvancedIncSubtensor) or op.entries != ("a", "a"):
+        return False
+    x, *rest = node.inputs
+    indices = rest[-2:]
+    return x.type.ndim == 2 and all(
+        i.type.ndim == 1 and i.type.dtype in ("int64", "int32") for i in indices
+    )
+
+
+PAIR_DTYPES = ("float64", "float32", "int64", "int32")
+
+
 def _plan(node: Apply) -> tuple[str, str]:
-    """(value dtype, index dtype); Unsupported unless one integer vector indexes axis 0."""
+    """(value dtype, index dtype); Unsupported unless one integer vector indexes axis 0
+    (or two a matrix's axes: ``pair_indexed``)."""
     op = node.op
     if isinstance(op, ExtractDiag):
         if node.inputs[0].type.ndim != 2 or node.inputs[0].type.dtype not in _DIAG_DTYPES:
             raise Unsupported("the diagonal of a matrix of another rank or dtype")
         return node.inputs[0].type.dtype, ""
+    if pair_indexed(node):
+        x = node.inputs[0]
+        if x.type.dtype not in PAIR_DTYPES:
+            raise Unsupported(f"dtype {x.type.dtype}")
+        if isinstance(op, AdvancedIncSubtensor) and node.inputs[1].type.dtype != x.type.dtype:
+            raise Unsupported("a value of another dtype")
+        if isinstance(op, AdvancedIncSubtensor) and node.inputs[1].type.ndim > 1:
+            raise Unsupported("a value of more than one dimension")
+        return x.type.dtype, "pair"
     if op.entries != ("a",):
         raise Unsupported(f"index entries {op.entries}")
     x = node.inputs[0]
@@ -114,6 +201,8 @@ def source_of(node: Apply) -> str:
     dtype, idx_dtype = _plan(node)
     if isinstance(node.op, ExtractDiag):
         return _DIAG_SOURCE.format(T=ctype(dtype))
+    if idx_dtype == "pair":
+        return _PAIR_SOURCE.format(T=ctype(dtype))
     return _SOURCE.format(T=ctype(dtype), I=ctype(idx_dtype))
 
 
@@ -144,6 +233,8 @@ def _diagonal_factory(node: Apply) -> Run:
 def factory(node: Apply) -> Run:
     if isinstance(node.op, ExtractDiag):
         return _diagonal_factory(node)
+    if pair_indexed(node):
+        return _pair_factory(node)
     source = source_of(node)
     ffi, lib = compiler.load(source, _CDEF, ("tj_take", "tj_scatter"), what=str(node.op))
     from_buffer = ffi.from_buffer
@@ -209,6 +300,96 @@ def factory(node: Apply) -> Run:
             from_buffer(y_rows), set_flag,
         )  # fmt: skip
         if bad:
+            perform(node, inputs, output_storage)  # nothing was written: its error
+            return
+        output_storage[0][0] = out
+
+    return run
+
+
+def _pair_factory(node: Apply) -> Run:
+    """``x[rows, cols]`` and its inc/set on a matrix of any layout. Index vectors of
+    lengths n and 1 broadcast, negative indices count from the end; any other case
+    (lengths that do not broadcast, an index out of range, a value that does not fit)
+    is the reference kernel's, which raises NumPy's error with the op's context."""
+    ffi, lib = compiler.load(
+        source_of(node), _PAIR_CDEF, ("tj_pair_take", "tj_pair_scatter"), what=str(node.op)
+    )
+    from_buffer, cast = ffi.from_buffer, ffi.cast
+    op = node.op
+    perform = op.perform
+    dtype = node.outputs[0].type.numpy_dtype
+    item = dtype.itemsize
+
+    def indices(r: np.ndarray, c: np.ndarray):
+        n = max(len(r), len(c))
+        if len(r) not in (n, 1) or len(c) not in (n, 1):
+            return None
+        r64 = np.ascontiguousarray(r, dtype=np.int64)
+        c64 = np.ascontiguousarray(c, dtype=np.int64)
+        return n, r64, int(len(r) == n), c64, int(len(c) == n)
+
+    def address(a: np.ndarray) -> tuple:
+        if any(st % item for st in a.strides):
+            return None  # an unaligned view: the reference kernel
+        return cast("char *", a.ctypes.data), a.strides[0] // item, a.strides[1] // item
+
+    if isinstance(op, AdvancedSubtensor):
+        take = lib.tj_pair_take
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, r, c = inputs
+            plan = indices(r, c)
+            where = address(x) if plan is not None else None
+            if where is None or 0 in x.shape:
+                perform(node, inputs, output_storage)
+                return
+            n, r64, rs, c64, cs = plan
+            out = output_buffer(output_storage[0][0], (n,), dtype, inputs)
+            bad = take(n, x.shape[0], x.shape[1], *where, from_buffer(r64), rs,
+                       from_buffer(c64), cs, from_buffer(out))  # fmt: skip
+            if bad:
+                perform(node, inputs, output_storage)  # an index out of range: its error
+                return
+            output_storage[0][0] = out
+
+        return run
+
+    scatter = lib.tj_pair_scatter
+    set_flag = 1 if op.set_instead_of_inc else 0
+    value_broadcasts = node.inputs[1].type.ndim == 0 or node.inputs[1].type.shape == (1,)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y, r, c = inputs
+        plan = indices(r, c)
+        if plan is None or 0 in x.shape:
+            perform(node, inputs, output_storage)
+            return
+        n, r64, rs, c64, cs = plan
+        if y.ndim == 1 and len(y) == n:
+            ys = 1
+        elif y.size == 1 and (value_broadcasts or n == 1):
+            ys = 0
+        else:
+            perform(node, inputs, output_storage)  # NumPy's broadcasting error
+            return
+        if op.inplace:
+            out = x
+        else:
+            out = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
+            out[...] = x
+        where = address(out)
+        if where is None:
+            perform(node, inputs, output_storage)
+            return
+        values = np.ascontiguousarray(y, dtype=dtype).reshape(-1)
+        if np.may_share_memory(values, out):
+            values = values.copy()  # read while the target is written
+        bad = scatter(n, out.shape[0], out.shape[1], *where, from_buffer(r64), rs,
+                      from_buffer(c64), cs, from_buffer(values), ys, set_flag)  # fmt: skip
+        if bad:
+            if not op.inplace:
+                output_storage[0][0] = None
             perform(node, inputs, output_storage)  # nothing was written: its error
             return
         output_storage[0][0] = out
