@@ -27,6 +27,7 @@ from tensorjit.plugins.c_backend import (
     kernels,
     rowwise,
 )
+from tensorjit.tensor.allocation import ARange
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Dot, Reduce
@@ -128,6 +129,7 @@ SPECS = (
         lambda node, plan: indexing.factory(node),
         plan=_exactly(indexing.OPS, _covered_if(indexing.supported)),
         sources=lambda node, plan: [(indexing.source_of(node), str(node.op))],
+        step=_step("indexing"),
         plugin=PLUGIN,
     ),
     KernelSpec(
@@ -138,7 +140,11 @@ SPECS = (
         plan=_exactly(construct.OPS, _covered_if(construct.supported)),
         sources=lambda node, plan: [(construct.source_of(node)[0], str(node.op))],
         step=lambda tables, node, plan: (
-            tables.alloc(node, plan) if type(node.op) is Alloc else tables.decline(node)
+            tables.alloc(node, plan)
+            if type(node.op) is Alloc
+            else tables.arange(node, plan)
+            if type(node.op) is ARange
+            else tables.decline(node)
         ),
         plugin=PLUGIN,
     ),

@@ -35,7 +35,8 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 #define TJ_NOGIL_SIZE 65536
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
-       TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10 };
+       TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
+       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -682,6 +683,140 @@ static int tj_shape(const tj_step *s, PyObject **v)
 }
 
 /* The ValueError of a shape error found after the call overwrote a value. */
+/* Integer arange(start, stop, step) (0-d integer operands) of the output's integer
+   dtype; a zero step is declined (the VM explains). */
+static int tj_arange(const tj_step *s, PyObject **v)
+{
+    npy_intp start = tj_index((PyArrayObject *)v[s->ops[0]]);
+    npy_intp stop = tj_index((PyArrayObject *)v[s->ops[1]]);
+    npy_intp step = tj_index((PyArrayObject *)v[s->ops[2]]), n, k;
+    if (step == 0)
+        return TJ_DECLINED;
+    n = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
+    if (n < 0)
+        n = 0;
+    PyArrayObject *out = (PyArrayObject *)tj_empty(1, &n, s->typenum);
+    if (out == NULL)
+        return TJ_ERROR;
+    char *p = PyArray_BYTES(out);
+    for (k = 0; k < n; k++) {
+        npy_intp value = start + k * step;
+        if (s->typenum == NPY_INT)
+            ((npy_int *)p)[k] = (npy_int)value;
+        else
+            ((int64_t *)p)[k] = (int64_t)value;
+    }
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
+/* Entry k of an integer index vector (int64 or int32; one entry broadcasts). */
+static npy_intp tj_entry(PyArrayObject *a, npy_intp k)
+{
+    const char *p = PyArray_BYTES(a) + (PyArray_DIMS(a)[0] == 1 ? 0 : k * PyArray_STRIDES(a)[0]);
+    return PyArray_TYPE(a) == NPY_INT ? *(const npy_int *)p : (npy_intp)*(const int64_t *)p;
+}
+
+/* x[rows, cols] and its inc/set: the number of pairs (the index vectors' lengths, one of
+   them may be 1), or -1 when they do not broadcast, x is empty or a pair is out of
+   range (declined: the VM explains). Negative indices count from the end. */
+static npy_intp tj_pair_count(PyArrayObject *x, PyArrayObject *r, PyArrayObject *c)
+{
+    npy_intp nr = PyArray_DIMS(r)[0], nc = PyArray_DIMS(c)[0], n = nr > nc ? nr : nc, k;
+    npy_intp rows = PyArray_DIMS(x)[0], cols = PyArray_DIMS(x)[1];
+    if ((nr != n && nr != 1) || (nc != n && nc != 1) || rows == 0 || cols == 0)
+        return -1;
+    for (k = 0; k < n; k++) {
+        npy_intp i = tj_entry(r, k), j = tj_entry(c, k);
+        if (i < -rows || i >= rows || j < -cols || j >= cols)
+            return -1;
+    }
+    return n;
+}
+
+static char *tj_pair_address(PyArrayObject *x, PyArrayObject *r, PyArrayObject *c,
+                             npy_intp k)
+{
+    npy_intp i = tj_entry(r, k), j = tj_entry(c, k);
+    if (i < 0)
+        i += PyArray_DIMS(x)[0];
+    if (j < 0)
+        j += PyArray_DIMS(x)[1];
+    return PyArray_BYTES(x) + i * PyArray_STRIDES(x)[0] + j * PyArray_STRIDES(x)[1];
+}
+
+static int tj_pair_take(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
+    PyArrayObject *r = (PyArrayObject *)v[s->ops[1]], *c = (PyArrayObject *)v[s->ops[2]];
+    npy_intp n = tj_pair_count(x, r, c), k;
+    if (n < 0)
+        return TJ_DECLINED;
+    PyArrayObject *out = (PyArrayObject *)tj_empty(1, &n, s->typenum);
+    if (out == NULL)
+        return TJ_ERROR;
+    size_t item = (size_t)PyArray_ITEMSIZE(out);
+    for (k = 0; k < n; k++)
+        memcpy(PyArray_BYTES(out) + k * item, tj_pair_address(x, r, c, k), item);
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
+#define TJ_PAIR_ADD(T)                                                                    \
+    for (k = 0; k < n; k++) {                                                             \
+        T *o = (T *)tj_pair_address(target, r, c, k);                                     \
+        T value = *(const T *)(PyArray_BYTES(g) + (g_steps ? k * g_stride : 0));          \
+        *o = set ? value : *o + value;                                                    \
+    }
+
+/* The inc/set of x[rows, cols] by g (a vector of the pairs' length, or one value where
+   the type lets it broadcast), in place (target 0) or into a copy. */
+static int tj_pair_scatter(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *g = (PyArrayObject *)v[s->ops[1]];
+    PyArrayObject *r = (PyArrayObject *)v[s->ops[2]], *c = (PyArrayObject *)v[s->ops[3]];
+    PyArrayObject *target;
+    PyObject *copy = NULL;
+    int set = s->axes[0], g_steps, status = TJ_ERROR;
+    npy_intp n = tj_pair_count(z, r, c), k, g_len, g_stride;
+    if (n < 0)
+        return TJ_DECLINED;
+    g_len = PyArray_NDIM(g) == 0 ? 1 : PyArray_DIMS(g)[0];
+    g_steps = g_len == n && (PyArray_NDIM(g) == 1 && g_len != 1);
+    if (!(g_len == n || (g_len == 1 && (s->n_kept || n == 1))))
+        return TJ_DECLINED; /* a value that does not fit: NumPy's error from the VM */
+    g_stride = PyArray_NDIM(g) == 1 ? PyArray_STRIDES(g)[0] : 0;
+    if (s->target == 0) {
+        target = z;
+        Py_INCREF(target);
+        if (tj_overlap(g, z)) { /* the values are read while the target is written */
+            if ((copy = PyArray_NewCopy(g, NPY_CORDER)) == NULL)
+                goto done;
+            g = (PyArrayObject *)copy;
+            g_stride = PyArray_NDIM(g) == 1 ? PyArray_STRIDES(g)[0] : 0;
+        }
+    } else {
+        target = (PyArrayObject *)tj_empty(2, PyArray_DIMS(z), s->typenum);
+        if (target == NULL)
+            goto done;
+        if (PyArray_CopyInto(target, z) < 0) {
+            Py_DECREF(target);
+            goto done;
+        }
+    }
+    switch (s->typenum) {
+    case NPY_DOUBLE: TJ_PAIR_ADD(double) break;
+    case NPY_FLOAT: TJ_PAIR_ADD(float) break;
+    case NPY_INT: TJ_PAIR_ADD(npy_int) break;
+    default: TJ_PAIR_ADD(int64_t) break; /* program.py admits these four dtypes */
+    }
+    Py_XSETREF(v[s->out], (PyObject *)target);
+    status = TJ_DONE;
+done:
+    Py_XDECREF(copy);
+    return status;
+}
+
 static void tj_shape_error(const tj_program *p, int k, PyObject **v)
 {
     const tj_step *s = &p->steps[k];
@@ -801,6 +936,9 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_ROWWISE: status = tj_rowwise(s, v); break;
         case TJ_ALLOC: status = tj_alloc(s, v); break;
         case TJ_SHAPE: status = tj_shape(s, v); break;
+        case TJ_ARANGE: status = tj_arange(s, v); break;
+        case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
+        case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;
         default: status = tj_gemm_ger(s, v); break;
         }
         if (status < 0)

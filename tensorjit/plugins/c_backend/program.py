@@ -28,12 +28,14 @@ from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import blas, compiler, kernels, rowwise
+from tensorjit.plugins.c_backend import blas, compiler, indexing, kernels, rowwise
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
+from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
-ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE = range(1, 11)
+(ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
+ PAIR_TAKE, PAIR_SCATTER) = range(1, 14)  # fmt: skip
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
 
@@ -333,6 +335,46 @@ class _Tables:
         slot = self._new_slot(out)
         return (ALLOC, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, _static(out),
                 [], 0, [], 0, 0)  # fmt: skip
+
+    def arange(self, node: Apply, plan: object = None) -> tuple:
+        out = node.outputs[0]
+        if out.type.dtype not in ("int64", "int32"):
+            raise Unsupported(f"{node.op}: dtype {out.type.dtype}")
+        for bound in node.inputs:
+            _check_tensor(bound)
+            if bound.type.ndim != 0 or np.dtype(bound.type.dtype).kind not in "iu":
+                raise Unsupported(f"{node.op}: bound {bound}")
+        ops = [self._slot(v) for v in node.inputs]
+        slot = self._new_slot(out)
+        return (ARANGE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
+                0)  # fmt: skip
+
+    def indexing(self, node: Apply, plan: object = None) -> tuple:
+        """``x[rows, cols]`` and its inc/set (program.c's pair steps); other indexing
+        keeps the per-node kernels."""
+        if not indexing.pair_indexed(node):
+            raise Unsupported(f"{node.op}: only two index vectors on a matrix")
+        op, out = node.op, node.outputs[0]
+        if out.type.dtype not in indexing.PAIR_DTYPES:
+            raise Unsupported(f"{node.op}: dtype {out.type.dtype}")
+        ops = [self._slot(v) for v in node.inputs]
+        if isinstance(op, AdvancedSubtensor):
+            slot = self._new_slot(out)
+            return (PAIR_TAKE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
+                    0)  # fmt: skip
+        value = node.inputs[1]
+        if value.type.ndim > 1 or value.type.dtype != out.type.dtype:
+            raise Unsupported(f"{node.op}: value {value}")
+        target, destroys = -1, 0
+        if op.inplace:
+            target = 0
+            root = self.roots[out] = self._root(node.inputs[0])
+            destroys = int(root.owner is None)
+        # n_kept: the value may broadcast (its type says one element); axes[0]: set.
+        broadcasts = int(value.type.ndim == 0 or value.type.shape == (1,))
+        slot = self._new_slot(out)
+        return (PAIR_SCATTER, [], ops, [], [], target, slot, _typenum(out), 2, [],
+                [int(op.set_instead_of_inc)], broadcasts, [], 0, destroys)  # fmt: skip
 
     def shape(self, node: Apply, plan: object = None) -> tuple:
         out = node.outputs[0]
