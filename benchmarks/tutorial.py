@@ -1,0 +1,319 @@
+"""Models written the way Theano's deep-learning tutorials write them.
+
+The data set lives in shared variables; a step is ``train(index)``, and ``givens``
+replaces the model's symbolic ``x``/``y`` by the minibatch ``data[index*B:(index+1)*B]``.
+Costs are the tutorials' own: ``-mean(log(p_y)[arange(n), y])`` (+ L2 for the MLP), the
+denoising autoencoder's cross-entropy of a reconstruction from an input corrupted by a
+binomial mask drawn from the graph's random streams.
+
+- logreg: 784 -> 10 softmax regression, minibatches of 600, lr 0.13.
+- mlp: 784 -> 500 tanh -> 10 softmax, minibatches of 20, lr 0.01, L2 1e-4.
+- dA: 784 -> 500 sigmoid, tied weights, corruption 0.3, minibatches of 20, lr 0.1.
+
+Implementations, same data, same run: hand-written NumPy, tensorjit (default mode),
+PyTensor (default mode, Numba in PyTensor 3; and mode="CVM", its C backend with its C
+BLAS linked, see _competitors.py), JAX (jax.jit, the data set on the device, the
+minibatch sliced inside the step). Deterministic models must agree with NumPy on the
+first step's loss; the dA's mask is random (each library its own generator), so its loss
+must only be within 5% of NumPy's. Times are medians of samples taken round-robin.
+
+Run: .venv/bin/pip install -e ".[bench]" && taskset -c 0 .venv/bin/python
+     benchmarks/tutorial.py [--threads 1] [--models logreg,mlp,dA]
+     [--dtypes float64,float32] [--repeats 7] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+
+from _competitors import limit_threads, setup_pytensor_blas, thread_report, threads_from_argv
+
+limit_threads(threads_from_argv())  # before NumPy loads OpenBLAS
+PYTENSOR_BLAS = setup_pytensor_blas()  # before PyTensor is imported
+
+import numpy as np  # noqa: E402
+from _timing import median_time  # noqa: E402
+
+N_BATCHES = 20
+MODELS = {
+    # name: (batch, hidden, lr, l2)
+    "logreg": (600, 0, 0.13, 0.0),
+    "mlp": (20, 500, 0.01, 1e-4),
+    "dA": (20, 500, 0.1, 0.0),
+}
+N_IN, N_OUT, CORRUPTION = 784, 10, 0.3
+
+
+def make_data(model: str, dtype: str, seed: int = 0):
+    """The data set (inputs, labels) and the initial parameters, as the tutorials build
+    them (zeros for logreg; Glorot-uniform weights and zero biases otherwise)."""
+    batch, hidden, _, _ = MODELS[model]
+    rng = np.random.default_rng(seed)
+    n = N_BATCHES * batch
+    if model == "dA":
+        x = rng.uniform(0, 1, (n, N_IN)).astype(dtype)  # pixel intensities
+    else:
+        x = rng.standard_normal((n, N_IN)).astype(dtype)
+    teacher = rng.standard_normal((N_IN, N_OUT))
+    y = np.argmax(x @ teacher, axis=1).astype(np.int64)
+    if model == "logreg":
+        params = [np.zeros((N_IN, N_OUT)), np.zeros(N_OUT)]
+    elif model == "mlp":
+        b1 = np.sqrt(6.0 / (N_IN + hidden))
+        b2 = np.sqrt(6.0 / (hidden + N_OUT))
+        params = [rng.uniform(-b1, b1, (N_IN, hidden)), np.zeros(hidden),
+                  rng.uniform(-b2, b2, (hidden, N_OUT)), np.zeros(N_OUT)]  # fmt: skip
+    else:
+        b = 4 * np.sqrt(6.0 / (N_IN + hidden))
+        params = [rng.uniform(-b, b, (N_IN, hidden)), np.zeros(hidden), np.zeros(N_IN)]
+    return x, y, [p.astype(dtype) for p in params]
+
+
+# ------------------------------------------------------------------------------ NumPy
+def numpy_step(model: str, x_all, y_all, params0, dtype):
+    batch, _, lr, l2 = MODELS[model]
+    params = [p.copy() for p in params0]
+    rng = np.random.default_rng(1)
+
+    def softmax_grad(z, y):
+        z = z - z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        rows = np.arange(len(y))
+        loss = np.mean(np.log(s[:, 0]) - z[rows, y])
+        e /= s
+        e[rows, y] -= 1
+        return loss, e / len(y)
+
+    def step(i):
+        x = x_all[i * batch : (i + 1) * batch]
+        y = y_all[i * batch : (i + 1) * batch]
+        if model == "logreg":
+            w, b = params
+            loss, gz = softmax_grad(x @ w + b, y)
+            w -= lr * (x.T @ gz)
+            b -= lr * gz.sum(axis=0)
+            return loss
+        if model == "mlp":
+            w1, b1, w2, b2 = params
+            h = np.tanh(x @ w1 + b1)
+            loss, gz = softmax_grad(h @ w2 + b2, y)
+            loss += l2 * ((w1**2).sum() + (w2**2).sum())
+            gh = (gz @ w2.T) * (1 - h * h)
+            w2 -= lr * (h.T @ gz + 2 * l2 * w2)
+            b2 -= lr * gz.sum(axis=0)
+            w1 -= lr * (x.T @ gh + 2 * l2 * w1)
+            b1 -= lr * gh.sum(axis=0)
+            return loss
+        w, bh, bv = params
+        tilde = x * (rng.random(x.shape) < 1 - CORRUPTION).astype(dtype)
+        h = 1 / (1 + np.exp(-(tilde @ w + bh)))
+        z = 1 / (1 + np.exp(-(h @ w.T + bv)))
+        loss = np.mean(-np.sum(x * np.log(z) + (1 - x) * np.log(1 - z), axis=1))
+        gz = (z - x) / len(x)  # d loss / d (pre-sigmoid reconstruction)
+        gh = (gz @ w) * h * (1 - h)
+        w -= lr * (tilde.T @ gh + gz.T @ h)
+        bh -= lr * gh.sum(axis=0)
+        bv -= lr * gz.sum(axis=0)
+        return loss
+
+    return step
+
+
+# -------------------------------------------------- tensorjit / PyTensor (one builder)
+def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
+    """The tutorial's code, for ``lib`` "tensorjit" or "pytensor" (their APIs differ
+    only in the softmax's signature and the random streams' class)."""
+    if lib == "tensorjit":
+        import tensorjit as th
+        import tensorjit.tensor as T
+        from tensorjit.tensor.random import RandomStreams
+
+        def softmax(v):
+            return T.nnet.softmax(v)
+
+        sigmoid = T.nnet.sigmoid
+
+        def binomial(streams, shape, p):
+            return streams.binomial(size=shape, n=1, p=p, dtype=dtype)
+    else:
+        import pytensor as th
+        import pytensor.tensor as T
+        from pytensor.tensor.random.utils import RandomStream as RandomStreams
+        from pytensor.tensor.special import softmax as _softmax
+
+        def softmax(v):
+            return _softmax(v, axis=-1)
+
+        sigmoid = T.sigmoid
+
+        def binomial(streams, shape, p):
+            return streams.binomial(1, p, size=shape).astype(dtype)
+
+    batch, _, lr, l2 = MODELS[model]
+    data_x = th.shared(x_all, name="data_x", borrow=True)
+    data_y = th.shared(y_all, name="data_y", borrow=True)
+    params = [th.shared(p.copy(), name=f"p{k}") for k, p in enumerate(params0)]
+    index = T.lscalar("index")
+    x, y = T.matrix("x", dtype=dtype), T.lvector("y")
+    lr = np.asarray(lr, dtype)
+    if model in ("logreg", "mlp"):
+        if model == "logreg":
+            w, b = params
+            p_y = softmax(T.dot(x, w) + b)
+        else:
+            w1, b1, w2, b2 = params
+            hidden = T.tanh(T.dot(x, w1) + b1)
+            p_y = softmax(T.dot(hidden, w2) + b2)
+        cost = -T.mean(T.log(p_y)[T.arange(y.shape[0]), y])
+        if l2:
+            cost = cost + np.asarray(l2, dtype) * ((w1**2).sum() + (w2**2).sum())
+        givens = {x: data_x[index * batch : (index + 1) * batch],
+                  y: data_y[index * batch : (index + 1) * batch]}  # fmt: skip
+    else:
+        w, bh, bv = params
+        streams = RandomStreams(1)
+        tilde = binomial(streams, x.shape, 1 - CORRUPTION) * x
+        h = sigmoid(T.dot(tilde, w) + bh)
+        z = sigmoid(T.dot(h, w.T) + bv)
+        cost = T.mean(-T.sum(x * T.log(z) + (1 - x) * T.log(1 - z), axis=1))
+        givens = {x: data_x[index * batch : (index + 1) * batch]}
+    grads = th.grad(cost, params)
+    updates = [(p, p - lr * g) for p, g in zip(params, grads)]
+    kwargs = {} if mode is None else {"mode": mode}
+    return th.function([index], cost, updates=updates, givens=givens, **kwargs)
+
+
+# -------------------------------------------------------------------------------- JAX
+def jax_step(model: str, x_all, y_all, params0):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    batch, _, lr, l2 = MODELS[model]
+    data_x, data_y = jnp.asarray(x_all), jnp.asarray(y_all)
+
+    def loss_fn(params, i, key):
+        x = jax.lax.dynamic_slice_in_dim(data_x, i * batch, batch)
+        y = jax.lax.dynamic_slice_in_dim(data_y, i * batch, batch)
+        if model == "logreg":
+            w, b = params
+            logp = jax.nn.log_softmax(x @ w + b, axis=1)
+            return -jnp.mean(logp[jnp.arange(batch), y])
+        if model == "mlp":
+            w1, b1, w2, b2 = params
+            logp = jax.nn.log_softmax(jnp.tanh(x @ w1 + b1) @ w2 + b2, axis=1)
+            reg = l2 * ((w1**2).sum() + (w2**2).sum())
+            return -jnp.mean(logp[jnp.arange(batch), y]) + reg
+        w, bh, bv = params
+        mask = jax.random.bernoulli(key, 1 - CORRUPTION, x.shape).astype(x.dtype)
+        h = jax.nn.sigmoid((mask * x) @ w + bh)
+        z = jax.nn.sigmoid(h @ w.T + bv)
+        return jnp.mean(-jnp.sum(x * jnp.log(z) + (1 - x) * jnp.log(1 - z), axis=1))
+
+    def update(params, i, key):
+        key, sub = jax.random.split(key)
+        loss, grads = jax.value_and_grad(loss_fn)(params, i, sub)
+        return [p - lr * g for p, g in zip(params, grads)], key, loss
+
+    compiled = jax.jit(update, donate_argnums=0)
+    state = [[jnp.asarray(p) for p in params0], jax.random.PRNGKey(0)]
+
+    def step(i):
+        state[0], state[1], loss = compiled(state[0], i, state[1])
+        return loss.block_until_ready()
+
+    return step, jax.__version__
+
+
+# ------------------------------------------------------------------------------- main
+def run(model: str, dtype: str, args) -> None:
+    x_all, y_all, params0 = make_data(model, dtype)
+    rtol = (1e-8 if dtype == "float64" else 1e-3) if model != "dA" else 0.05
+    reference = float(numpy_step(model, x_all, y_all, params0, dtype)(0))
+    rows: list[tuple[str, object]] = []
+    notes: list[str] = []
+
+    def add(name: str, step) -> None:
+        first = float(step(0))
+        if not np.isclose(first, reference, rtol=rtol, atol=0):
+            raise AssertionError(f"{model} {name}: first-step loss {first} != NumPy's {reference}")
+        counter = iter(range(1, 10**9))
+        rows.append((name, lambda: step(next(counter) % N_BATCHES)))
+
+    add("numpy (hand-written)", numpy_step(model, x_all, y_all, params0, dtype))
+    import tensorjit
+
+    start = time.perf_counter()
+    fn = symbolic_step("tensorjit", model, x_all, y_all, params0, dtype, None)
+    nodes = len(fn.kernels)
+    inside = nodes if fn._program is not None else 0
+    notes.append(f"tensorjit: compiled in {time.perf_counter() - start:.2f} s; "
+                 f"{inside} of {nodes} nodes inside whole-graph programs")  # fmt: skip
+    add("tensorjit", fn)
+    del tensorjit
+    try:
+        import pytensor  # noqa: F401
+    except ImportError as exc:
+        rows.append(("pytensor", f"not installed ({exc})"))
+    else:
+        for name, mode in [("pytensor default", None), ("pytensor CVM", "CVM")]:
+            try:
+                add(name, symbolic_step("pytensor", model, x_all, y_all, params0, dtype, mode))
+            except Exception as exc:
+                rows.append((name, f"unavailable ({type(exc).__name__}: {exc})"[:120]))
+    try:
+        import jax  # noqa: F401
+    except ImportError as exc:
+        rows.append(("jax", f"not installed ({exc})"))
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            step, version = jax_step(model, x_all, y_all, params0)
+            add(f"jax {version}", step)
+
+    steps = {name: step for name, step in rows if callable(step)}
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(args.repeats):
+        for name, step in steps.items():
+            samples[name].append(median_time(step, 1, args.budget))
+    times = {name: statistics.median(v) for name, v in samples.items()}
+    numpy_time = times["numpy (hand-written)"]
+    batch = MODELS[model][0]
+    print(f"\n{model} {dtype}: first-step loss {reference:.6f}")
+    print(f"  {'implementation':<24}{'ms/step':>10}{'examples/s':>13}{'x numpy':>10}")
+    for name, value in rows:
+        if not callable(value):
+            print(f"  {name:<24}{value}")
+            continue
+        t = times[name]
+        print(f"  {name:<24}{t * 1e3:>10.3f}{batch / t:>13.0f}{numpy_time / t:>10.2f}")
+    for note in notes:
+        print(f"  - {note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--budget", type=float, default=0.3)
+    parser.add_argument("--quick", action="store_true", help="3 repeats of 0.05 s")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.budget = 3, 0.05
+    print(f"Theano-tutorial models; Python {sys.version.split()[0]}, NumPy {np.__version__}")
+    for model in args.models.split(","):
+        for dtype in args.dtypes.split(","):
+            run(model, dtype, args)
+    print()
+    print(thread_report())
+
+
+if __name__ == "__main__":
+    main()
