@@ -251,7 +251,7 @@ def run(model: str, dtype: str, args) -> None:
     start = time.perf_counter()
     fn = symbolic_step("tensorjit", model, x_all, y_all, params0, dtype, None)
     nodes = len(fn.kernels)
-    inside = nodes if fn._program is not None else 0
+    inside = nodes if fn._program is not None else fn.vm.segment_nodes
     notes.append(f"tensorjit: compiled in {time.perf_counter() - start:.2f} s; "
                  f"{inside} of {nodes} nodes inside whole-graph programs")  # fmt: skip
     add("tensorjit", fn)

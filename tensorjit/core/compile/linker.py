@@ -11,6 +11,7 @@ from typing import Any
 
 from tensorjit.core.compile.lazy import lazy_guards
 from tensorjit.core.compile.program import GraphPlan, ProgramVM, whole_graph_program
+from tensorjit.core.compile.segments import program_segments
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
@@ -189,6 +190,10 @@ def link(
     )
     program = whole_graph_program(plan, backends)
     if program is None:
+        # Some node is not covered: its covered stretches still run as programs.
+        segments = program_segments(order, kernels, memory.fgraph.outputs, backends)
+        if segments:
+            vm.set_segments(segments)
         return vm, None
     if memory.borrowed_output_cells:
         return vm, program

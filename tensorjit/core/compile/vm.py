@@ -28,6 +28,10 @@ def buffer_key(value: Any) -> tuple | None:
         return None
 
 
+def _nothing(inputs: list, output_storage: list) -> None:
+    """A step whose node runs inside a segment's program."""
+
+
 def _after_deferred_checks(run: Any) -> Any:
     """``run``, after the checks kernels deferred (see core/compile/deferred.py)."""
 
@@ -138,6 +142,7 @@ class VM:
             for step, (node, kernel) in enumerate(zip(self.nodes, self.kernels))
         ]
         self._saved: list[tuple[list, Any]] = []  # this call's snapshots (commit.py)
+        self.segment_nodes = 0  # nodes run inside segment programs (set_segments)
         self._guard_commits(lambda node: node.op.input_check(node) is not None)
 
     def _guard_commits(self, can_precheck: Any) -> None:
@@ -180,6 +185,45 @@ class VM:
         for cell, saved in reversed(self._saved):
             restore_value(cell, saved)
         self._saved.clear()
+
+    def set_segments(self, segments: Sequence[Any]) -> None:
+        """Run each segment's steps as its one program (core/compile/segments.py): the
+        first step calls it, the others only free what they freed before. A program that
+        declines the values runs the segment's kernels one by one instead."""
+        steps = [list(step) for step in self.steps]
+        for segment in segments:
+            span = range(segment.start, segment.stop)
+            own = [(k, steps[k][0], steps[k][1], steps[k][2]) for k in span]
+            steps[segment.start][0] = self._segment_runner(segment, own)
+            for k in span:
+                steps[k][5] = []  # no pooled buffer is offered to a node that runs inside
+                if k != segment.start:
+                    steps[k][0] = _nothing
+        self.steps = [tuple(step) for step in steps]
+        self.segment_nodes = sum(seg.stop - seg.start for seg in segments)
+
+    def _segment_runner(self, segment: Any, own: list) -> Any:
+        program = segment.program
+        in_cells = [self.storage[v] for v in segment.inputs]
+        out_cells = [self.storage[v] for v in segment.outputs]
+
+        def run(inputs: list, output_storage: list) -> None:
+            try:
+                values = program([cell[0] for cell in in_cells])
+            except Exception as exc:
+                exc.tensorjit_explained = True  # type: ignore[attr-defined]  # names its node
+                raise
+            if values is None:
+                for k, kernel, node_in, node_out in own:
+                    try:
+                        kernel([cell[0] for cell in node_in], node_out)
+                    except Exception as exc:
+                        raise self._explained(exc, k) from None
+                return
+            for cell, value in zip(out_cells, values):
+                cell[0] = value
+
+        return run
 
     def set_lazy_blocks(self, guards: dict[int, tuple[list, int, int, int]]) -> None:
         """Enable lazy evaluation: ``guards[g] = (cond_cell, true_end, false_start,

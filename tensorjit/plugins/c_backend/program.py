@@ -142,6 +142,7 @@ class _Tables:
                 last_use.setdefault(out, k)
         wanted = set(plan.outputs)
         self.roots: dict[Variable, Variable] = {}  # value -> the buffer it lives in
+        self.computed = {out for node in plan.nodes for out in node.outputs}
         self.steps = []
         self.notes = []
         for k, (node, kernel) in enumerate(zip(plan.nodes, plan.kernels)):
@@ -212,6 +213,12 @@ class _Tables:
     def _root(self, var: Variable) -> Variable:
         return self.roots.get(var, var)
 
+    def _not_computed(self, root: Variable) -> int:
+        """1 when a buffer is not one this program computed (an input's, a shared
+        variable's, or, for a segment of a larger function, an earlier node's): a step
+        writing into it overwrites a value the call did not create here."""
+        return int(root not in self.computed)
+
     def _step(self, node: Apply, kernel: Kernel) -> tuple:
         """The node's step, from its kernel's spec (core/registries.py); a kernel
         without one (Op.perform, another backend's) does not run in a program."""
@@ -249,7 +256,7 @@ class _Tables:
             target = operands.index(node.op.inplace)
             root = self._root(node.inputs[node.op.inplace])
             self.roots[out] = root
-            destroys = int(root.owner is None)  # an input's, a shared or a constant's
+            destroys = self._not_computed(root)
         slot = self._new_slot(out)
         return (ELEMWISE, entries, ops, masks, full, target, slot, _typenum(out),
                 ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
@@ -307,7 +314,7 @@ class _Tables:
         if op.inplace:
             target = 0
             root = self.roots[out] = self._root(node.inputs[0])
-            destroys = int(root.owner is None)
+            destroys = self._not_computed(root)
         kind = DOT if type(op) is Dot else GEMM if type(op) is Gemm else GER
         slot = self._new_slot(out)
         return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
@@ -369,7 +376,7 @@ class _Tables:
         if op.inplace:
             target = 0
             root = self.roots[out] = self._root(node.inputs[0])
-            destroys = int(root.owner is None)
+            destroys = self._not_computed(root)
         # n_kept: the value may broadcast (its type says one element); axes[0]: set.
         broadcasts = int(value.type.ndim == 0 or value.type.shape == (1,))
         slot = self._new_slot(out)
