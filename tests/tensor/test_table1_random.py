@@ -59,6 +59,10 @@ def test_binomial_statistics_and_dtype():
     bern = draw(rs.binomial((5000,), p=0.8, dtype="int8"), rs)()
     assert bern.dtype == np.int8 and set(np.unique(bern)) == {0, 1}
     assert abs(bern.mean() - 0.8) < 0.03
+    # One trial draws a uniform below p (a faster path): p may differ per column.
+    cols = draw(rs.binomial((20000, 2), p=np.array([0.1, 0.9])), rs)()
+    assert cols.dtype == np.int64 and set(np.unique(cols)) == {0, 1}
+    np.testing.assert_allclose(cols.mean(axis=0), [0.1, 0.9], atol=0.015)
 
 
 def test_random_integers_include_high_and_integers_exclude_it():
