@@ -748,6 +748,22 @@ def elemwise_source(
 REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
 
 
+def _sum_run(tin: str, tacc: str, in_dtype: str, acc_dtype: str) -> list[str]:
+    """``tj_sum_run(p, n)``: the sum of n contiguous elements, in eight partial sums."""
+    term = convert("p[i + K]", in_dtype, acc_dtype)
+    adds = " ".join(f"a{k} = a{k} + {term.replace('K', str(k))};" for k in range(8))
+    return [
+        f"static {tacc} tj_sum_run(const {tin} *p, int64_t n) {{",
+        "    " + " ".join(f"{tacc} a{k} = 0;" for k in range(8)),
+        "    int64_t i = 0;",
+        f"    for (; i + 8 <= n; i += 8) {{ {adds} }}",
+        f"    {tacc} acc = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));",
+        f"    for (; i < n; i++) acc = acc + {convert('p[i]', in_dtype, acc_dtype)};",
+        "    return acc;",
+        "}",
+    ]
+
+
 def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: int) -> tuple:
     """(C source, cdef) of ``tj_reduce(n..., x, out, strides...)``: the input's axes come
     kept ones first, then reduced ones; the output is C-contiguous."""
@@ -806,7 +822,13 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
             "    }",
         ]
     indent = "    "
-    for a in range(ndim):
+    # A sum whose innermost reduced axis is contiguous adds it with eight independent
+    # partial sums (the compiler vectorizes them; one accumulator is latency-bound).
+    runs = kind == "sum" and n_red > 0
+    loop_axes = ndim - 1 if runs else ndim
+    if runs:
+        lines[1:1] = _sum_run(tin, tacc, in_dtype, acc_dtype)
+    for a in range(loop_axes):
         if a == n_kept:
             lines.append(f"{indent}{tacc} acc = {init};")
         lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
@@ -814,8 +836,26 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         lines.append(f"{indent}char *b_{a + 1} = b_{a} + i{a} * st{a};")
     if n_kept == ndim:
         lines.append(f"{indent}{tacc} acc = {init};")
-    lines.append(f"{indent}{{ const {tin} v = *(const {tin} *)b_{ndim}; {combine} }}")
-    for a in reversed(range(ndim)):
+    body = f"{{ const {tin} v = *(const {tin} *)b_{ndim}; {combine} }}"
+    if runs:
+        last = ndim - 1
+        if last == n_kept:
+            lines.append(f"{indent}{tacc} acc = {init};")
+        lines += [
+            f"{indent}if (st{last} == sizeof({tin})) {{",
+            f"{indent}    acc = acc + tj_sum_run((const {tin} *)b_{last}, n{last});",
+            f"{indent}}} else {{",
+            f"{indent}    for (int64_t i{last} = 0; i{last} < n{last}; i{last}++) {{",
+            f"{indent}        char *b_{ndim} = b_{last} + i{last} * st{last};",
+            f"{indent}        {body}",
+            f"{indent}    }}",
+            f"{indent}}}",
+        ]
+        if last == n_kept:
+            lines.append(f"{indent}po[o++] = {convert('acc', acc_dtype, out_dtype)};")
+    else:
+        lines.append(f"{indent}{body}")
+    for a in reversed(range(loop_axes)):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
         if a == n_kept:
