@@ -56,7 +56,7 @@ def covered_by(plan: Callable[[Any], object]) -> Callable[[Any], bool]:
 def _float_helpers(t: str, s: str, suffix: str) -> str:
     """NumPy's floor division and remainder for a float type (npy_divmod)."""
     return f"""
-static inline {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
+TJ_INLINE {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
     {t} div, mod, floordiv;
     mod = fmod{suffix}(a, b);
     div = (a - mod) / b;
@@ -74,30 +74,30 @@ static inline {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
     *modulus = mod;
     return floordiv;
 }}
-static inline {t} tj_floordiv_{s}({t} a, {t} b) {{
+TJ_INLINE {t} tj_floordiv_{s}({t} a, {t} b) {{
     {t} m;
     if (!b) return a / b;
     return tj_divmod_{s}(a, b, &m);
 }}
-static inline {t} tj_mod_{s}({t} a, {t} b) {{
+TJ_INLINE {t} tj_mod_{s}({t} a, {t} b) {{
     {t} m;
     if (!b) return fmod{suffix}(a, b);
     tj_divmod_{s}(a, b, &m);
     return m;
 }}
-static inline {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
+TJ_INLINE {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
     /* numpy.clip: minimum(maximum(x, lo), hi) where a NaN first operand wins, and the
        comparisons make a NaN bound win too (and a bound win a tie of signed zeros) */
     {t} m = (x != x) ? x : (x > lo ? x : lo);
     return (m != m) ? m : (m < hi ? m : hi);
 }}
-static inline {t} tj_round_away_{s}({t} x) {{
+TJ_INLINE {t} tj_round_away_{s}({t} x) {{
     /* trunc(x) + sign(x) where the dropped fraction (exact) is >= 1/2, as the Python
        kernel computes it: unlike C round, -0.3 gives +0.0 there */
     {t} t = trunc{suffix}(x);
     return t + (fabs{suffix}(x - t) >= ({t})0.5 ? copysign{suffix}(1, x) : ({t})0);
 }}
-static inline {t} tj_lgamma_{s}({t} x) {{
+TJ_INLINE {t} tj_lgamma_{s}({t} x) {{
     /* scipy.special.gammaln: log|gamma(x)|, but -inf at -inf; lgamma_r leaves the
        global signgam alone (lgamma writes it: a data race between threads) */
     if (x == -INFINITY) return x;
@@ -117,7 +117,13 @@ PREAMBLE = (
     """#include <stdint.h>
 #include <math.h>
 
-static inline int64_t tj_floordiv_i(int64_t a, int64_t b) {
+#ifndef TJ_INLINE
+/* Helpers are always inlined: gcc would call a large one, and a loop calling a function
+   is not vectorised (softplus = exp then log1p was 10x slower than either alone). */
+#define TJ_INLINE static inline __attribute__((always_inline))
+#endif
+
+TJ_INLINE int64_t tj_floordiv_i(int64_t a, int64_t b) {
     int64_t q;
     if (b == 0) return 0;
     if (b == -1) return (int64_t)(0 - (uint64_t)a);
@@ -125,15 +131,15 @@ static inline int64_t tj_floordiv_i(int64_t a, int64_t b) {
     if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
     return q;
 }
-static inline int64_t tj_mod_i(int64_t a, int64_t b) {
+TJ_INLINE int64_t tj_mod_i(int64_t a, int64_t b) {
     int64_t r;
     if (b == 0 || b == -1) return 0;
     r = a % b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
-static inline uint64_t tj_floordiv_u(uint64_t a, uint64_t b) { return b ? a / b : 0; }
-static inline uint64_t tj_mod_u(uint64_t a, uint64_t b) { return b ? a % b : 0; }
+TJ_INLINE uint64_t tj_floordiv_u(uint64_t a, uint64_t b) { return b ? a / b : 0; }
+TJ_INLINE uint64_t tj_mod_u(uint64_t a, uint64_t b) { return b ? a % b : 0; }
 """
     + _float_helpers("double", "d", "")
     + _float_helpers("float", "f", "f")
@@ -237,9 +243,9 @@ _VECTOR_TEMPLATE = [
 #define TJ_MA_$s(a, b, c) ((a) * (b) + (c))
 #endif
 typedef union { $t value; $u bits; } tj_pun_$s;
-static inline $u tj_bits_$s($t x) { tj_pun_$s p; p.value = x; return p.bits; }
-static inline $t tj_from_bits_$s($u b) { tj_pun_$s p; p.bits = b; return p.value; }
-static inline $t tj_pow2i_$s($t k) {
+TJ_INLINE $u tj_bits_$s($t x) { tj_pun_$s p; p.value = x; return p.bits; }
+TJ_INLINE $t tj_from_bits_$s($u b) { tj_pun_$s p; p.bits = b; return p.value; }
+TJ_INLINE $t tj_pow2i_$s($t k) {
     /* 2^k for an integer-valued k of the normal range: k is in the low bits of k + shift */
     return tj_from_bits_$s((tj_bits_$s(k + $shift) + $bias) << $mant);
 }
@@ -249,7 +255,7 @@ static inline $t tj_pow2i_$s($t k) {
         "tj_exp_tail_$s",
         ("tj_bits_$s",),
         """
-static inline $t tj_exp_tail_$s($t r) {
+TJ_INLINE $t tj_exp_tail_$s($t r) {
     /* e^r - 1 - r for |r| <= ln2/2: the Taylor series from r^2 */
     $tail_powers
     return r2 * $tail;
@@ -260,7 +266,7 @@ static inline $t tj_exp_tail_$s($t r) {
         "tj_vexp_$s",
         ("tj_exp_tail_$s",),
         """
-static inline $t tj_vexp_$s($t x) {
+TJ_INLINE $t tj_vexp_$s($t x) {
     /* e^x = 2^k e^r with x = k ln2 + r, r = rh + rl (rh exact). 1 + rh = h + l exactly
        (Fast2Sum), so only the final sum rounds: the result is nearly always NumPy's.
        2^k as two factors 2^k1 2^(k - k1): the product overflows to inf, or rounds once
@@ -279,7 +285,7 @@ static inline $t tj_vexp_$s($t x) {
         "tj_vexpm1_$s",
         ("tj_exp_tail_$s",),
         """
-static inline $t tj_vexpm1_$s($t x) {
+TJ_INLINE $t tj_vexpm1_$s($t x) {
     /* e^x - 1 = 2^k ((c + r) + (e^r - 1 - r)) with c = 1 - 2^-k (exact while it matters),
        no cancellation; as in tj_vexp, c + rh = h + l exactly (|c| >= |rh| or c = 0) */
     $t y = x > $exp_hi ? $exp_hi : x;
@@ -298,7 +304,7 @@ static inline $t tj_vexpm1_$s($t x) {
         "tj_vtanh_$s",
         ("tj_vexpm1_$s",),
         """
-static inline $t tj_vtanh_$s($t x) {
+TJ_INLINE $t tj_vtanh_$s($t x) {
     /* tanh|x| = e / d with e = expm1(2|x|), d = e + 2. The rounding error dl of d (exact, by
        Fast2Sum) is the largest error term for small |x|: q - q dl / d removes it, with a
        1/d from the bits (within 12.5%, enough for a correction below an ulp) */
@@ -315,7 +321,7 @@ static inline $t tj_vtanh_$s($t x) {
         "tj_log_core_$s",
         ("tj_bits_$s",),
         """
-static inline $t tj_log_core_$s($t x, $t c) {
+TJ_INLINE $t tj_log_core_$s($t x, $t c) {
     /* log x + c for finite x > 0 and a small c: x = 2^e m, m in [sqrt(1/2), sqrt 2)
        (denormals scaled up first), f = m - 1 (exact), s = f / (2 + f) and log m =
        2 atanh s = 2s (1 + t), t = s^2/3 + s^4/5 + ... (|s| < 0.18), which is
@@ -342,7 +348,7 @@ static inline $t tj_log_core_$s($t x, $t c) {
         "tj_vlog_$s",
         ("tj_log_core_$s",),
         """
-static inline $t tj_vlog_$s($t x) {
+TJ_INLINE $t tj_vlog_$s($t x) {
 #if $libm_log
     return log$f(x); /* x86-64 without AVX2: libm's log beats 2-wide SSE2 (4 ns vs 7) */
 #else
@@ -357,7 +363,7 @@ static inline $t tj_vlog_$s($t x) {
         "tj_vlog1p_$s",
         ("tj_log_core_$s",),
         """
-static inline $t tj_vlog1p_$s($t x) {
+TJ_INLINE $t tj_vlog1p_$s($t x) {
     /* log u + (x - (u - 1)) / u with u = 1 + x: the quotient puts back what rounding u lost */
     const $t u = 1 + x, l = tj_log_core_$s(u, (x - (u - 1)) / u);
     return x > -1 ? (x < INFINITY ? (x == 0 ? x : l) : x)
@@ -369,7 +375,7 @@ static inline $t tj_vlog1p_$s($t x) {
         "tj_sigmoid_$s",
         ("tj_vexp_$s",),
         """
-static inline $t tj_sigmoid_$s($t x) {
+TJ_INLINE $t tj_sigmoid_$s($t x) {
     /* as scipy.special.expit computes it: 0 once e^-x overflows */
     return 1 / (1 + tj_vexp_$s(-x));
 }
@@ -379,7 +385,7 @@ static inline $t tj_sigmoid_$s($t x) {
         "tj_softplus_$s",
         ("tj_vexp_$s", "tj_vlog1p_$s"),
         """
-static inline $t tj_softplus_$s($t x) {
+TJ_INLINE $t tj_softplus_$s($t x) {
     /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|) */
     return (x > 0 ? x : 0) + tj_vlog1p_$s(tj_vexp_$s(-fabs$f(x)));
 }
@@ -572,6 +578,7 @@ C_DIALECT = Dialect(
     double_only={"psi": "tj_psi_d", "erfinv": "tj_erfinv_d"},
     powi=_powi,
     preamble=PREAMBLE,
+    function_qualifier="TJ_INLINE",
 )
 SUPPORTED_NAMES = supported_names(C_DIALECT)
 
@@ -607,19 +614,19 @@ typedef long long tj_line_part __attribute__((vector_size(TJ_PART_BYTES)));
 #else
 #define TJ_STORE_PART(dst, part) __builtin_ia32_movntdq(dst, part)
 #endif
-static inline void tj_stream_line(void *dst, const void *src) {
+TJ_INLINE void tj_stream_line(void *dst, const void *src) {
     for (int k = 0; k < TJ_LINE_BYTES / TJ_PART_BYTES; k++) {
         tj_line_part part;
         __builtin_memcpy(&part, (const char *)src + TJ_PART_BYTES * k, TJ_PART_BYTES);
         TJ_STORE_PART((tj_line_part *)dst + k, part);
     }
 }
-static inline void tj_stream_fence(void) { __builtin_ia32_sfence(); }
+TJ_INLINE void tj_stream_fence(void) { __builtin_ia32_sfence(); }
 #else
-static inline void tj_stream_line(void *dst, const void *src) {
+TJ_INLINE void tj_stream_line(void *dst, const void *src) {
     __builtin_memcpy(dst, src, TJ_LINE_BYTES);
 }
-static inline void tj_stream_fence(void) {}
+TJ_INLINE void tj_stream_fence(void) {}
 #endif
 """
 
