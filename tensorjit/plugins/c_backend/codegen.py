@@ -568,6 +568,12 @@ _UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamm
 _UNARY_HELPER |= {name: "v" + name for name in ("exp", "expm1", "log", "log1p", "tanh")}
 _UNARY_HELPER["round_half_away_from_zero"] = "round_away"
 
+# Elementwise loops carry no dependence between iterations (an operand overlapping the
+# output in any other way than element for element is copied first), so they are marked
+# for vectorisation: gcc then vectorises bodies whose selects it would not if-convert on
+# its own (a fused cross-entropy with two softplus). Needs -fopenmp-simd (compiler.py).
+SIMD = '_Pragma("omp simd") '
+
 # The host C dialect of the shared renderer (plugins/cstyle): libm names, the vectorised
 # helpers and GNU statement expressions are host-only.
 C_DIALECT = Dialect(
@@ -579,6 +585,7 @@ C_DIALECT = Dialect(
     powi=_powi,
     preamble=PREAMBLE,
     function_qualifier="TJ_INLINE",
+    flat_loop=SIMD + "for (int64_t {i} = 0; {i} < {n}; {i}++)",
 )
 SUPPORTED_NAMES = supported_names(C_DIALECT)
 
@@ -677,7 +684,7 @@ def elemwise_source(
             f"    enum {{ LINE = TJ_LINE_BYTES / sizeof({tout}) }};",
             "    for (; i + LINE <= n; i += LINE) {",
             f"        {tout} line[LINE];",
-            f"        for (int64_t k = 0; k < LINE; k++) line[k] = {call(load('i + k'))};",
+            f"        {SIMD}for (int64_t k = 0; k < LINE; k++) line[k] = {call(load('i + k'))};",
             f"        tj_stream_line({out_at} + i, line);",
             "    }",
             f"    for (; i < n; i++) {out_at}[i] = {call(load('i'))};",
@@ -725,7 +732,7 @@ def elemwise_source(
         )
         lines += setup
         lines.append(
-            f"{indent}    for (int64_t i = 0; i < n{a}; i++) {out_at}[i] = {call(load('i'))};"
+            f"{indent}    {SIMD}for (int64_t i = 0; i < n{a}; i++) {out_at}[i] = {call(load('i'))};"
         )
         lines.append(f"{indent}}} else {{")
         load = {}

@@ -37,13 +37,14 @@ from tensorjit.plugins.c_backend import disk_cache
 # -fno-trapping-math: gcc may then if-convert selects whose arms do arithmetic (which
 # could raise FP flags that nothing reads; values do not change), so loops calling the
 # branch-free exp/log/tanh of codegen vectorise. -ffp-contract=off: no fused multiply-add
-# unless the source asks (NumPy rounds a * b + c twice). -march=native on x86-64 Linux:
+# unless the source asks (NumPy rounds a * b + c twice). -fopenmp-simd: the elementwise
+# loops' "omp simd" marks (codegen.SIMD), no OpenMP runtime. -march=native on x86-64 Linux:
 # AVX2/AVX-512 make those loops 2-4x faster than SSE2 (so the cache key names the CPU;
 # cflags="-march=x86-64" overrides it).
 _NATIVE = platform.machine() in ("x86_64", "AMD64") and sys.platform.startswith("linux")
 CFLAGS = (
     ("-O3", "-std=gnu99", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno")
-    + ("-fno-trapping-math", "-ffp-contract=off")
+    + ("-fno-trapping-math", "-ffp-contract=off", "-fopenmp-simd")
     + (("-march=native",) if _NATIVE else ())
 )
 LIBS = ("-lm",)
