@@ -529,6 +529,18 @@ SPECIAL_HELPERS = {"tj_psi_d": _PSI_SOURCE, "tj_erfinv_d": _ERFINV_SOURCE}
 HELPERS = _vector_helpers() | {name: ((), code) for name, code in SPECIAL_HELPERS.items()}
 
 
+#: Above this many helper calls in one element function, helpers are only ``inline``
+#: hints: forcing them inline would multiply the code (a fused chain of 5,000 tanh
+#: compiled for over ten minutes), and a body that large does not vectorise anyway.
+MAX_FORCED_INLINE_CALLS = 32
+
+
+def inline_mode(body: str) -> str:
+    """A definition of TJ_INLINE for ``body``'s source (before PREAMBLE), or ""."""
+    calls = sum(body.count(f"{name}(") for name in HELPERS)
+    return "#define TJ_INLINE static inline\n" if calls > MAX_FORCED_INLINE_CALLS else ""
+
+
 def helper_sources(body: str) -> list[str]:
     """The C of the helpers that ``body`` calls, with those they call, in order."""
     needed = {name for name in HELPERS if f"{name}(" in body}
@@ -657,7 +669,7 @@ def elemwise_source(
     var = [i for i, k in enumerate(kinds) if k != "const"]
     function, body = element_function(C_DIALECT, scalar_op, in_dtypes, out_dtype, kinds, consts)
     tout = ctype(out_dtype)
-    lines = [PREAMBLE, STREAM_STORES, *helper_sources(body), *function]
+    lines = [inline_mode(body), PREAMBLE, STREAM_STORES, *helper_sources(body), *function]
     # Operands: the variable inputs, then the output unless it is written in place.
     ops = [(f"d{i}", in_dtypes[i], kinds[i], bcast[i]) for i in var]
     if inplace is None:

@@ -22,6 +22,7 @@ from tensorjit.plugins.c_backend.codegen import (
     covered_by,
     ctype,
     helper_sources,
+    inline_mode,
 )
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.nnet.basic import (
@@ -86,7 +87,8 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     args += [f"char *{name}" for name, _, _ in operands]
     for name, _, row in operands:
         args += [f"int64_t s_{name}_{a}" for a in range(outer + row)]
-    lines = [PREAMBLE, *helper_sources(body), f"void tj_rows({', '.join(args)}) {{"]
+    lines = [inline_mode(body), PREAMBLE, *helper_sources(body)]
+    lines.append(f"void tj_rows({', '.join(args)}) {{")
     for name, _, _ in operands:
         lines.append(f"    char *b_{name}_0 = {name};")
     indent = "    "
