@@ -22,6 +22,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -315,6 +316,29 @@ def _try_load(path: str, cdef: str, symbols: tuple[str, ...]) -> tuple[Any, Any]
     return ffi, lib
 
 
+def _run_compiler(cmd: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the compiler in its own process group: on a timeout the whole group is
+    killed (killing only the driver left cc1 running for hours, holding gigabytes)."""
+    try:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+    except OSError as exc:
+        return subprocess.CompletedProcess(cmd, -1, "", str(exc))
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return subprocess.CompletedProcess(cmd, -1, "", f"timed out after {timeout:g} seconds")
+    except BaseException:  # interrupted: leave no compiler behind
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _build(
     source: str, directory: str, key: str, what: str, extra_flags: tuple[str, ...] = ()
 ) -> None:
@@ -326,10 +350,7 @@ def _build(
         with open(c_path, "w") as f:
             f.write(source)
         cmd = [*argv, *compile_flags(), *extra_flags, "-o", so_path, c_path, *LIBS]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.SubprocessError) as exc:
-            proc = subprocess.CompletedProcess(cmd, -1, "", str(exc))
+        proc = _run_compiler(cmd)
         if proc.returncode != 0:
             kept = os.path.join(directory, f"{key}.failed.c")
             disk_cache.write_private(kept, source.encode())

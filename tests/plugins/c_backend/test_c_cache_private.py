@@ -185,3 +185,26 @@ def test_clearing_waits_for_a_compile_of_the_same_entry(tmp_path):
     assert done and not so.exists()
     again, _ = run(tmp_path, cache)
     assert again["ok"] and again["stats"]["built"] == 1
+
+
+def test_a_compile_that_times_out_leaves_no_compiler_process(tmp_path):
+    # The driver's children (cc1) must die with it: the whole process group is killed.
+    import os
+    import time
+
+    from tensorjit.plugins.c_backend import compiler
+
+    marker = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {marker}; wait"
+    start = time.monotonic()
+    proc = compiler._run_compiler(["sh", "-c", script], timeout=1)
+    assert proc.returncode == -1 and "timed out" in proc.stderr
+    assert time.monotonic() - start < 30
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    try:
+        os.kill(child, 0)
+    except ProcessLookupError:
+        return
+    with open(f"/proc/{child}/stat") as stat:  # a zombie awaiting its reaper is dead too
+        assert stat.read().split()[2] == "Z"
