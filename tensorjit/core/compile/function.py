@@ -249,19 +249,7 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.output_keys is not None:
-            return dict(zip(self.output_keys, self._call(*args, **kwargs)))
-        return self._call(*args, **kwargs)
-
-    def _call(self, *args: Any, **kwargs: Any) -> Any:
-        if (
-            self.trust_input
-            and self._checker is None
-            and not kwargs
-            and len(args) == self._n_inputs
-        ):
-            outputs = self.call_trusted(args)
-            return outputs[0] if self.unpack_single else outputs
+        # The common call first, with nothing else to check: it is the call overhead.
         if self.memory.destroyed_shared_cells:
             self.memory.copy_read_only_destroyed()
         program = self._fast_program
@@ -269,6 +257,15 @@ class Function:
             values = program(args)
             if values is not None:
                 return self._finish_program_call(values)
+        if self.output_keys is not None:  # (no fast program: see function())
+            return dict(zip(self.output_keys, self._general_call(args, kwargs)))
+        return self._general_call(args, kwargs)
+
+    def _general_call(self, args: tuple, kwargs: dict) -> Any:
+        if self.trust_input and self._checker is None and not kwargs:
+            if len(args) == self._n_inputs:
+                outputs = self.call_trusted(args)
+                return outputs[0] if self.unpack_single else outputs
         memory = self.memory
         # The per-node path computes in the function's storage cells: one call at a time
         # (a whole-graph program keeps each call's values apart, and takes no lock).
@@ -535,6 +532,8 @@ def function(
         checker,
     )
     made.output_keys = output_keys
+    if output_keys is not None:
+        made._fast_program = None  # its calls build a dict: the general path does
     made._construction = {
         "outputs": outputs if output_keys is None else dict(zip(output_keys, outputs)),
         "updates": update_pairs,
