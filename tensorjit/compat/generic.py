@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.type import Type
+from tensorjit.core.hooks import registries
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.core.memory.shared import shared as _shared
 
@@ -34,11 +36,8 @@ generic = GenericType()
 def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Any:
     """``theano.shared``: tensorjit's ``shared``, or a generic shared variable for a
     value no registered constructor accepts."""
-    try:
-        return _shared(value, name=name, borrow=borrow, **kwargs)
-    except TypeError as exc:
-        if "no registered constructor" not in str(exc):
-            raise
+    if isinstance(value, Variable) or registries().types.find_shared_constructor(value):
+        return _shared(value, name=name, borrow=borrow, **kwargs)  # (refuses a Variable)
     strict = kwargs.pop("strict", False)
     allow_downcast = kwargs.pop("allow_downcast", None)
     if kwargs:

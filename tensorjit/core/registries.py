@@ -97,10 +97,17 @@ class TypeRegistry:
         """
         self.shared_constructors.insert(0, (name, accepts, constructor))
 
-    def shared_constructor_for(self, value: Any) -> Callable[..., Any]:
+    def find_shared_constructor(self, value: Any) -> Callable[..., Any] | None:
+        """The constructor for ``value``, or None when no registered one accepts it."""
         for _name, accepts, constructor in self.shared_constructors:
             if accepts(value):
                 return constructor
+        return None
+
+    def shared_constructor_for(self, value: Any) -> Callable[..., Any]:
+        constructor = self.find_shared_constructor(value)
+        if constructor is not None:
+            return constructor
         known = [n for n, _, _ in self.shared_constructors] or ["none: no plugin loaded"]
         raise TypeError(
             f"shared(): no registered constructor accepts a value of type "

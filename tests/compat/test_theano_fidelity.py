@@ -297,6 +297,7 @@ else:
     raise AssertionError("a replacement of another type needs rebuild_strict=False")
 loose = theano.function([m], x * 2, givens={{x: m}}, rebuild_strict=False, mode={mode})
 assert loose(np.ones((2, 2))).shape == (2, 2)
+assert loose.copy()(np.ones((2, 2))).shape == (2, 2)  # copies keep rebuild_strict
 
 for dtype in ('float64', 'float32', 'int64', 'int32', 'int8', 'uint8'):
     for name in ('add_inplace', 'mul_inplace', 'maximum_inplace', 'xor_inplace'):

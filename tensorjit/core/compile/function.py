@@ -188,7 +188,8 @@ class Function:
         the compile cache). ``share_memory``: the copy shares this one's input defaults
         (else it gets copies of the mutable ones); ``swap``: {shared: other shared}
         uses other shared variables in their place (their updates too);
-        ``delete_updates``: the copy updates nothing."""
+        ``delete_updates``: the copy updates nothing. ``profile`` is Theano's and
+        ignored."""
         made = dict(self._construction)
         if not made:
             raise TypeError("this function was not built by function(); it can not be copied")
@@ -204,17 +205,10 @@ class Function:
         swap = dict(swap or {})
         updates = [] if delete_updates else [(swap.get(s, s), u) for s, u in made["updates"]]
         givens = list(made["givens"]) + list(swap.items())
-        return function(
-            inputs,
-            made["outputs"],
-            updates=updates,
-            givens=givens,
-            mode=self.mode,
-            name=name or self.name,
-            on_unused_input="ignore",
-            accept_inplace=made["accept_inplace"],
-            no_default_updates=True,  # the default updates are among made["updates"]
-        )
+        return _rebuild_function(
+            inputs, made["outputs"], updates, givens, self.mode, name or self.name,
+            made["accept_inplace"], made["rebuild_strict"],
+        )  # fmt: skip
 
     def __copy__(self) -> Function:
         return self.copy()
@@ -231,10 +225,8 @@ class Function:
             for inp, container in zip(self.inputs, self.memory.containers)
         ]
         arguments = (inputs, made["outputs"], made["updates"], made["givens"], self.mode)
-        return (
-            _unpickle_function,
-            (*arguments, self.name, made["accept_inplace"], self.trust_input),
-        )
+        flags = (made["accept_inplace"], made["rebuild_strict"], self.trust_input)
+        return (_rebuild_function, (*arguments, self.name, *flags))
 
     @property
     def profile(self) -> RewriteStats:
@@ -539,13 +531,16 @@ def function(
         "updates": update_pairs,
         "givens": given_pairs,
         "accept_inplace": accept_inplace,
+        "rebuild_strict": rebuild_strict,
     }
     return made
 
 
-def _unpickle_function(
-    inputs, outputs, updates, givens, mode, name, accept_inplace, trust_input
-) -> Function:
+def _rebuild_function(
+    inputs, outputs, updates, givens, mode, name, accept_inplace, rebuild_strict,
+    trust_input=False,
+) -> Function:  # fmt: skip
+    """Compile again what built a function (``copy()``, and unpickling)."""
     made = function(
         inputs,
         outputs,
@@ -556,6 +551,7 @@ def _unpickle_function(
         on_unused_input="ignore",
         accept_inplace=accept_inplace,
         no_default_updates=True,  # the default updates are among ``updates``
+        rebuild_strict=rebuild_strict,
     )
     made.trust_input = trust_input
     return made

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tensorjit.core.compile.commit import overwritten_input
 from tensorjit.core.compile.program import GraphPlan, Program
@@ -51,6 +50,11 @@ def program_segments(
             return None
         return by_name.get(spec.backend)
 
+    last_read: dict[Variable, int] = {}  # value -> the last step reading it
+    for step, node in enumerate(order):
+        for var in node.inputs:
+            last_read[var] = step
+    kept = set(graph_outputs)
     segments = []
     k = 0
     while k < len(order):
@@ -59,7 +63,7 @@ def program_segments(
         while backend is not None and stop < len(order) and backend_of(stop) is backend:
             stop += 1
         if backend is not None and stop - k >= min_nodes:
-            segment = _compile(order, kernels, graph_outputs, backend, k, stop)
+            segment = _compile(order, kernels, last_read, kept, backend, k, stop)
             if segment is not None:
                 segments.append(segment)
         k = stop
@@ -69,7 +73,8 @@ def program_segments(
 def _compile(
     order: Sequence[Apply],
     kernels: Sequence[Kernel],
-    graph_outputs: Sequence[Variable],
+    last_read: dict[Variable, int],
+    kept: set[Variable],
     backend: Backend,
     start: int,
     stop: int,
@@ -81,10 +86,12 @@ def _compile(
         for var in node.inputs:
             if var not in produced and not isinstance(var, Constant) and var not in inputs:
                 inputs.append(var)
-    needed_later: set[Any] = set(graph_outputs)
-    for node in order[stop:]:
-        needed_later.update(node.inputs)
-    outputs = [out for node in nodes for out in node.outputs if out in needed_later]
+    outputs = [
+        out
+        for node in nodes
+        for out in node.outputs
+        if out in kept or last_read.get(out, -1) >= stop
+    ]
     plan = GraphPlan(nodes, list(kernels[start:stop]), inputs, [], outputs)
     program = backend.whole_graph(plan)
     return None if program is None else Segment(start, stop, program, inputs, outputs)

@@ -19,7 +19,7 @@ import theano  # noqa: F401  (likewise)
 from theano.configparser import config  # noqa: F401
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable  # noqa: F401
-from tensorjit.core.graph.fgraph import InconsistencyError
+from tensorjit.core.graph.fgraph import Feature, InconsistencyError
 from tensorjit.core.graph.traversal import toposort
 from tensorjit.core.rewrites.basic import NodeRewriter
 from tensorjit.core.rewrites.merge import MergeRewriter
@@ -34,7 +34,7 @@ class Optimizer:
     """Works on a whole FunctionGraph: ``optimize(fgraph)``."""
 
     def apply(self, fgraph) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement apply(fgraph)")
 
     def optimize(self, fgraph, *args, **kwargs) -> Any:
         self.add_requirements(fgraph)
@@ -119,7 +119,7 @@ class LocalOptimizer:
         return None
 
     def transform(self, node):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement transform(node)")
 
     def add_requirements(self, fgraph) -> None:
         pass
@@ -279,8 +279,7 @@ class PatternSub(LocalOptimizer):
     def transform(self, node, get_all_matches=False):
         if node.op != self.op:
             return False
-        fgraph = getattr(node, "fgraph", None)
-        bindings = self._match(self.in_pattern, node.outputs[0], {}, fgraph, root=True)
+        bindings = self._match(self.in_pattern, node.outputs[0], {}, root=True)
         if bindings is None:
             return False
         new = self._build(self.out_pattern, bindings)
@@ -288,13 +287,13 @@ class PatternSub(LocalOptimizer):
             return False
         return [new]
 
-    def _match(self, pattern, var, bindings, fgraph, root=False):
+    def _match(self, pattern, var, bindings, root=False):
         if isinstance(pattern, str):
             if pattern in bindings:
                 return bindings if bindings[pattern] is var else None
             return {**bindings, pattern: var}
         if isinstance(pattern, dict):
-            sub = self._match(pattern["pattern"], var, bindings, fgraph, root)
+            sub = self._match(pattern["pattern"], var, bindings, root)
             constraint = pattern.get("constraint", lambda expr: True)
             return sub if sub is not None and constraint(var) else None
         if isinstance(pattern, (list, tuple)):
@@ -304,7 +303,7 @@ class PatternSub(LocalOptimizer):
             if not root and not self.allow_multiple_clients and _n_clients(var) > 1:
                 return None
             for sub, inp in zip(pattern[1:], node.inputs):
-                bindings = self._match(sub, inp, bindings, fgraph)
+                bindings = self._match(sub, inp, bindings)
                 if bindings is None:
                     return None
             return bindings
@@ -500,6 +499,8 @@ class EquilibriumOptimizer(NavigatorOptimizer):
 
     def apply(self, fgraph) -> None:
         _current_fgraph[0] = fgraph
+        changes = _ChangeCounter()
+        fgraph.attach_feature(changes)
         try:
             # Each local optimizer may apply at most max_use_ratio times the node count.
             budget = max(1, int(self.max_use_ratio * max(1, len(fgraph.apply_nodes))))
@@ -507,9 +508,9 @@ class EquilibriumOptimizer(NavigatorOptimizer):
             for _ in range(budget + 1):
                 changed = False
                 for opt in self.global_optimizers:
-                    before = len(fgraph.apply_nodes), str(fgraph)
+                    before = changes.count
                     opt.optimize(fgraph)
-                    changed |= (len(fgraph.apply_nodes), str(fgraph)) != before
+                    changed |= changes.count != before
                 _current_fgraph[0] = fgraph
                 for node in toposort(fgraph.outputs, fgraph.inputs):
                     if node not in fgraph.apply_nodes:
@@ -528,3 +529,14 @@ class EquilibriumOptimizer(NavigatorOptimizer):
                     return
         finally:
             _current_fgraph[0] = None
+            fgraph.remove_feature(changes)
+
+
+class _ChangeCounter(Feature):
+    """Counts the input changes that stay (a rolled-back one counts back down)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_change_input(self, fgraph, node, i, old, new, reason=None) -> None:
+        self.count += -1 if reason == "rollback" else 1
