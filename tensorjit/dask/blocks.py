@@ -131,18 +131,20 @@ def _value_free(
     stand_ins: dict[Variable, Variable],
     labels: list[str],
     mode: Any,
-    dims: set[Variable],
+    dims: list[Variable],
 ) -> Function:
     """Compile ``outputs`` with the chunked inputs replaced by allocations of their
     shapes (``stand_ins``), and check that no allocation survived the shape rewrites:
     one that did means an output needs the chunked values, not only their shapes."""
     cloned, _ = clone_replace(outputs, stand_ins, strict=False)
     compiled = function(inputs, cloned, mode=mode, on_unused_input="ignore")
+    # The compiled graph's inputs stand for ours, in order (they may be copies).
+    dim_inputs = set(compiled.fgraph.inputs[: len(dims)])
     for k, out in enumerate(compiled.fgraph.outputs):
         for var in ancestors([out]):
             node = var.owner
             if node is not None and isinstance(node.op, Alloc):
-                if dims & set(ancestors(node.inputs[1:])):
+                if dim_inputs & set(ancestors(node.inputs[1:])):
                     raise BlockwiseError(
                         f"{labels[k]} depends on the values of the chunked inputs, not only "
                         "on their shapes (as x[x > 0] does): map_blocks can not infer its "
@@ -226,7 +228,7 @@ def map_blocks(
         stand_ins,
         labels,
         f.mode,
-        set(flat_dims),
+        flat_dims,
     )
 
     pairs = []
@@ -313,7 +315,7 @@ def map_blocks(
             stand_ins,
             [labels[n_block + t] for t in range(len(tail_outputs))],
             f.mode,
-            set(flat_dims),
+            flat_dims,
         )
         full_dims = [int(s) for i in positions for s in args[i].shape]
         full_shapes = shapes_of(*full_dims, *whole_values)[n_block:]

@@ -1,0 +1,101 @@
+"""map_blocks on a LocalCluster equals the single-process function: block-wise outputs,
+reductions combined across chunks, chunks inferred from the graph."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+
+da = pytest.importorskip("dask.array", reason="the [dask] extra is not installed")
+from tensorjit.dask import BlockwiseError, loaded_count, map_blocks, ship  # noqa: E402
+
+
+@pytest.fixture
+def mlp_forward():
+    rng = np.random.default_rng(0)
+    W = tensorjit.shared(rng.normal(size=(6, 3)), name="W")
+    x, b = T.matrix("x"), T.vector("b")
+    hidden = T.tanh(T.dot(x, W) + b)
+    cost = T.mean(T.log(1 + T.exp(hidden)))
+    outputs = [hidden, cost, hidden.sum(axis=0), T.max(hidden, axis=1), W.sum(), -hidden.min()]
+    return tensorjit.function([x, b], outputs), rng.normal(size=(101, 6))
+
+
+def test_outputs_equal_the_single_process_function(client, mlp_forward):
+    f, X = mlp_forward
+    bias = np.arange(3.0)
+    results = map_blocks(f, da.from_array(X, chunks=(17, 6)), bias)
+    expected = f(X, bias)
+    computed = client.compute(results, sync=True)
+    for got, want, lazy in zip(computed, expected, results):
+        assert lazy.shape == want.shape and lazy.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    hidden, _, column_sums, row_max, _, _ = results
+    assert hidden.chunks == ((17,) * 5 + (16,), (3,))  # rows kept, columns from W
+    assert row_max.chunks == ((17,) * 5 + (16,),)  # a reduction over axis 1 keeps row chunks
+    assert column_sums.chunks == ((3,),)
+
+
+def test_chunks_along_both_axes_and_mean_over_columns(client):
+    x = T.matrix("x")
+    f = tensorjit.function([x], [T.exp(x) * 2, T.sum(x**2), T.mean(x, axis=0), x.mean()])
+    X = np.random.default_rng(1).normal(size=(50, 9))
+    results = map_blocks(f, da.from_array(X, chunks=(20, 4)))
+    assert results[0].chunks == ((20, 20, 10), (4, 4, 1))
+    for got, want in zip(client.compute(results, sync=True), f(X)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_broadcast_inputs_and_int_reductions(client):
+    x, v = T.matrix("x", dtype="int32"), T.vector("v", dtype="int32")
+    f = tensorjit.function([x, v], [x * v, T.prod(x + v, axis=0), T.all(x > -100)])
+    X = np.arange(24, dtype="int32").reshape(8, 3) % 5
+    V = np.array([1, 2, 3], dtype="int32")
+    results = map_blocks(f, da.from_array(X, chunks=(3, 2)), da.from_array(V, chunks=2))
+    for got, want in zip(client.compute(results, sync=True), f(X, V)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_dict_outputs_and_single_output(client):
+    x = T.vector("x")
+    X = np.linspace(0.0, 1.0, 30)
+    single = map_blocks(tensorjit.function([x], T.sin(x)), da.from_array(X, chunks=7))
+    np.testing.assert_allclose(single.compute(), np.sin(X))
+    keyed = map_blocks(
+        tensorjit.function([x], {"s": x.sum(), "c": T.cos(x)}), da.from_array(X, chunks=7)
+    )  # noqa: E501
+    assert sorted(keyed) == ["c", "s"]
+    np.testing.assert_allclose(keyed["s"].compute(), X.sum())
+
+
+def test_value_dependent_shapes_and_rank_changes_are_refused(client):
+    x = T.matrix("x")
+    X = da.ones((10, 4), chunks=5)
+    with pytest.raises(BlockwiseError, match="depends on the values"):
+        map_blocks(tensorjit.function([x], x[x[:, 0] > 0]), X)  # rows kept by their values
+    with pytest.raises(BlockwiseError, match="has rank 1 but the blocks have rank 2"):
+        map_blocks(tensorjit.function([x], x.flatten()), X)
+    with pytest.raises(BlockwiseError, match="has updates"):
+        s = tensorjit.shared(0.0, name="s")
+        map_blocks(tensorjit.function([x], x, updates=[(s, s + 1)]), X)
+    with pytest.raises(TypeError, match="takes 1 inputs"):
+        map_blocks(tensorjit.function([x], x), X, X)
+
+
+def test_shipped_function_compiles_once_per_worker(client):
+    x = T.vector("x")
+    f = tensorjit.function([x], T.tanh(x) * 3 + 0.25, name="shipped_once")
+    shipped = ship(f)
+    assert pickle.loads(pickle.dumps(shipped)).function is not None
+    before = client.run(loaded_count)
+    futures = [client.submit(shipped, np.full(4, float(i)), pure=False) for i in range(12)]
+    for i, future in enumerate(futures):
+        np.testing.assert_allclose(future.result(), np.tanh(np.full(4, float(i))) * 3 + 0.25)
+    after = client.run(loaded_count)
+    assert sum(after[w] - before.get(w, 0) for w in after) <= len(after)
