@@ -26,6 +26,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from dask.highlevelgraph import HighLevelGraph
 
 from tensorjit.core.compile.function import Function, function
 from tensorjit.core.graph.basic import Apply, Variable
@@ -69,7 +70,9 @@ def _user_outputs(f: Function) -> list[Variable]:
     return variables
 
 
-def _analyse(f: Function, chunked: set[Variable], rank: int) -> _Analysis:
+def _analyse(f: Function, chunked: set[Variable], rank: int, lowest: int) -> _Analysis:
+    """``lowest``: the smallest rank a block-wise variable may have (the blocks' rank
+    less the number of axes cut into a single chunk, which a variable may drop)."""
     outputs = _user_outputs(f)
     depends = set(chunked)  # variables computed from the chunked inputs' values
     for node in toposort(outputs):
@@ -88,7 +91,7 @@ def _analyse(f: Function, chunked: set[Variable], rank: int) -> _Analysis:
             if node is None:  # a chunked input reached without a reduction between
                 return None
             op = node.op
-            if isinstance(op, Reduce) and op.kind in COMBINABLE and node.inputs[0].ndim == rank:
+            if isinstance(op, Reduce) and op.kind in COMBINABLE and node.inputs[0].ndim >= lowest:
                 found.append(node)
             elif not isinstance(op, Shape):
                 stack.extend(node.inputs)
@@ -98,11 +101,13 @@ def _analyse(f: Function, chunked: set[Variable], rank: int) -> _Analysis:
     for k, out in enumerate(outputs):
         found = cuts_of(out)
         if found is None:
-            if out.ndim != rank:
+            if not lowest <= out.ndim <= rank:
                 raise BlockwiseError(
                     f"output {k} ({out.describe()}) has rank {out.ndim} but the blocks have "
-                    f"rank {rank}: map_blocks needs block-wise outputs of the blocks' rank, "
-                    f"or outputs that end in {'/'.join(COMBINABLE)}/mean over them"
+                    f"rank {rank}, {rank - lowest} of their axes in a single chunk: "
+                    "map_blocks needs block-wise outputs that keep every axis cut into "
+                    f"several chunks, or outputs that end in {'/'.join(COMBINABLE)}/mean "
+                    "over them"
                 )
             blockwise.append(k)
         else:
@@ -167,15 +172,20 @@ def _run_tail(fn: Shipped, *args: Any) -> tuple:
 
 
 def map_blocks(
-    f: Function | Shipped, *args: Any, name: str | None = None
+    f: Function | Shipped, *args: Any, align: str = "rows", name: str | None = None
 ) -> da.Array | list[da.Array] | dict[str, da.Array]:
     """Evaluate the compiled function ``f`` over Dask arrays, block by block.
 
     ``args`` are ``f``'s explicit inputs in order: a Dask array is cut into blocks
-    (aligned from the right, NumPy-style, after unifying chunks); anything else is given
-    whole to every block. Outputs are Dask arrays with chunks and dtypes inferred from the
-    graph; outputs ending in a sum/mean/max/min/prod/all/any over the blocks combine
-    across chunks. Returns what ``f`` returns: one array, a list, or a dict.
+    (after unifying chunks); anything else is given whole to every block. Chunked
+    arguments of lower rank stand on the leading axes (``align="rows"``: labels ``y[n]``
+    go with the rows of ``x[n, d]``) or on the trailing ones (``align="right"``, NumPy's
+    broadcasting). An output of lower rank than the blocks drops axes that are in a
+    single chunk, the last ones first (``argmax(x, axis=1)`` keeps the rows' chunks).
+
+    Outputs are Dask arrays with chunks and dtypes inferred from the graph; outputs
+    ending in a sum/mean/max/min/prod/all/any over the blocks combine across chunks.
+    Returns what ``f`` returns: one array, a list, or a dict.
     """
     shipped = ship(f)
     f = shipped.function
@@ -202,7 +212,28 @@ def map_blocks(
                 f"expects {var.type}"
             )
     rank = max(args[i].ndim for i in positions)
-    analysis = _analyse(f, {explicit[i] for i in positions}, rank)
+    if align not in ("rows", "right"):
+        raise ValueError(f"align must be 'rows' or 'right', got {align!r}")
+
+    def axes_of(arr: da.Array) -> tuple[int, ...]:
+        """The grid axes a chunked argument's axes stand on."""
+        first = 0 if align == "rows" else rank - arr.ndim
+        return tuple(range(first, first + arr.ndim))
+
+    pairs = []
+    for i in positions:
+        pairs += [args[i], axes_of(args[i])]
+    _, aligned_list = da.core.unify_chunks(*pairs)
+    aligned = dict(zip(positions, aligned_list))
+    grid = [1] * rank
+    for arr in aligned.values():
+        for j, n in enumerate(arr.numblocks):
+            axis = axes_of(arr)[j]
+            grid[axis] = n if n > 1 else grid[axis]
+
+    # A variable of lower rank drops axes in a single chunk, the last ones first.
+    single = [axis for axis in range(rank) if grid[axis] == 1]
+    analysis = _analyse(f, {explicit[i] for i in positions}, rank, rank - len(single))
     outputs = analysis.outputs
     partials = [_partial(node) for node in analysis.cuts]
     block_outputs = [outputs[k] for k in analysis.blockwise] + partials
@@ -231,41 +262,35 @@ def map_blocks(
         flat_dims,
     )
 
-    pairs = []
-    for i in positions:
-        pairs += [args[i], tuple(range(rank - args[i].ndim, rank))]
-    _, aligned_list = da.core.unify_chunks(*pairs)
-    aligned = dict(zip(positions, aligned_list))
-    grid = [1] * rank
-    for arr in aligned.values():
-        for j, n in enumerate(arr.numblocks):
-            axis = rank - arr.ndim + j
-            grid[axis] = n if n > 1 else grid[axis]
-
     def block_dims(index: tuple[int, ...]) -> list[int]:
         sizes = []
         for i in positions:
             arr = aligned[i]
             for j, chunks in enumerate(arr.chunks):
-                sizes.append(chunks[index[rank - arr.ndim + j]] if len(chunks) > 1 else chunks[0])
+                sizes.append(chunks[index[axes_of(arr)[j]]] if len(chunks) > 1 else chunks[0])
         return sizes
 
-    # Chunk sizes per output and dimension, checked to depend on that dimension only.
+    # The grid axis each axis of a block output stands on.
+    dropped = [
+        single[len(single) - (rank - v.ndim) :] if v.ndim < rank else [] for v in block_outputs
+    ]  # noqa: E501
+    kept = [[axis for axis in range(rank) if axis not in d] for d in dropped]
+    # Chunk sizes per output and axis, checked to depend on that axis's block only.
     n_block = len(block_outputs)
-    chunk_sizes: list[list[dict[int, int]]] = [[{} for _ in range(rank)] for _ in block_outputs]
+    chunk_sizes: list[list[dict[int, int]]] = [[{} for _ in k] for k in kept]
     for index in itertools.product(*(range(n) for n in grid)):
         shapes = shapes_of(*block_dims(index), *whole_values)[:n_block]
         for k, shape in enumerate(shapes):
-            for axis, size in enumerate(shape):
-                known = chunk_sizes[k][axis].setdefault(index[axis], int(size))
+            for j, size in enumerate(shape):
+                known = chunk_sizes[k][j].setdefault(index[kept[k][j]], int(size))
                 if known != int(size):
                     raise BlockwiseError(
-                        f"{labels[k]} is not block-wise: its size along axis {axis} varies "
+                        f"{labels[k]} is not block-wise: its size along axis {j} varies "
                         f"with the block's position along other axes ({known} and {size})"
                     )
     out_chunks = [
-        tuple(tuple(per_axis[b] for b in range(grid[axis])) for axis, per_axis in enumerate(o))
-        for o in chunk_sizes
+        tuple(tuple(sizes[b] for b in range(grid[kept[k][j]])) for j, sizes in enumerate(o))
+        for k, o in enumerate(chunk_sizes)
     ]
 
     block_fn = ship(function(explicit, block_outputs, mode=f.mode, on_unused_input="ignore"))
@@ -273,9 +298,7 @@ def map_blocks(
     prefix = name or f"tensorjit-{f.name or 'map-blocks'}"
     blockwise_args: list[Any] = [block_fn, None]
     for i, arg in enumerate(args):
-        blockwise_args += (
-            [aligned[i], tuple(range(rank - arg.ndim, rank))] if i in aligned else [arg, None]
-        )
+        blockwise_args += [aligned[i], axes_of(arg)] if i in aligned else [arg, None]
     tuples = da.blockwise(
         _run_block,
         tuple(range(rank)),
@@ -287,15 +310,17 @@ def map_blocks(
     )
 
     def pick(k: int, var: Variable) -> da.Array:
+        """Block output ``k`` as a Dask array (on its kept axes: a dropped axis has one
+        block, so each output block comes from exactly one tuple block)."""
         dtype = np.dtype(var.type.dtype)
-        return tuples.map_blocks(
-            _pick,
-            k,
-            chunks=out_chunks[k],
-            dtype=dtype,
-            meta=np.empty((0,) * rank, dtype),
-            name=f"{prefix}-out{k}-{token}",
-        )
+        out_name = f"{prefix}-out{k}-{token}"
+        layer = {
+            (out_name, *(index[a] for a in kept[k])): (_pick, (tuples.name, *index), k)
+            for index in itertools.product(*(range(n) for n in grid))
+        }
+        graph = HighLevelGraph.from_collections(out_name, layer, dependencies=[tuples])
+        meta = np.empty((0,) * var.ndim, dtype)
+        return da.Array(graph, out_name, chunks=out_chunks[k], dtype=dtype, meta=meta)
 
     results: list[da.Array | None] = [None] * len(outputs)
     for k, position in enumerate(analysis.blockwise):

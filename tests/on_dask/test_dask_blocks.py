@@ -56,7 +56,9 @@ def test_broadcast_inputs_and_int_reductions(client):
     f = tensorjit.function([x, v], [x * v, T.prod(x + v, axis=0), T.all(x > -100)])
     X = np.arange(24, dtype="int32").reshape(8, 3) % 5
     V = np.array([1, 2, 3], dtype="int32")
-    results = map_blocks(f, da.from_array(X, chunks=(3, 2)), da.from_array(V, chunks=2))
+    results = map_blocks(
+        f, da.from_array(X, chunks=(3, 2)), da.from_array(V, chunks=2), align="right"
+    )
     for got, want in zip(client.compute(results, sync=True), f(X, V)):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
@@ -80,7 +82,7 @@ def test_value_dependent_shapes_and_rank_changes_are_refused(client):
     with pytest.raises(BlockwiseError, match="depends on the values"):
         map_blocks(tensorjit.function([x], x[x[:, 0] > 0]), X)  # rows kept by their values
     with pytest.raises(BlockwiseError, match="has rank 1 but the blocks have rank 2"):
-        map_blocks(tensorjit.function([x], x.flatten()), X)
+        map_blocks(tensorjit.function([x], T.argmax(x, axis=1)), da.ones((10, 4), chunks=2))
     with pytest.raises(BlockwiseError, match="has updates"):
         s = tensorjit.shared(0.0, name="s")
         map_blocks(tensorjit.function([x], x, updates=[(s, s + 1)]), X)
@@ -99,3 +101,20 @@ def test_shipped_function_compiles_once_per_worker(client):
         np.testing.assert_allclose(future.result(), np.tanh(np.full(4, float(i))) * 3 + 0.25)
     after = client.run(loaded_count)
     assert sum(after[w] - before.get(w, 0) for w in after) <= len(after)
+
+
+def test_row_wise_outputs_and_labels_aligned_with_rows(client):
+    """Predictions per row and an accuracy (a mean over rows) from rows in chunks."""
+    x, y = T.matrix("x"), T.lvector("y")
+    label = T.argmax(x, axis=1)
+    f = tensorjit.function([x, y], [label, T.mean(T.eq(label, y)), x[:, 0] * 2])
+    rng = np.random.default_rng(3)
+    X, Y = rng.normal(size=(45, 5)), rng.integers(0, 5, size=45)
+    labels, accuracy, first = map_blocks(
+        f, da.from_array(X, chunks=(10, 5)), da.from_array(Y, chunks=10)
+    )  # noqa: E501
+    assert labels.chunks == ((10, 10, 10, 10, 5),) and first.chunks == labels.chunks
+    for got, want in zip(client.compute([labels, accuracy, first], sync=True), f(X, Y)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="align must be"):
+        map_blocks(f, da.from_array(X), da.from_array(Y), align="left")
