@@ -60,6 +60,8 @@ class TrainingStats:
     bytes_from_workers: int = 0
     resubmitted_rounds: int = 0
     costs: list[float] = field(default_factory=list)
+    #: Wall time of each round (submit, compute on the workers, combine, update).
+    round_seconds: list[float] = field(default_factory=list)
 
     @property
     def bytes_per_step(self) -> float:
@@ -239,6 +241,7 @@ class DataParallelTrainer:
         return self.stats
 
     def _round(self, shards: list, spans: list, batches: range) -> None:
+        started = time.perf_counter()
         for attempt in range(self.retries + 1):
             try:
                 results = self._submit_round(shards, spans, batches)
@@ -248,6 +251,7 @@ class DataParallelTrainer:
                     raise
                 self.stats.resubmitted_rounds += 1
         self._combine(results, len(batches))
+        self.stats.round_seconds.append(time.perf_counter() - started)
 
     def _submit_round(self, shards: list, spans: list, batches: range) -> list:
         # One scatter to one worker (the others fetch it from there when their task needs
