@@ -3,7 +3,6 @@ signatures, on top of tensorjit's."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,9 +86,8 @@ def function(
     profile: Any = None,
     on_unused_input: str | None = None,
 ) -> Any:
-    """``theano.function`` (``profile`` is accepted and ignored)."""
-    if profile:
-        warnings.warn("theano.function(profile=...) has no effect in tensorjit", stacklevel=2)
+    """``theano.function``; ``profile=True`` records a run-time profile
+    (``f.profile.summary()``)."""
     return _function(
         list(inputs),
         outputs,
@@ -102,6 +100,7 @@ def function(
         accept_inplace=accept_inplace,
         no_default_updates=no_default_updates,
         rebuild_strict=rebuild_strict,
+        profile=None if profile is None else bool(profile),
     )
 
 

@@ -163,6 +163,9 @@ _OPTIONS = [
     ),
     ConfigOption("profile_rewrites", False, "print each compiled function's rewrite report", _bool),
     ConfigOption(
+        "profile", False, "record run time per node of every function (f.profile.report())", _bool
+    ),
+    ConfigOption(
         "on_unused_input",
         "raise",
         "default for function(on_unused_input=...)",

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import gc
 import threading
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,6 +22,8 @@ from tensorjit.core.compile.linker import (
     link,
 )
 from tensorjit.core.compile.mode import Mode, get_mode
+from tensorjit.core.compile.profiling import ProfileStats
+from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Constant, Variable
@@ -92,6 +95,7 @@ class Function:
         name: str | None,
         stats: RewriteStats,
         checker: RewriteChecker | None = None,
+        profile: bool = False,
     ):
         self.inputs = inputs
         self.outputs = outputs
@@ -125,11 +129,30 @@ class Function:
             kernels = [checked_kernel(k) for k in kernels]
         self._checker = checker
         self.kernels = dict(zip(order, kernels))
+        linking = time.perf_counter()
         self.vm, program = link(order, kernels, memory, backends, lazy_blocks, mode.debug)
+        self._profile = ProfileStats(name, stats, enabled=profile)
+        self._profile.compile_seconds["linking and kernels"] = time.perf_counter() - linking
         self._n_inputs = len(inputs)
         self._program = program
         # The common call straight into the program (see MemoryPlan.plain).
         self._fast_program = program if checker is None and memory.plain else None
+        if profile:
+            self._start_profiling(order, kernels, program)
+
+    def _start_profiling(self, order: list, kernels: list, program: Any) -> None:
+        """Time what runs: the VM's steps, and the whole-graph program if there is one."""
+        vm = self.vm.vm if isinstance(self.vm, ProgramVM) else self.vm
+        self._profile.describe_schedule(order, kernels, vm.segments, program is not None)
+        self._profile.instrument(vm)
+        if program is not None:
+            timed = self._profile.timed_program(program)
+            self._program = timed
+            if self._fast_program is not None:
+                self._fast_program = timed
+            if isinstance(self.vm, ProgramVM):
+                self.vm.program = timed
+        self.__class__ = ProfiledFunction  # times whole calls; plain functions pay nothing
 
     # ---------------------------------------------------------------- Theano's API
     @property
@@ -229,9 +252,10 @@ class Function:
         return (_rebuild_function, (*arguments, self.name, *flags))
 
     @property
-    def profile(self) -> RewriteStats:
-        """Which rewrites fired (or were vetoed) how often, and seconds per phase."""
-        return self.rewrite_stats
+    def profile(self) -> ProfileStats:
+        """Compile phases and which rewrites fired (``applied``); with ``profile=True``
+        also run time per node, op class and program: ``f.profile.report()``."""
+        return self._profile
 
     def free(self) -> None:
         """Release the buffers the function keeps for reuse between calls."""
@@ -372,6 +396,7 @@ def function(
     accept_inplace: bool = False,
     no_default_updates: bool | Sequence[SharedVariable] = False,
     rebuild_strict: bool = True,
+    profile: bool | None = None,
 ) -> Function:
     """Compile a callable computing ``outputs`` from ``inputs``.
 
@@ -381,8 +406,12 @@ def function(
     inplace ops need ``accept_inplace=True``; such ops then work on copies of values they
     may not destroy (inputs that are not ``In(x, mutable=True)``, constants, ...).
     Shared variables with a ``default_update`` are updated by it unless
-    ``no_default_updates=True`` or an explicit update is given.
+    ``no_default_updates=True`` or an explicit update is given. ``profile`` (default
+    ``config.profile``): record run time per node, op class and program
+    (``f.profile.report()``).
     """
+    compile_started = time.perf_counter()
+    profile = config.profile if profile is None else bool(profile)
     on_unused_input = on_unused_input or config.on_unused_input
     if on_unused_input not in ("raise", "warn", "ignore"):
         raise ValueError(
@@ -503,7 +532,9 @@ def function(
     for backend in backends:
         # A backend may need some rewrite families and be unable to run others.
         query = query.including(*backend.requires_tags).excluding(*backend.excludes_tags)
+    rewriting = time.perf_counter()
     run_phases(fgraph, system.registries.rewrites.query(query), stats)
+    rewrite_seconds = time.perf_counter() - rewriting
     if config.profile_rewrites:
         print(f"rewrites of function {name or '<unnamed>'}:\n{stats.report()}")
     _check_host_nodes(fgraph, name)
@@ -522,7 +553,14 @@ def function(
         name,
         stats,
         checker,
+        profile,
     )
+    linked = made._profile.compile_seconds
+    made._profile.compile_seconds = {
+        "graph": rewriting - compile_started,
+        "rewrites": rewrite_seconds,
+        **linked,
+    }
     made.output_keys = output_keys
     if output_keys is not None:
         made._fast_program = None  # its calls build a dict: the general path does
@@ -555,6 +593,18 @@ def _rebuild_function(
     )
     made.trust_input = trust_input
     return made
+
+
+class ProfiledFunction(Function):
+    """A function compiled with ``profile=True``: its calls are timed as a whole too."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self._profile.calls += 1
+            self._profile.call_seconds += time.perf_counter() - started
 
 
 @dataclasses.dataclass(frozen=True)

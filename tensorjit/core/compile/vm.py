@@ -143,6 +143,7 @@ class VM:
         ]
         self._saved: list[tuple[list, Any]] = []  # this call's snapshots (commit.py)
         self.segment_nodes = 0  # nodes run inside segment programs (set_segments)
+        self.segments: list[Any] = []
         self._guard_commits(lambda node: node.op.input_check(node) is not None)
 
     def _guard_commits(self, can_precheck: Any) -> None:
@@ -200,6 +201,7 @@ class VM:
                 if k != segment.start:
                     steps[k][0] = _nothing
         self.steps = [tuple(step) for step in steps]
+        self.segments = list(segments)
         self.segment_nodes = sum(seg.stop - seg.start for seg in segments)
 
     def _segment_runner(self, segment: Any, own: list) -> Any:
