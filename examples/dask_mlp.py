@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import dask
 import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster
@@ -35,12 +36,21 @@ def mlp(n_in: int, n_hidden: int, n_out: int, seed: int = 1):
     return x, y, prob, cost, [W1, b1, W2, b2]
 
 
-def synthetic(n: int, n_in: int, n_out: int):
-    """Gaussian blobs, one per class: learnable, so the accuracy means something."""
-    rng = np.random.default_rng(0)
-    centres = rng.normal(scale=2.0, size=(n_out, n_in))
+def synthetic(n: int, n_in: int, n_out: int, seed: int = 0):
+    """Gaussian blobs, one per class (the same centres for every seed): learnable, so
+    the accuracy means something."""
+    centres = np.random.default_rng(0).normal(scale=2.0, size=(n_out, n_in))
+    rng = np.random.default_rng(seed + 1)
     labels = rng.integers(0, n_out, size=n)
     return centres[labels] + rng.normal(size=(n, n_in)), labels
+
+
+def synthetic_on_workers(n_chunks: int, chunk: int, n_in: int, n_out: int):
+    """A test set that Dask builds chunk by chunk on the workers (never on the driver)."""
+    parts = [dask.delayed(synthetic)(chunk, n_in, n_out, seed=100 + i) for i in range(n_chunks)]
+    X = da.concatenate([da.from_delayed(p[0], (chunk, n_in), np.float64) for p in parts])
+    Y = da.concatenate([da.from_delayed(p[1], (chunk,), np.int64) for p in parts])
+    return X, Y
 
 
 def main(scheduler: str | None, epochs: int, local_steps: int, batch_size: int) -> None:
@@ -62,18 +72,14 @@ def main(scheduler: str | None, epochs: int, local_steps: int, batch_size: int) 
             f"{stats.bytes_per_step / 1e3:.1f} kB moved per step"
         )
 
-        # Evaluate on a Dask array, chunk by chunk on the workers: the accuracy is a mean,
-        # combined across chunks.
-        predict = tensorjit.function(
-            [x, y], [T.argmax(prob, axis=1), T.mean(T.eq(T.argmax(prob, axis=1), y))]
-        )  # noqa: E501
-        labels, accuracy = map_blocks(
-            predict, da.from_array(X, chunks=(5000, n_in)), da.from_array(Y, chunks=5000)
-        )  # noqa: E501
+        # Evaluate on a test set held as a Dask array, chunk by chunk on the workers:
+        # predictions keep the rows' chunks, the accuracy (a mean) combines across chunks.
+        label = T.argmax(prob, axis=1)
+        predict = tensorjit.function([x, y], [label, T.mean(T.eq(label, y))])
+        test_X, test_Y = synthetic_on_workers(8, 5000, n_in, n_out)
+        labels, accuracy = map_blocks(predict, test_X, test_Y)
         labels, accuracy = client.compute([labels, accuracy], sync=True)
-        print(
-            f"training accuracy {float(accuracy):.3f} over {len(labels)} rows in {len(X) // 5000} chunks"
-        )  # noqa: E501
+        print(f"test accuracy {float(accuracy):.3f} over {len(labels)} rows in 8 chunks")
 
         # The same minibatches in one process give the same parameters.
         x, y, prob, cost, reference = mlp(n_in, n_hidden, n_out)
