@@ -6,12 +6,13 @@ normal distribution and labels from a random "teacher" network of the same shape
 the task is learnable. Prints the mean training loss of each epoch and the time per
 minibatch; exits non-zero if the loss did not decrease.
 
-Run: python examples/mlp.py [--epochs N] [--examples N] [--device opencl]
+Run: python examples/mlp.py [--epochs N] [--examples N] [--device opencl] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -44,6 +45,7 @@ def main(
     max_batches: int | None = None,
     seed: int = 0,
     verbose: bool = True,
+    profile: bool = False,
 ) -> list[float]:
     """Train the MLP; returns the mean training loss of every epoch.
 
@@ -69,6 +71,7 @@ def main(
         cost,
         updates=[(p, p - learning_rate * g) for p, g in zip(params, grads)],
         name="train",
+        profile=profile,
     )
     predict = tensorjit.function([x], T.argmax(p_y, axis=1), name="predict")
 
@@ -94,6 +97,8 @@ def main(
                 f"epoch {epoch:>3}  loss {losses[-1]:.4f}  training accuracy {accuracy:.3f}  "
                 f"({elapsed / n_batches * 1e3:.2f} ms/minibatch of {batch_size})"
             )
+    if profile:
+        train.profile.report(file=sys.stdout, limit=12)
     return losses
 
 
@@ -104,10 +109,13 @@ def _cli() -> None:
     parser.add_argument(
         "--device", default=None, help="where to train: cpu (default, config.device) or opencl"
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="print the training function's run-time profile"
+    )
     args = parser.parse_args()
     with config.change_flags(device=args.device or config.device):
         print(f"device: {config.device}")
-        losses = main(epochs=args.epochs, n_examples=args.examples)
+        losses = main(epochs=args.epochs, n_examples=args.examples, profile=args.profile)
     if not (len(losses) >= 2 and losses[-1] < losses[0]):
         raise SystemExit(f"training failed: the loss did not decrease ({losses})")
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
