@@ -2,7 +2,7 @@
 Dask arrays, and data-parallel training. Needs the ``[dask]`` extra."""
 
 from tensorjit.dask.blocks import COMBINABLE, BlockwiseError, map_blocks
-from tensorjit.dask.shipping import Shipped, loaded_count, ship
+from tensorjit.dask.shipping import Shipped, compile_count, loaded_count, ship
 from tensorjit.dask.training import DataParallelTrainer, TrainingStats, sgd
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "DataParallelTrainer",
     "Shipped",
     "TrainingStats",
+    "compile_count",
     "loaded_count",
     "map_blocks",
     "sgd",

@@ -30,7 +30,9 @@ from dask.highlevelgraph import HighLevelGraph
 
 from tensorjit.core.compile.function import Function, function
 from tensorjit.core.graph.basic import Apply, Variable
-from tensorjit.core.graph.traversal import ancestors, clone_replace, toposort
+from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
+from tensorjit.core.memory.shared import SharedVariable, shared
+from tensorjit.dask.axes import AxisError, axis_maps
 from tensorjit.dask.shipping import Shipped, ship
 from tensorjit.tensor.math import Alloc, Reduce
 from tensorjit.tensor.math import alloc as alloc_
@@ -54,6 +56,8 @@ class _Analysis:
     blockwise: list[int]  # positions of block-wise outputs
     cuts: list[Apply]  # reductions over the chunked values, combined across blocks
     tail: list[int]  # positions of reduced and whole outputs
+    maps: dict[Variable, tuple]  # axis maps (axes.py) of per-block values
+    labels: dict[Variable, str]  # how errors name a per-block value
 
 
 def _user_outputs(f: Function) -> list[Variable]:
@@ -70,16 +74,18 @@ def _user_outputs(f: Function) -> list[Variable]:
     return variables
 
 
-def _analyse(f: Function, chunked: set[Variable], rank: int, lowest: int) -> _Analysis:
-    """``lowest``: the smallest rank a block-wise variable may have (the blocks' rank
-    less the number of axes cut into a single chunk, which a variable may drop)."""
+def _analyse(f: Function, seeds: dict[Variable, tuple], chunked_axes: set[int]) -> _Analysis:
+    """Sort ``f``'s outputs into block-wise, reduced and whole ones (see the module
+    docstring) and check, with axis maps, that every per-block value is block-wise."""
     outputs = _user_outputs(f)
-    depends = set(chunked)  # variables computed from the chunked inputs' values
+    depends = set(seeds)  # variables computed from the chunked inputs' values
     for node in toposort(outputs):
         if not isinstance(node.op, Shape) and any(i in depends for i in node.inputs):
             depends.update(node.outputs)
 
     def cuts_of(out: Variable) -> list[Apply] | None:
+        """The reductions every path from ``out`` to the chunked values passes; None
+        when a path reaches them without one."""
         found: list[Apply] = []
         stack, seen = [out], set()
         while stack:
@@ -88,32 +94,49 @@ def _analyse(f: Function, chunked: set[Variable], rank: int, lowest: int) -> _An
                 continue
             seen.add(var)
             node = var.owner
-            if node is None:  # a chunked input reached without a reduction between
+            if node is None:
                 return None
-            op = node.op
-            if isinstance(op, Reduce) and op.kind in COMBINABLE and node.inputs[0].ndim >= lowest:
+            if isinstance(node.op, Reduce) and node.op.kind in COMBINABLE:
                 found.append(node)
-            elif not isinstance(op, Shape):
+            elif not isinstance(node.op, Shape):
                 stack.extend(node.inputs)
         return found
 
-    blockwise, tail, cuts = [], [], []
+    blockwise, tail, cuts, cut_owner = [], [], [], {}
     for k, out in enumerate(outputs):
         found = cuts_of(out)
         if found is None:
-            if not lowest <= out.ndim <= rank:
-                raise BlockwiseError(
-                    f"output {k} ({out.describe()}) has rank {out.ndim} but the blocks have "
-                    f"rank {rank}, {rank - lowest} of their axes in a single chunk: "
-                    "map_blocks needs block-wise outputs that keep every axis cut into "
-                    f"several chunks, or outputs that end in {'/'.join(COMBINABLE)}/mean "
-                    "over them"
-                )
             blockwise.append(k)
-        else:
-            tail.append(k)
-            cuts.extend(n for n in found if n not in cuts)
-    return _Analysis(outputs, blockwise, cuts, tail)
+            continue
+        tail.append(k)
+        for node in found:
+            if node not in cuts:
+                cuts.append(node)
+                cut_owner[node] = k
+    labels = {outputs[k]: f"output {k} ({outputs[k].describe()})" for k in blockwise}
+    labels.update(
+        {n.inputs[0]: f"output {cut_owner[n]} ({outputs[cut_owner[n]].describe()})" for n in cuts}
+    )
+    targets = [outputs[k] for k in blockwise] + [n.inputs[0] for n in cuts]
+    try:
+        maps = axis_maps(targets, seeds, chunked_axes, set(cuts))
+    except AxisError as exc:
+        raise BlockwiseError(
+            f"map_blocks can not evaluate this function block by block: {exc}"
+        ) from None  # noqa: E501
+    for var in targets:
+        placed = [g for g in maps[var] if g is not None]
+        dropped = [g for g in sorted(chunked_axes) if g not in placed]
+        if placed != sorted(set(placed)) or dropped:
+            why = "puts the grid's axes in another order" if not dropped else (
+                f"has no axis along grid axis {dropped[0]}, which is cut into chunks"
+            )  # fmt: skip
+            raise BlockwiseError(
+                f"{labels[var]} {why}: map_blocks needs block-wise outputs that keep the "
+                f"chunked axes in order, or outputs that end in {'/'.join(COMBINABLE)}/mean "
+                "over them"
+            )
+    return _Analysis(outputs, blockwise, cuts, tail, maps, labels)
 
 
 def _partial(node: Apply) -> Variable:
@@ -187,8 +210,7 @@ def map_blocks(
     ending in a sum/mean/max/min/prod/all/any over the blocks combine across chunks.
     Returns what ``f`` returns: one array, a list, or a dict.
     """
-    shipped = ship(f)
-    f = shipped.function
+    f = f.original if isinstance(f, Shipped) else f
     made = f._construction
     if made.get("updates"):
         raise BlockwiseError(
@@ -211,6 +233,11 @@ def map_blocks(
                 f"argument {i} is a {arr.ndim}-d dask array but input {var.describe()} "
                 f"expects {var.type}"
             )
+        if not (f.inputs[i].allow_downcast or np.can_cast(arr.dtype, var.type.dtype, "safe")):
+            raise TypeError(
+                f"argument {i} is a dask array of {arr.dtype} but input {var.describe()} "
+                f"expects {var.type.dtype}, which would lose precision"
+            )
     rank = max(args[i].ndim for i in positions)
     if align not in ("rows", "right"):
         raise ValueError(f"align must be 'rows' or 'right', got {align!r}")
@@ -223,21 +250,44 @@ def map_blocks(
     pairs = []
     for i in positions:
         pairs += [args[i], axes_of(args[i])]
-    _, aligned_list = da.core.unify_chunks(*pairs)
+    try:
+        _, aligned_list = da.core.unify_chunks(*pairs)
+    except ValueError as exc:
+        shapes = ", ".join(f"{explicit[i]}: {args[i].shape}" for i in positions)
+        raise BlockwiseError(
+            f"the chunked arguments do not line up on the grid ({shapes}; align={align!r}): {exc}"
+        ) from None
     aligned = dict(zip(positions, aligned_list))
     grid = [1] * rank
     for arr in aligned.values():
         for j, n in enumerate(arr.numblocks):
             axis = axes_of(arr)[j]
             grid[axis] = n if n > 1 else grid[axis]
-
-    # A variable of lower rank drops axes in a single chunk, the last ones first.
-    single = [axis for axis in range(rank) if grid[axis] == 1]
-    analysis = _analyse(f, {explicit[i] for i in positions}, rank, rank - len(single))
+    chunked_axes = {axis for axis in range(rank) if grid[axis] > 1}
+    seeds = {}
+    for i in positions:
+        # An axis of length 1 broadcasts: it stands on no grid axis.
+        seeds[explicit[i]] = tuple(
+            None if args[i].shape[j] == 1 and rank > 0 else g
+            for j, g in enumerate(axes_of(args[i]))
+        )
+    analysis = _analyse(f, seeds, chunked_axes)
     outputs = analysis.outputs
     partials = [_partial(node) for node in analysis.cuts]
     block_outputs = [outputs[k] for k in analysis.blockwise] + partials
+    axis_of = [analysis.maps[outputs[k]] for k in analysis.blockwise]
+    axis_of += [analysis.maps[node.inputs[0]] for node in analysis.cuts]  # keepdims partials
+    labels = [analysis.labels[outputs[k]] for k in analysis.blockwise]
+    labels += [analysis.labels[node.inputs[0]] for node in analysis.cuts]
+    labels += [f"output {k} ({outputs[k].describe()})" for k in analysis.tail]
 
+    # Shared values are read now, once: every block (on any worker, or in this process
+    # with a local scheduler) sees the same snapshot.
+    snapshot = {
+        v: shared(v.get_value(), name=v.name)
+        for v in graph_inputs(outputs)
+        if isinstance(v, SharedVariable)
+    }
     # One scalar per dimension of each chunked input stands for its shape.
     dims = {
         i: [TensorType("int64", ())(f"{explicit[i]}_dim{d}") for d in range(args[i].ndim)]
@@ -250,13 +300,10 @@ def map_blocks(
     wholes = [explicit[i] for i in range(len(args)) if i not in positions]
     whole_values = [args[i] for i in range(len(args)) if i not in positions]
     tail_outputs = [outputs[k] for k in analysis.tail]
-    labels = [f"output {k} ({outputs[k].describe()})" for k in analysis.blockwise]
-    labels += [f"the reduction {n.op} in the graph of an output" for n in analysis.cuts]
-    labels += [f"output {k} ({outputs[k].describe()})" for k in analysis.tail]
     shapes_of = _value_free(
         flat_dims + wholes,
         [shape_(v) for v in block_outputs + tail_outputs],
-        stand_ins,
+        {**stand_ins, **snapshot},
         labels,
         f.mode,
         flat_dims,
@@ -270,31 +317,31 @@ def map_blocks(
                 sizes.append(chunks[index[axes_of(arr)[j]]] if len(chunks) > 1 else chunks[0])
         return sizes
 
-    # The grid axis each axis of a block output stands on.
-    dropped = [
-        single[len(single) - (rank - v.ndim) :] if v.ndim < rank else [] for v in block_outputs
-    ]  # noqa: E501
-    kept = [[axis for axis in range(rank) if axis not in d] for d in dropped]
     # Chunk sizes per output and axis, checked to depend on that axis's block only.
     n_block = len(block_outputs)
-    chunk_sizes: list[list[dict[int, int]]] = [[{} for _ in k] for k in kept]
+    chunk_sizes: list[list[dict[int, int]]] = [[{} for _ in m] for m in axis_of]
     for index in itertools.product(*(range(n) for n in grid)):
         shapes = shapes_of(*block_dims(index), *whole_values)[:n_block]
         for k, shape in enumerate(shapes):
             for j, size in enumerate(shape):
-                known = chunk_sizes[k][j].setdefault(index[kept[k][j]], int(size))
+                g = axis_of[k][j]
+                known = chunk_sizes[k][j].setdefault(0 if g is None else index[g], int(size))
                 if known != int(size):
                     raise BlockwiseError(
                         f"{labels[k]} is not block-wise: its size along axis {j} varies "
                         f"with the block's position along other axes ({known} and {size})"
                     )
     out_chunks = [
-        tuple(tuple(sizes[b] for b in range(grid[kept[k][j]])) for j, sizes in enumerate(o))
-        for k, o in enumerate(chunk_sizes)
+        tuple(
+            tuple(sizes[b] for b in range(1 if m[j] is None else grid[m[j]]))
+            for j, sizes in enumerate(o)
+        )
+        for m, o in zip(axis_of, chunk_sizes)
     ]
 
-    block_fn = ship(function(explicit, block_outputs, mode=f.mode, on_unused_input="ignore"))
-    token = dask.base.tokenize(shipped.token, *args)
+    block_graph, _ = clone_replace(block_outputs, snapshot) if snapshot else (block_outputs, {})
+    block_fn = ship(function(explicit, block_graph, mode=f.mode, on_unused_input="ignore"))
+    token = dask.base.tokenize(block_fn.token, *args)
     prefix = name or f"tensorjit-{f.name or 'map-blocks'}"
     blockwise_args: list[Any] = [block_fn, None]
     for i, arg in enumerate(args):
@@ -310,14 +357,16 @@ def map_blocks(
     )
 
     def pick(k: int, var: Variable) -> da.Array:
-        """Block output ``k`` as a Dask array (on its kept axes: a dropped axis has one
-        block, so each output block comes from exactly one tuple block)."""
+        """Block output ``k`` as a Dask array: its axes stand on the grid axes of its
+        axis map (an axis on none, and every grid axis it lacks, has one block)."""
         dtype = np.dtype(var.type.dtype)
         out_name = f"{prefix}-out{k}-{token}"
         layer = {
-            (out_name, *(index[a] for a in kept[k])): (_pick, (tuples.name, *index), k)
+            (out_name, *(0 if g is None else index[g] for g in axis_of[k])): (
+                _pick, (tuples.name, *index), k,
+            )
             for index in itertools.product(*(range(n) for n in grid))
-        }
+        }  # fmt: skip
         graph = HighLevelGraph.from_collections(out_name, layer, dependencies=[tuples])
         meta = np.empty((0,) * var.ndim, dtype)
         return da.Array(graph, out_name, chunks=out_chunks[k], dtype=dtype, meta=meta)
@@ -337,8 +386,8 @@ def map_blocks(
         tail_fn = _value_free(
             flat_dims + wholes + list(placeholders.values()),
             tail_graph,
-            stand_ins,
-            [labels[n_block + t] for t in range(len(tail_outputs))],
+            {**stand_ins, **snapshot},
+            labels[n_block:],
             f.mode,
             flat_dims,
         )

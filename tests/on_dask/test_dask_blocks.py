@@ -76,18 +76,96 @@ def test_dict_outputs_and_single_output(client):
     np.testing.assert_allclose(keyed["s"].compute(), X.sum())
 
 
-def test_value_dependent_shapes_and_rank_changes_are_refused(client):
+def _refused(graph_of, chunks=(3, 4), match="map_blocks"):
     x = T.matrix("x")
-    X = da.ones((10, 4), chunks=5)
-    with pytest.raises(BlockwiseError, match="depends on the values"):
-        map_blocks(tensorjit.function([x], x[x[:, 0] > 0]), X)  # rows kept by their values
-    with pytest.raises(BlockwiseError, match="has rank 1 but the blocks have rank 2"):
-        map_blocks(tensorjit.function([x], T.argmax(x, axis=1)), da.ones((10, 4), chunks=2))
+    f = tensorjit.function([x], graph_of(x))
+    with pytest.raises(BlockwiseError, match=match):
+        map_blocks(f, da.ones((10, 4), chunks=chunks))
+
+
+@pytest.mark.parametrize(
+    "graph_of",
+    [
+        lambda x: x - x.mean(),  # a reduction across chunks inside the graph
+        lambda x: x - x.mean(axis=0),
+        lambda x: x / x.sum(),
+        lambda x: T.var(x),  # mean((x - mean(x))**2): the inner mean is not at the end
+        lambda x: T.std(x, axis=0),
+        lambda x: T.log(T.sum(T.exp(x - x.max()))),
+        lambda x: x / x.shape[0],  # a chunk's length, not the array's
+        lambda x: x + T.arange(x.shape[0]).dimshuffle(0, "x"),
+        lambda x: T.cumsum(x, axis=0),
+        lambda x: x[::-1],
+        lambda x: x[1:],
+        lambda x: x[0],
+        lambda x: T.argmax(x, axis=0),
+        lambda x: T.dot(x.T, x),
+        lambda x: x[x[:, 0] > 0],  # rows kept by their values
+    ],
+)
+def test_graphs_that_mix_chunks_are_refused_not_wrong(client, graph_of):
+    _refused(graph_of)
+
+
+def test_transposes_and_misaligned_operands_are_refused(client):
+    _refused(lambda x: x.T, chunks=(5, 2), match="another order")
+    _refused(
+        lambda x: x.max(axis=1, keepdims=True) - x, chunks=(5, 2), match="reduces across the chunks"
+    )
+    x, v = T.matrix("x"), T.vector("v")
+    f = tensorjit.function([x, v], x * v)  # v broadcasts along x's columns
+    square, vector = da.ones((4, 4), chunks=2), da.arange(4.0, chunks=2)
+    with pytest.raises(BlockwiseError, match="different grid axes.*align='right'"):
+        map_blocks(f, square, vector)  # align="rows" would pair v with the rows
+    got = map_blocks(f, square, vector, align="right").compute()
+    np.testing.assert_array_equal(got, np.ones((4, 4)) * np.arange(4.0))
+    with pytest.raises(BlockwiseError, match="do not line up"):
+        map_blocks(f, da.ones((6, 4), chunks=2), vector)
+
+
+def test_wrong_ranks_dtypes_updates_and_arity_are_refused(client):
+    x = T.matrix("x")
+    X = da.ones((10, 4), chunks=2)
+    with pytest.raises(BlockwiseError, match="works along an axis cut into chunks"):
+        map_blocks(tensorjit.function([x], T.argmax(x, axis=1)), X)
+    v = T.vector("v")
+    with pytest.raises(BlockwiseError, match="no axis along grid axis 1, which is cut"):
+        map_blocks(tensorjit.function([x, v], [x, v * 2]), X, da.ones(10, chunks=2))
+    with pytest.raises(TypeError, match="float64 .* expects float32"):
+        x32 = T.matrix("x32", dtype="float32")
+        map_blocks(tensorjit.function([x32], x32 * 2), X)
     with pytest.raises(BlockwiseError, match="has updates"):
         s = tensorjit.shared(0.0, name="s")
         map_blocks(tensorjit.function([x], x, updates=[(s, s + 1)]), X)
     with pytest.raises(TypeError, match="takes 1 inputs"):
         map_blocks(tensorjit.function([x], x), X, X)
+
+
+def test_block_local_reductions_softmax_and_dot_along_single_chunks(client):
+    x = T.matrix("x")
+    W = tensorjit.shared(np.arange(12.0).reshape(4, 3) / 10, name="W")
+    rows = x / x.sum(axis=1, keepdims=True)
+    f = tensorjit.function([x], [rows, T.nnet.softmax(x), T.dot(x, W), T.var(x, axis=1)])
+    X = np.random.default_rng(2).normal(size=(11, 4)) + 3
+    results = map_blocks(f, da.from_array(X, chunks=(4, 4)))
+    for got, want in zip(client.compute(results, sync=True), f(X)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_shared_values_are_read_when_map_blocks_is_called(client):
+    W = tensorjit.shared(1.0, name="W")
+    v = T.vector("v")
+    f = tensorjit.function([v], v * W)
+    first = map_blocks(f, da.ones(3, chunks=1))
+    W.set_value(7.0)
+    second = map_blocks(f, da.ones(3, chunks=1))
+    import dask
+
+    with dask.config.set(scheduler="sync"):  # in this process: the same snapshot
+        np.testing.assert_array_equal(first.compute(), np.ones(3))
+    np.testing.assert_array_equal(client.compute(first, sync=True), np.ones(3))
+    np.testing.assert_array_equal(client.compute(second, sync=True), np.full(3, 7.0))
+    assert first.name != second.name  # no stale result under the same keys
 
 
 def test_shipped_function_compiles_once_per_worker(client):
