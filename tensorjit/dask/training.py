@@ -31,7 +31,7 @@ import numpy as np
 from tensorjit.core.compile.function import function
 from tensorjit.core.gradient import grad
 from tensorjit.core.graph.basic import Variable
-from tensorjit.core.graph.traversal import clone_replace
+from tensorjit.core.graph.traversal import clone_replace, graph_inputs
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.dask.shipping import Shipped, ship
 
@@ -77,16 +77,21 @@ def _hold(rows: Any) -> Any:
     return rows
 
 
-def _shard_gradient(fn: Shipped, data: tuple, lo: int, hi: int, params: tuple) -> tuple:
-    values = fn.function(*(d[lo:hi] for d in data), *params)
+def _shard_gradient(
+    fn: Shipped, data: tuple, spans: list[tuple[int, int]], state: tuple, others: tuple
+) -> tuple:
+    [(lo, hi)] = spans
+    values = fn.function(*(d[lo:hi] for d in data), *state, *others)
     return hi - lo, float(values[0]), [np.asarray(v) for v in values[1:]]
 
 
-def _local_round(fn: Shipped, data: tuple, spans: list[tuple[int, int]], state: tuple) -> tuple:
+def _local_round(
+    fn: Shipped, data: tuple, spans: list[tuple[int, int]], state: tuple, others: tuple
+) -> tuple:
     state = tuple(state)
     costs, rows = [], 0
     for lo, hi in spans:
-        values = fn.function(*(d[lo:hi] for d in data), *state)
+        values = fn.function(*(d[lo:hi] for d in data), *state, *others)
         costs.append(float(values[0]))
         state = tuple(np.asarray(v) for v in values[1:])
         rows += hi - lo
@@ -137,44 +142,44 @@ class DataParallelTrainer:
         self.n_shards = n_shards or len(workers)
         self._workers = workers
         rule = updates or sgd(learning_rate)
-        stand_ins = {p: p.type() for p in self.params}
-        for p, s in stand_ins.items():
-            s.name = f"{p.name or 'param'}_value"
         grads = grad(cost, self.params)
-
         if local_steps == 1:
-            # Workers: cost and gradients of a slice, the parameters given as inputs.
-            worker_outputs, _ = clone_replace([cost, *grads], stand_ins)
-            self._worker_fn = ship(
-                function(
-                    [*self.inputs, *stand_ins.values()],
-                    worker_outputs,
-                    mode=mode,
-                    name="shard_gradient",
-                )
-            )
-            # Driver: the update rule applied to combined gradients.
+            # Workers: cost and gradients of a slice; the driver applies the rule.
+            outputs = [cost, *grads]
+            self.state = list(self.params)
             grad_inputs = [g.type() for g in grads]
             self._apply = function(
                 grad_inputs, [], updates=rule(self.params, grad_inputs), mode=mode
             )
-            self.state = list(self.params)
         else:
+            # Workers: k steps of the rule on their slices, then the state is averaged.
             pairs = rule(self.params, grads)
             self.state = [s for s, _ in pairs]
             for p in self.params:
                 if p not in self.state:
                     raise ValueError(f"the update rule does not update parameter {p.describe()}")
-            state_ins = {s: stand_ins[s] if s in stand_ins else s.type() for s in self.state}
-            step_outputs, _ = clone_replace([cost, *(u for _, u in pairs)], state_ins, strict=False)
-            self._worker_fn = ship(
-                function(
-                    [*self.inputs, *state_ins.values()],
-                    step_outputs,
-                    mode=mode,
-                    name="local_sgd_steps",
-                )
+            outputs = [cost, *(u for _, u in pairs)]
+        # The training state, and every other shared variable the graph reads, are
+        # explicit inputs of the worker function: sent when they change, never frozen.
+        state_ins = {s: s.type() for s in self.state}
+        for s, stand_in in state_ins.items():
+            stand_in.name = f"{s.name or 'state'}_value"
+        others = [
+            v for v in graph_inputs(outputs) if isinstance(v, SharedVariable) and v not in state_ins
+        ]
+        other_ins = {v: v.type() for v in others}
+        self.others = others
+        worker_outputs, _ = clone_replace(outputs, {**state_ins, **other_ins}, strict=False)
+        self._worker_fn = ship(
+            function(
+                [*self.inputs, *state_ins.values(), *other_ins.values()],
+                worker_outputs,
+                mode=mode,
+                name="shard_gradient" if local_steps == 1 else "local_sgd_steps",
             )
+        )
+        self._others_sent: list[np.ndarray] | None = None
+        self._others_future: Any = None
 
     # -- data ---------------------------------------------------------------------------
 
@@ -187,6 +192,7 @@ class DataParallelTrainer:
                 raise ValueError(
                     f"the data for {var.describe()} has {len(d)} rows, the first input's has {n}"
                 )
+        self._empty_data = tuple(_no_rows(d) for d in data)
         rows: list[list[np.ndarray]] = [[] for _ in range(self.n_shards)]
         spans: list[list[tuple[int, int]]] = [[] for _ in range(self.n_shards)]
         filled = [0] * self.n_shards
@@ -259,22 +265,51 @@ class DataParallelTrainer:
         # interval (~10 ms), more than a small model's whole step.
         state = tuple(np.asarray(s.get_value(borrow=True)) for s in self.state)
         [state_future] = self.client.scatter([state], hash=False)
-        self.stats.bytes_to_workers += _nbytes(state) * len(shards)
-        n = len(shards)
+        others_future = self._other_values()
         if self.local_steps == 1:
-            first = [spans[s][batches[0]] for s in range(n)]
-            futures = self.client.map(
-                _shard_gradient, [self._worker_fn] * n, shards,
-                [lo for lo, _ in first], [hi for _, hi in first], [state_future] * n,
-                pure=False, retries=self.retries,
-            )  # fmt: skip
+            work = [(s, [spans[s][batches[0]]]) for s in range(len(shards))]
         else:
-            futures = self.client.map(
-                _local_round, [self._worker_fn] * n, shards,
-                [[spans[s][b] for b in batches] for s in range(n)], [state_future] * n,
-                pure=False, retries=self.retries,
-            )  # fmt: skip
+            work = [(s, [spans[s][b] for b in batches]) for s in range(len(shards))]
+        work = [(s, [(lo, hi) for lo, hi in todo if hi > lo]) for s, todo in work]
+        work = [(s, todo) for s, todo in work if todo]  # a shard with no rows this round
+        self.stats.bytes_to_workers += _nbytes(state) * min(len(work), len(self._workers))
+        task = _shard_gradient if self.local_steps == 1 else _local_round
+        futures = self.client.map(
+            task,
+            [self._worker_fn] * len(work),
+            [shards[s] for s, _ in work],
+            [todo for _, todo in work],
+            [state_future] * len(work),
+            [others_future] * len(work),
+            pure=False,
+            retries=self.retries,
+        )
         return self.client.gather(futures)
+
+    def _on_no_rows(self) -> tuple:
+        """Cost and gradients on zero rows (what a sum-cost's data-free terms give),
+        computed here with the workers' function."""
+        state = [s.get_value(borrow=True) for s in self.state]
+        others = [v.get_value(borrow=True) for v in self.others]
+        values = self._worker_fn.function(*self._empty_data, *state, *others)
+        cost, grads = float(values[0]), [np.asarray(v) for v in values[1:]]
+        if not (np.isfinite(cost) and all(np.isfinite(g).all() for g in grads)):
+            raise ValueError(
+                "cost_is_mean=False: the cost of zero rows is not finite, so its data-free "
+                "terms can not be separated; is the cost a mean (cost_is_mean=True)?"
+            )
+        return 0, cost, grads
+
+    def _other_values(self) -> Any:
+        """The future of the other shared variables' values, scattered again only when
+        one of them changed since it was last sent."""
+        values = [np.asarray(v.get_value(borrow=True)) for v in self.others]
+        sent = self._others_sent
+        if sent is None or any(not np.array_equal(a, b) for a, b in zip(values, sent)):
+            [self._others_future] = self.client.scatter([tuple(values)], hash=False)
+            self._others_sent = [v.copy() for v in values]
+            self.stats.bytes_to_workers += _nbytes(values) * len(self._workers)
+        return self._others_future
 
     def _combine(self, results: list, n_batches: int) -> None:
         """Rows-weighted (or plain) sums in shard order: deterministic, whichever worker
@@ -285,8 +320,17 @@ class DataParallelTrainer:
         by_rows = [rows / total_rows for rows, _, _ in results]
         if self.local_steps == 1:
             weights = by_rows if self.cost_is_mean else [1.0] * len(results)
-            self.stats.costs.append(sum(w * cost for w, (_, cost, _) in zip(weights, results)))
-            self._apply(*_weighted_sums(weights, [arrays for _, _, arrays in results]))
+            per_shard = [arrays for _, _, arrays in results]
+            cost = sum(w * c for w, (_, c, _) in zip(weights, results))
+            if not self.cost_is_mean and len(results) > 1:
+                # Each slice's sum-cost carries the terms that do not depend on the data
+                # (a regulariser) once: keep them once in all.
+                _, empty_cost, empty = self._on_no_rows()
+                weights = weights + [1.0 - len(results)]
+                per_shard = per_shard + [empty]
+                cost += (1.0 - len(results)) * empty_cost
+            self.stats.costs.append(cost)
+            self._apply(*_weighted_sums(weights, per_shard))
         else:
             for b in range(n_batches):
                 self.stats.costs.append(sum(w * c[b] for w, (_, c, _) in zip(by_rows, results)))
@@ -296,6 +340,11 @@ class DataParallelTrainer:
         self.stats.steps += n_batches
         self.stats.rounds += 1
         self.stats.examples += total_rows
+
+
+def _no_rows(array: Any) -> np.ndarray:
+    rows = array[:0]
+    return np.asarray(rows.compute() if _is_dask(rows) else rows)
 
 
 def _weighted_sums(weights: list[float], per_shard: list[list[np.ndarray]]) -> list[np.ndarray]:
@@ -319,8 +368,16 @@ def _is_dask(value: Any) -> bool:
     return hasattr(value, "__dask_graph__")
 
 
-def _is_lost_work(exc: BaseException) -> bool:
-    """Errors that mean work or data went away with a worker, not a failing function."""
-    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
-    lost = {"KilledWorker", "FutureCancelledError", "CancelledError", "CommClosedError"}
-    return bool(names & lost) or "lost" in str(exc).lower()
+_LOST_WORK = {"KilledWorker", "FutureCancelledError", "CancelledError", "CommClosedError"}
+
+
+def _is_lost_work(exc: BaseException | None) -> bool:
+    """Errors that mean work or data went away with a worker (Dask's own exception
+    types, anywhere in the cause chain), not a failing function."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in _LOST_WORK:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
