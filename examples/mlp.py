@@ -7,6 +7,7 @@ the task is learnable. Prints the mean training loss of each epoch and the time 
 minibatch; exits non-zero if the loss did not decrease.
 
 Run: python examples/mlp.py [--epochs N] [--examples N] [--device opencl] [--profile]
+     [--picture mlp.svg]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main(
     seed: int = 0,
     verbose: bool = True,
     profile: bool = False,
+    picture: str | None = None,
 ) -> list[float]:
     """Train the MLP; returns the mean training loss of every epoch.
 
@@ -99,6 +101,10 @@ def main(
             )
     if profile:
         train.profile.report(file=sys.stdout, limit=12)
+    if picture:
+        from tensorjit.printing import pydotprint
+
+        pydotprint(train, picture)
     return losses
 
 
@@ -112,10 +118,15 @@ def _cli() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="print the training function's run-time profile"
     )
+    parser.add_argument(
+        "--picture", metavar="FILE", help="draw the training function (svg/png; [graphviz] extra)"
+    )
     args = parser.parse_args()
     with config.change_flags(device=args.device or config.device):
         print(f"device: {config.device}")
-        losses = main(epochs=args.epochs, n_examples=args.examples, profile=args.profile)
+        losses = main(
+            epochs=args.epochs, n_examples=args.examples, profile=args.profile, picture=args.picture
+        )
     if not (len(losses) >= 2 and losses[-1] < losses[0]):
         raise SystemExit(f"training failed: the loss did not decrease ({losses})")
     print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")

@@ -182,3 +182,10 @@ class Print(Op):
         return f"Print{{{self.message!r}}}"
 
     __repr__ = __str__
+
+
+def pydotprint(fct: Any, outfile: Any = None, **options: Any) -> Any:
+    """Draw a graph with graphviz: see ``tensorjit.pictures.pydotprint``."""
+    from tensorjit.pictures import pydotprint as draw  # graphviz is an optional extra
+
+    return draw(fct, outfile, **options)

@@ -1,3 +1,3 @@
 """``theano.printing``."""
 
-from tensorjit.printing import Print, debugprint, pp, pprint  # noqa: F401
+from tensorjit.printing import Print, debugprint, pp, pprint, pydotprint  # noqa: F401
