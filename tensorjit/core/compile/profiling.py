@@ -67,6 +67,14 @@ class ProfileStats:
     def rejected(self) -> Any:
         return self.rewrites.rejected
 
+    @property
+    def rejected_by_plugin(self) -> Any:
+        return self.rewrites.rejected_by_plugin
+
+    @property
+    def phase_seconds(self) -> dict:
+        return self.rewrites.phase_seconds
+
     # ------------------------------------------------------------------ recording
     def describe_schedule(self, order: list, kernels: list, segments: list, whole: bool) -> None:
         """Record the schedule: each node's op class and kernel, and which program (the
@@ -152,8 +160,7 @@ class ProfileStats:
         compile_total = sum(self.compile_seconds.values())
         phases = ", ".join(f"{k} {v:.3f} s" for k, v in self.compile_seconds.items())
         lines.append(f"  compile: {compile_total:.3f} s ({phases})")
-        for phase, seconds in self.rewrites.phase_seconds.items():
-            lines.append(f"    rewrite phase {phase:<24} {seconds:.4f} s")
+        lines += ["    " + line for line in self.rewrites.report().splitlines()]
         if not self.enabled:
             lines.append("  run times not recorded: compile with profile=True (or config.profile)")
             text = "\n".join(lines)
