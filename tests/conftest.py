@@ -4,6 +4,8 @@
 temporary directory put on ``sys.path`` before tensorjit creates its plugin system, so
 the plugin is found through its entry point exactly as after ``pip install``. Every test
 then runs with a second device registered (host-only functions must not notice it).
+The run compiles into its own cache and checks the user's is untouched
+(helpers/compile_cache.py).
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ import tempfile
 from pathlib import Path
 
 from helpers.fixtures import install_fixture
+from helpers.compile_cache import cache_state, describe_changes, use_test_cache, user_cache_dir
 
 _site: list[str] = []
+_user_cache: dict = {}
 
 
 def pytest_configure(config) -> None:
+    # The user's compile cache is never written by the tests (checked at the end).
+    user_cache = user_cache_dir()
+    _user_cache.update(root=user_cache, state=cache_state(user_cache))
+    use_test_cache()
     if "tensorjit.core.hooks" in sys.modules:
         from tensorjit.core import hooks
 
@@ -29,6 +37,16 @@ def pytest_configure(config) -> None:
     _site.append(str(base))
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    root = _user_cache["root"]
+    changes = describe_changes(_user_cache["state"], cache_state(root))
+    if changes:
+        print(f"\nthe test run changed the user's compile cache {root}:", file=sys.stderr)
+        for line in changes:
+            print(f"  {line}", file=sys.stderr)
+        session.exitstatus = 1
 
 
 def pytest_unconfigure(config) -> None:
