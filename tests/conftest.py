@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from helpers.fixtures import install_fixture
 from helpers.compile_cache import cache_state, describe_changes, use_test_cache, user_cache_dir
+from helpers.fixtures import install_fixture
 
 _site: list[str] = []
 _user_cache: dict = {}
