@@ -12,6 +12,7 @@ def client():
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     )
-    with distributed.Client(cluster) as dask_client:
+    with distributed.Client(cluster, timeout=60) as dask_client:
+        dask_client.wait_for_workers(2, timeout=60)  # fail, not hang, if they can not start
         yield dask_client
     cluster.close()
