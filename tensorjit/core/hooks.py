@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tensorjit.core.registries import (
     TypeRegistry,
 )
 from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.core.source import add_library_code
 
 PROJECT = "tensorjit"
 ENTRY_POINT_GROUP = "tensorjit.plugins"
@@ -41,6 +43,24 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 class PluginLoadError(ImportError):
     """A plugin declared by entry point could not be loaded or registered."""
+
+
+def _how_to_block(name: str) -> str:
+    return (
+        f"To run without it, set TENSORJIT_FLAGS=plugins_blocklist={name} (several: "
+        "separated by ';'), or uninstall its distribution"
+    )
+
+
+def _mark_library_code(module_name: str) -> None:
+    """The top-level package (or module) of a plugin loaded by entry point is library
+    code for error locations (core/source.py)."""
+    top = sys.modules.get(module_name.split(".")[0])
+    path = getattr(top, "__file__", None)
+    if path is None:
+        return
+    package_dirs = getattr(top, "__path__", None)
+    add_library_code(list(package_dirs)[0] if package_dirs else path)
 
 
 class HookSpecs:
@@ -204,8 +224,10 @@ class PluginSystem:
             except Exception as exc:
                 raise PluginLoadError(
                     f"tensorjit plugin {ep.name!r} (entry point {ep.value!r} of distribution "
-                    f"{dist_label}) failed to import: {type(exc).__name__}: {exc}"
+                    f"{dist_label}) failed to import: {type(exc).__name__}: {exc}. "
+                    f"{_how_to_block(ep.name)}"
                 ) from exc
+            _mark_library_code(ep.value.partition(":")[0])
             self.register(plugin, ep.name)
             self.entry_points[ep.name] = dist_label
 
@@ -223,13 +245,15 @@ class PluginSystem:
                 hints.append(f"{bad} (did you mean {close[0]}?)" if close else bad)
             raise PluginLoadError(
                 f"tensorjit plugin {name!r} implements hooks that no specification has: "
-                f"{', '.join(hints)}; known hooks: {', '.join(sorted(HOOK_NAMES))}"
+                f"{', '.join(hints)}; known hooks: {', '.join(sorted(HOOK_NAMES))}. "
+                f"{_how_to_block(name)}"
             )
         try:
             self.pm.register(plugin, name)
         except Exception as exc:
             raise PluginLoadError(
-                f"tensorjit plugin {name!r} failed to register: {type(exc).__name__}: {exc}"
+                f"tensorjit plugin {name!r} failed to register: {type(exc).__name__}: {exc}. "
+                f"{_how_to_block(name)}"
             ) from exc
 
     def plugin_names(self) -> list[str]:
