@@ -40,6 +40,12 @@ def info(out=sys.stdout) -> None:
         kind = reg.backends.array_kind(device)
         mark = " (default)" if device == config.device else ""
         print(f"  {device:<10} values: {kind.type_name}{mark}", file=out)
+    if config.device not in reg.backends.devices():
+        print(
+            f"  {config.device:<10} config.device names it, but no installed backend "
+            "provides it: compiling will fail",
+            file=out,
+        )
     print("op families:", file=out)
     for family, classes in reg.ops.families.items():
         print(f"  {family}: {len(classes)} op classes", file=out)
@@ -83,7 +89,10 @@ def cache(action: str, out=sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tensorjit import __version__
+
     parser = argparse.ArgumentParser(prog="python -m tensorjit")
+    parser.add_argument("--version", action="version", version=f"tensorjit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info_parser = sub.add_parser(
         "info", help="plugins, backends, op families, rewrites, hooks, config"

@@ -347,6 +347,18 @@ class Function:
             return memory.store_updates(results)
 
 
+def _check_device(device: str, system: Any) -> None:
+    """``config.device`` must name a device some backend plugin registered."""
+    known = system.registries.backends.devices()
+    if device not in known:
+        raise ValueError(
+            f"config.device is {device!r}, but no installed backend provides that device "
+            f"(known devices: {', '.join(known)}); install or enable the plugin of a "
+            f"{device} backend, or set device to one of these (python -m tensorjit info "
+            "lists backends and why one is unavailable)"
+        )
+
+
 def _as_in(item: Any) -> In:
     if isinstance(item, In):
         return item
@@ -519,6 +531,7 @@ def function(
     # only those devices' backends are asked whether they can run (lazily, once).
     devices = {config.device} | {v.type.device for v in fgraph.inputs}
     devices |= {v.type.device for v in fgraph.variables if isinstance(v, Constant)}
+    _check_device(config.device, system)
     backends = backends_for(mode_obj.backends, config.device, devices)
     fgraph.attach_feature(BackendChoice(backends, config.device))
     internal = [k for k, o in enumerate(outs) if o.return_internal_type]
