@@ -68,9 +68,23 @@ def info(out=sys.stdout) -> None:
         print(f"  {name:<18} = {value!r:<24} {doc}", file=out)
 
 
-def cache(action: str, out=sys.stdout) -> None:
-    """List, measure or clear the compiled-code cache under ``config.compiledir``."""
+def cache(action: str, out=sys.stdout, max_bytes: int | None = None) -> None:
+    """List, measure, prune (to ``max_bytes``, default ``config.cache_max_bytes``) or
+    clear the compiled-code cache under ``config.compiledir``."""
     root = Path(config.compiledir)
+    if action == "prune":
+        limit = config.cache_max_bytes if max_bytes is None else max_bytes
+        for backend in get_plugin_system().registries.backends.backends.values():
+            prune_cache = getattr(backend.compiler, "prune_cache", None)
+            if prune_cache is not None:
+                directory, removed, freed, kept = prune_cache(limit)
+                print(
+                    f"{backend.name}: removed {removed} least recently used entries "
+                    f"({freed / 2**20:.1f} MiB) from {directory}; {kept / 2**20:.1f} MiB kept "
+                    f"(limit {limit / 2**20:.1f} MiB)",
+                    file=out,
+                )
+        return
     files = [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
     if action == "clear":
         # Each backend's compiler removes only what it wrote, under its own locks.
@@ -103,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         help="only the Table 1 kernel coverage report of each available backend",
     )
     cache_parser = sub.add_parser("cache", help="the compiled-code cache")
-    cache_parser.add_argument("action", choices=["list", "stats", "clear"])
+    cache_parser.add_argument("action", choices=["list", "stats", "prune", "clear"])
+    cache_parser.add_argument(
+        "--max-bytes", type=int, default=None, help="prune: the size to keep (default: config)"
+    )
     args = parser.parse_args(argv)
     if args.command == "info" and args.kernels:
         # Imported here: it builds tensor graphs, which plain ``info`` never needs.
@@ -113,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "info":
         info()
     else:
-        cache(args.action)
+        cache(args.action, max_bytes=args.max_bytes)
     return 0
 
 

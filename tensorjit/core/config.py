@@ -69,6 +69,16 @@ def _positive_seconds(value: Any) -> float:
     return seconds
 
 
+def _non_negative_int(value: Any) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return number
+
+
 def _default_compiledir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tensorjit")
@@ -130,6 +140,13 @@ _OPTIONS = [
         "then it warns (naming the holder's pid) and compiles in a private temporary "
         "directory instead",
         lambda v: _positive_seconds(v),
+    ),
+    ConfigOption(
+        "cache_max_bytes",
+        4 * 2**30,
+        "size the compile cache is kept under by evicting least recently used entries "
+        "(0: no limit); python -m tensorjit cache prune applies it now",
+        lambda v: _non_negative_int(v),
     ),
     ConfigOption("cflags", "", "extra flags for the C compiler (e.g. -march=native)", str),
     ConfigOption(

@@ -361,6 +361,7 @@ def _build(
                 f"  compiler output:\n{(proc.stderr or proc.stdout).rstrip()}"
             )
         disk_cache.install(directory, key, so_path, c_path)  # the entry appears whole
+        _after_install(directory)
         with _stats_lock:
             stats["built"] += 1
     finally:
@@ -474,7 +475,25 @@ def _load_verified(directory: str, key: str, try_load: Any) -> Any:
     """What ``try_load`` makes of entry ``key`` if it matches its metadata, else None."""
     if disk_cache.check_entry(directory, key) != "ok":
         return None
-    return try_load(os.path.join(directory, f"{key}.so"))
+    found = try_load(os.path.join(directory, f"{key}.so"))
+    if found is not None:
+        disk_cache.mark_used(directory, key)
+    return found
+
+
+_installs = [0]  # entries this process added: the cache is pruned every PRUNE_EVERY
+PRUNE_EVERY = 200
+
+
+def _after_install(directory: str) -> None:
+    """Keep the cache under ``config.cache_max_bytes`` (checked at the first entry a
+    process adds and every PRUNE_EVERY after: listing a large cache costs time)."""
+    from tensorjit.core.config import config
+
+    _installs[0] += 1
+    limit = config.cache_max_bytes
+    if limit and (_installs[0] - 1) % PRUNE_EVERY == 0:
+        disk_cache.prune(directory, limit)
 
 
 def prebuild(sources: list[tuple]) -> int:
@@ -543,6 +562,13 @@ class HostCCompiler:
         left alone)."""
         directory = cache_dir()
         return (directory, *disk_cache.clear(directory))
+
+    @staticmethod
+    def prune_cache(max_bytes: int) -> tuple[str, int, int, int]:
+        """Evict least recently used entries down to ``max_bytes`` (see disk_cache.prune):
+        (directory, entries removed, bytes freed, bytes kept)."""
+        directory = cache_dir()
+        return (directory, *disk_cache.prune(directory, max_bytes))
 
     @staticmethod
     def prebuild(sources: list[tuple]) -> int:

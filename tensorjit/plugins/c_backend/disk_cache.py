@@ -257,3 +257,66 @@ def _remove(path: str) -> int:
             os.unlink(path)
         return 1
     return 0
+
+
+def mark_used(directory: str, key: str) -> None:
+    """Record that entry ``key`` was loaded now (its metadata's modification time is the
+    entry's last use, which ``prune`` evicts by; access times are often not kept)."""
+    with contextlib.suppress(OSError):
+        os.utime(os.path.join(directory, f"{key}.meta"))
+
+
+def _entries(directory: str) -> dict[str, list]:
+    """key -> [last use, bytes, file names] of every entry in ``directory``."""
+    entries: dict[str, list] = {}
+    for name in os.listdir(directory):
+        match = _ENTRY_FILE.match(name)
+        if not match:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(os.path.join(directory, name))
+            entry = entries.setdefault(match.group(1), [0.0, 0, []])
+            entry[1] += info.st_size
+            entry[2].append(name)
+            if name.endswith(".meta"):
+                entry[0] = info.st_mtime
+    return entries
+
+
+def prune(directory: str, max_bytes: int) -> tuple[int, int, int]:
+    """Remove the least recently used entries until the cache holds at most
+    ``max_bytes``, and lock files left without an entry. An entry whose lock another
+    process holds (a compile, or a load, in progress) is skipped. Returns (entries
+    removed, bytes freed, bytes kept)."""
+    import fcntl
+
+    if not os.path.isdir(directory):
+        return 0, 0, 0
+    entries = _entries(directory)
+    total = sum(size for _, size, _ in entries.values())
+    removed = freed = 0
+    by_age = sorted(entries.items(), key=lambda item: item[1][0])
+    for key, (_, size, names) in by_age:
+        lock_only = names == [f"{key}.lock"]
+        if total <= max_bytes and not lock_only:
+            continue
+        lock_path = os.path.join(directory, f"{key}.lock")
+        fd = open_lock(lock_path)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # in use now
+            for name in os.listdir(directory):
+                match = _ENTRY_FILE.match(name)
+                if match and match.group(1) == key and not name.endswith(".lock"):
+                    _remove(os.path.join(directory, name))
+            _remove(lock_path)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        if not lock_only:
+            removed += 1
+        freed += size
+        total -= size
+    return removed, freed, total
