@@ -85,6 +85,8 @@ class TensorType(Type):
         where = "" if self.device == HOST else f", device={self.device}"
         return f"TensorType({self.dtype}, shape=({shape}{',' if self.ndim == 1 else ''}){where})"
 
+    __repr__ = __str__
+
     def short_str(self) -> str:
         names = {0: "scalar", 1: "vector", 2: "matrix"}
         kind = names.get(self.ndim, f"tensor{self.ndim}")

@@ -233,6 +233,21 @@ class Function:
             made["accept_inplace"], made["rebuild_strict"],
         )  # fmt: skip
 
+    def __repr__(self) -> str:
+        inputs = ", ".join(
+            f"{inp.name or inp.variable}: {inp.variable.type}" for inp in self.inputs
+        )
+        n_out = self.memory.n_outputs
+        n_upd = len(self.memory.updated_shared)
+        runs = "one whole-graph program" if self._program is not None else "per node"
+        if self._program is None and getattr(self.vm, "segment_nodes", 0):
+            runs = f"per node, {self.vm.segment_nodes} nodes in program segments"
+        return (
+            f"<tensorjit Function {self.name or '<unnamed>'}({inputs}) -> {n_out} output"
+            f"{'s' if n_out != 1 else ''}, {n_upd} update{'s' if n_upd != 1 else ''}; "
+            f"{len(self.kernels)} nodes, {runs}>"
+        )
+
     def __copy__(self) -> Function:
         return self.copy()
 
