@@ -8,6 +8,7 @@ arrive as plugins (see ``tensorjit.core.hooks``).
 from tensorjit import tensor
 from tensorjit.core.compile import FAST_COMPILE, FAST_RUN, Function, Mode, function
 from tensorjit.core.config import config
+from tensorjit.core.diagnostics import TensorjitWarning
 from tensorjit.core.graph import Apply, Constant, FunctionGraph, Op, Type, Variable
 from tensorjit.core.memory import In, Out, SharedVariable, shared
 from tensorjit.gradient import Lop, Rop, grad, hessian, jacobian, verify_grad
@@ -17,6 +18,7 @@ from tensorjit.scan import scan
 __version__ = "0.1.0"
 
 __all__ = [
+    "TensorjitWarning",
     "FAST_COMPILE",
     "FAST_RUN",
     "Apply",

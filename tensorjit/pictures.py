@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorjit.core.devices import HOST
+from tensorjit.core.diagnostics import TensorjitWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.traversal import graph_inputs, toposort
 from tensorjit.core.memory.shared import SharedVariable
@@ -212,7 +213,9 @@ def pydotprint(
     accepted and have no effect."""
     if theano_options:
         names = ", ".join(sorted(theano_options))
-        warnings.warn(f"pydotprint: Theano's options {names} have no effect", stacklevel=2)
+        warnings.warn(
+            f"pydotprint: Theano's options {names} have no effect", TensorjitWarning, stacklevel=2
+        )
     if format is None:
         suffix = Path(outfile).suffix.lstrip(".") if outfile is not None else ""
         format = suffix or "png"

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tensorjit.core.diagnostics import TensorjitWarning
 from tensorjit.core.graph.basic import Variable
 from tensorjit.core.graph.traversal import clone_replace, toposort
 
@@ -138,7 +139,7 @@ def grad(
             if disconnected_inputs == "raise":
                 raise DisconnectedInputError(msg)
             if disconnected_inputs == "warn":
-                warnings.warn(msg, stacklevel=2)
+                warnings.warn(msg, TensorjitWarning, stacklevel=2)
             g = w.type.grad_zeros_like(w) if return_disconnected == "zero" else None
         results.append(g)
     return results[0] if single else results

@@ -22,6 +22,7 @@ from typing import Any
 import pluggy
 
 from tensorjit.core.config import config
+from tensorjit.core.diagnostics import logger
 from tensorjit.core.registries import (
     BackendRegistry,
     InplaceRegistry,
@@ -229,6 +230,7 @@ class PluginSystem:
                 ) from exc
             _mark_library_code(ep.value.partition(":")[0])
             self.register(plugin, ep.name)
+            logger.debug("loaded tensorjit plugin %r from %s (%s)", ep.name, ep.value, dist_label)
             self.entry_points[ep.name] = dist_label
 
     def register(self, plugin: Any, name: str) -> None:

@@ -26,6 +26,7 @@ from tensorjit.core.compile.profiling import ProfileStats
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning, TensorjitWarning
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import (
     OUTPUT,
@@ -696,7 +697,7 @@ def _check_host_nodes(fgraph: FunctionGraph, name: str | None) -> None:
     )
     if config.assert_no_cpu_op == "raise":
         raise CompileError(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=4)
+    warnings.warn(message, TensorjitRuntimeWarning, stacklevel=4)
 
 
 def _refuse_inplace_ops(targets: list[Variable], roots: list[Variable]) -> None:
@@ -837,7 +838,7 @@ def _check_inputs(
             if on_unused_input == "raise":
                 raise UnusedInputError(msg)
             if on_unused_input == "warn":
-                warnings.warn(msg, stacklevel=4)
+                warnings.warn(msg, TensorjitWarning, stacklevel=4)
     root_set = set(roots)
     for var in graph_inputs(targets, roots):
         if var in root_set or isinstance(var, (Constant, SharedVariable)):

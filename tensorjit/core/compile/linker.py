@@ -15,6 +15,7 @@ from tensorjit.core.compile.segments import program_segments
 from tensorjit.core.compile.vm import VM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.fgraph import Feature
 from tensorjit.core.hooks import get_plugin_system
@@ -85,7 +86,7 @@ def _warn_unavailable(name: str, reason: str | None) -> None:
         _warned_unavailable.add(name)
         warnings.warn(
             f"backend {name!r} is unavailable ({reason}); its kernels are not used",
-            RuntimeWarning,
+            TensorjitRuntimeWarning,
             stacklevel=5,
         )
 

@@ -9,6 +9,7 @@ import warnings
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.fgraph import Feature, FunctionGraph, InconsistencyError
 from tensorjit.core.rewrites.basic import NodeRewriter, Replacements, normalize_replacements
@@ -19,7 +20,7 @@ from tensorjit.core.rewrites.db import PHASES, RewriteEntry
 MAX_VISITS_PER_NODE = 50
 
 
-class EquilibriumBoundWarning(RuntimeWarning):
+class EquilibriumBoundWarning(TensorjitRuntimeWarning):
     """Node rewriters did not reach a fixed point within the bound."""
 
 

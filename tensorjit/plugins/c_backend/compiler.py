@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning, logger
 from tensorjit.plugins.c_backend import disk_cache
 
 # -fno-trapping-math: gcc may then if-convert selects whose arms do arithmetic (which
@@ -292,7 +293,7 @@ def _warn_lock_held(path: str, fd: int, timeout: float) -> None:
         f"the compile cache lock {path} has been held for more than {timeout:g} s by "
         f"process {holder}{f' (state: {state})' if state else ''}; compiling in a private "
         "temporary directory instead (config compile_lock_timeout)",
-        RuntimeWarning,
+        TensorjitRuntimeWarning,
         stacklevel=4,
     )
 
@@ -343,6 +344,7 @@ def _build(
     source: str, directory: str, key: str, what: str, extra_flags: tuple[str, ...] = ()
 ) -> None:
     argv, _ = compiler_identity()
+    logger.debug("compiling %s (cache entry %s in %s)", what, key[:16], directory)
     tmp = tempfile.mkdtemp(prefix=f".build-{key[:16]}-", dir=directory)
     try:
         c_path = os.path.join(tmp, "kernel.c")
@@ -493,7 +495,12 @@ def _after_install(directory: str) -> None:
     _installs[0] += 1
     limit = config.cache_max_bytes
     if limit and (_installs[0] - 1) % PRUNE_EVERY == 0:
-        disk_cache.prune(directory, limit)
+        removed, freed, kept = disk_cache.prune(directory, limit)
+        if removed:
+            logger.info(
+                "compile cache %s: evicted %d least recently used entries (%d bytes), "
+                "%d bytes kept (config cache_max_bytes)", directory, removed, freed, kept,
+            )  # fmt: skip
 
 
 def prebuild(sources: list[tuple]) -> int:

@@ -31,6 +31,8 @@ import threading
 import time
 import warnings
 
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
+
 _checked: dict[str, str] = {}  # configured directory -> the directory used
 _lock = threading.Lock()
 _warned: set[str] = set()
@@ -94,7 +96,7 @@ def _fallback(wanted: str, reason: str) -> str:
     warnings.warn(
         f"the compile cache {wanted} is not used: {reason}; this process compiles into "
         f"the private directory {fallback} instead",
-        RuntimeWarning,
+        TensorjitRuntimeWarning,
         stacklevel=4,
     )
     return fallback
@@ -200,7 +202,7 @@ def set_aside(path: str, why: str) -> None:
         _warned.add(path)
         warnings.warn(
             f"compile cache entry {path} was set aside and is rebuilt: {why}",
-            RuntimeWarning,
+            TensorjitRuntimeWarning,
             stacklevel=4,
         )
 

@@ -26,6 +26,7 @@ from tensorjit.core.compile.commit import commit_plan
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
 from tensorjit.plugins.c_backend import blas, compiler, indexing, kernels, rowwise
@@ -55,7 +56,9 @@ def whole_graph(plan: GraphPlan) -> Program | None:
     try:
         interpreter = _interpreter()
     except compiler.CCompileError as exc:
-        warnings.warn(f"whole-graph programs are disabled: {exc}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"whole-graph programs are disabled: {exc}", TensorjitRuntimeWarning, stacklevel=2
+        )
         return None
     return interpreter.make(*tables.arguments())
 
