@@ -191,6 +191,35 @@ _OPTIONS = [
 ]
 
 
+def split_flags(text: str) -> list[str]:
+    """``TENSORJIT_FLAGS`` entries: separated by commas outside quotes, so a value with
+    commas is quoted: ``excluded_rewrites="local_gemm,elemwise_fusion",floatX=float32``."""
+    entries, current, quote = [], [], None
+    for char in text:
+        if quote is not None:
+            current.append(char)
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+            current.append(char)
+        elif char == ",":
+            entries.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if quote is not None:
+        raise ValueError(f"TENSORJIT_FLAGS has an unclosed {quote} quote: {text!r}")
+    entries.append("".join(current))
+    return entries
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
 # Other names accepted for an option (the issue tracker and older docs use them).
 _ALIASES = {"cache_dir": "compiledir"}
 
@@ -201,13 +230,13 @@ class Config:
     def __init__(self, options: list[ConfigOption], flags: str = ""):
         object.__setattr__(self, "_options", {o.name: o for o in options})
         object.__setattr__(self, "_values", {o.name: o.parse(o.default) for o in options})
-        for item in flags.split(","):
+        for item in split_flags(flags):
             if not item.strip():
                 continue
             if "=" not in item:
                 raise ValueError(f"TENSORJIT_FLAGS entry {item!r} is not of the form name=value")
             name, value = item.split("=", 1)
-            self._set(name.strip(), value.strip(), origin="TENSORJIT_FLAGS")
+            self._set(name.strip(), _unquote(value.strip()), origin="TENSORJIT_FLAGS")
 
     def _set(self, name: str, value: Any, origin: str = "code") -> None:
         name = _ALIASES.get(name, name)

@@ -181,3 +181,17 @@ def test_bad_tensorjit_flags_env_var_fails_the_import_with_a_clear_error():
     result = run_python("import tensorjit", TENSORJIT_FLAGS="no_such_flag=1")
     assert result.returncode != 0
     assert "unknown config option 'no_such_flag' (from TENSORJIT_FLAGS)" in result.stderr
+
+
+def test_quoted_values_may_hold_commas_and_list_flags_take_commas_or_semicolons():
+    cfg = Config(
+        _OPTIONS,
+        'excluded_rewrites="local_gemm,elemwise_fusion",floatX=float32,'
+        "cflags='-O2 -DPAIR=1,2',plugins_blocklist=a;b",
+    )
+    assert cfg.excluded_rewrites == ("local_gemm", "elemwise_fusion")
+    assert cfg.floatX == "float32"
+    assert cfg.cflags == "-O2 -DPAIR=1,2"
+    assert cfg.plugins_blocklist == ("a", "b")
+    with pytest.raises(ValueError, match='unclosed " quote'):
+        Config(_OPTIONS, 'excluded_rewrites="local_gemm')
