@@ -33,13 +33,7 @@ def _choice(*allowed: str) -> Callable[[Any], str]:
 def _auto_or_bytes(value: Any) -> str | int:
     if value == "auto":
         return value
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = -1
-    if number < 0:
-        raise ValueError(f"expected 'auto' or a number of bytes >= 0, got {value!r}")
-    return number
+    return _non_negative_int(value, "'auto' or a number of bytes >= 0")
 
 
 def _bool(value: Any) -> bool:
@@ -69,13 +63,13 @@ def _positive_seconds(value: Any) -> float:
     return seconds
 
 
-def _non_negative_int(value: Any) -> int:
+def _non_negative_int(value: Any, expected: str = "a whole number >= 0") -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
         number = -1
     if number < 0:
-        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+        raise ValueError(f"expected {expected}, got {value!r}")
     return number
 
 
