@@ -26,8 +26,10 @@ _user_cache: dict = {}
 def pytest_configure(config) -> None:
     # The user's compile cache is never written by the tests (checked at the end).
     user_cache = user_cache_dir()
-    _user_cache.update(root=user_cache, state=cache_state(user_cache))
-    use_test_cache()
+    test_cache = use_test_cache()
+    # A test run started by a test (a subprocess) already uses the tests' cache.
+    if user_cache.resolve() != test_cache.resolve():
+        _user_cache.update(root=user_cache, state=cache_state(user_cache))
     if "tensorjit.core.hooks" in sys.modules:
         from tensorjit.core import hooks
 
@@ -40,6 +42,8 @@ def pytest_configure(config) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
+    if not _user_cache:
+        return
     root = _user_cache["root"]
     changes = describe_changes(_user_cache["state"], cache_state(root))
     if changes:
