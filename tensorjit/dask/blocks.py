@@ -190,10 +190,6 @@ def _pick(block: tuple, k: int) -> np.ndarray:
     return block[k]
 
 
-def _run_tail(fn: Shipped, *args: Any) -> tuple:
-    return _run_block(fn, *args)
-
-
 def map_blocks(
     f: Function | Shipped, *args: Any, align: str = "rows", name: str | None = None
 ) -> da.Array | list[da.Array] | dict[str, da.Array]:
@@ -203,8 +199,9 @@ def map_blocks(
     (after unifying chunks); anything else is given whole to every block. Chunked
     arguments of lower rank stand on the leading axes (``align="rows"``: labels ``y[n]``
     go with the rows of ``x[n, d]``) or on the trailing ones (``align="right"``, NumPy's
-    broadcasting). An output of lower rank than the blocks drops axes that are in a
-    single chunk, the last ones first (``argmax(x, axis=1)`` keeps the rows' chunks).
+    broadcasting). Each axis of an output keeps the chunks of the grid axis it comes from
+    (``argmax(x, axis=1)`` keeps the rows' chunks); only axes in a single chunk may be
+    reduced, indexed or contracted inside the graph (axes.py checks every op).
 
     Outputs are Dask arrays with chunks and dtypes inferred from the graph; outputs
     ending in a sum/mean/max/min/prod/all/any over the blocks combine across chunks.
@@ -393,7 +390,7 @@ def map_blocks(
         )
         full_dims = [int(s) for i in positions for s in args[i].shape]
         full_shapes = shapes_of(*full_dims, *whole_values)[n_block:]
-        done = dask.delayed(_run_tail, pure=True)(
+        done = dask.delayed(_run_block, pure=True)(
             ship(tail_fn),
             *full_dims,
             *whole_values,
