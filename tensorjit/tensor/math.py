@@ -136,10 +136,12 @@ def round(x: Any, mode: str = "half_to_even") -> Variable:
 
 
 def round_half_to_even(x: Any) -> Variable:
+    """Round to the nearest integer, halves to the even one (NumPy's ``round``: 2.5 -> 2)."""
     return round(x, "half_to_even")
 
 
 def round_half_away_from_zero(x: Any) -> Variable:
+    """Round to the nearest integer, halves away from zero (2.5 -> 3, -2.5 -> -3)."""
     return round(x, "half_away_from_zero")
 
 
@@ -247,6 +249,7 @@ def _constant_int(var: Variable) -> int | None:
 
 
 def alloc(value: Any, *shape: Any) -> Variable:
+    """``value`` broadcast to a new tensor of ``shape`` (symbolic or int lengths)."""
     return Alloc()(value, *shape)
 
 
@@ -257,20 +260,24 @@ def _shape_of(x: Variable) -> list:
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Variable:
+    """Zeros of ``x``'s shape (and dtype unless ``dtype`` is given)."""
     x = as_tensor_variable(x)
     return alloc(constant(np.zeros((), normalize_dtype(dtype or x.type.dtype))), *_shape_of(x))
 
 
 def ones_like(x: Any, dtype: Any = None) -> Variable:
+    """Ones of ``x``'s shape (and dtype unless ``dtype`` is given)."""
     x = as_tensor_variable(x)
     return alloc(constant(np.ones((), normalize_dtype(dtype or x.type.dtype))), *_shape_of(x))
 
 
 def zeros(shape: Sequence[Any], dtype: Any = None) -> Variable:
+    """A tensor of ``shape`` filled with zeros (``dtype`` default ``config.floatX``)."""
     return alloc(constant(np.zeros((), normalize_dtype(dtype))), *_as_shape_list(shape))
 
 
 def ones(shape: Sequence[Any], dtype: Any = None) -> Variable:
+    """A tensor of ``shape`` filled with ones (``dtype`` default ``config.floatX``)."""
     return alloc(constant(np.ones((), normalize_dtype(dtype))), *_as_shape_list(shape))
 
 
@@ -428,22 +435,30 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Variable:
+    """Product along ``axis`` (int, tuple or None for all), like ``numpy.prod``; its gradient
+    is exact with zeros."""
     return _reduce("prod", x, axis, keepdims, dtype)
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Largest element along ``axis`` (int, tuple or None for all), like ``numpy.max``."""
     return _reduce("max", x, axis, keepdims)
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Smallest element along ``axis`` (int, tuple or None for all), like ``numpy.min``."""
     return _reduce("min", x, axis, keepdims)
 
 
 def all(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Whether every element is true along ``axis`` (int, tuple or None for all), like
+    ``numpy.all``."""
     return _reduce("all", x, axis, keepdims)
 
 
 def any(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Whether some element is true along ``axis`` (int, tuple or None for all), like
+    ``numpy.any``."""
     return _reduce("any", x, axis, keepdims)
 
 
@@ -587,10 +602,12 @@ def _arg(kind: str, x: Any, axis: Any, keepdims: bool) -> Variable:
 
 
 def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Index of the largest element along ``axis`` (None: of the flattened tensor), int64."""
     return _arg("argmax", x, axis, keepdims)
 
 
 def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Index of the smallest element along ``axis`` (None: of the flattened tensor), int64."""
     return _arg("argmin", x, axis, keepdims)
 
 
@@ -664,5 +681,6 @@ def dot(x: Any, y: Any) -> Variable:
 
 
 def outer(x: Any, y: Any) -> Variable:
+    """Outer product of two vectors: ``x[:, None] * y[None, :]``."""
     x, y = as_tensor_variable(x), as_tensor_variable(y)
     return mul(DimShuffle(1, (0, "x"))(x), DimShuffle(1, ("x", 0))(y))

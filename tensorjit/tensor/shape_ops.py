@@ -40,6 +40,7 @@ class Shape(Op):
 
 
 def shape(x: Any) -> Variable:
+    """The shape of ``x`` as a symbolic int64 vector."""
     x = as_tensor_variable(x)
     if all(s is not None for s in x.type.shape):
         return constant(np.asarray(x.type.shape, dtype="int64"))
@@ -159,6 +160,8 @@ class Reshape(Op):
 
 
 def reshape(x: Any, newshape: Any, ndim: int | None = None) -> Variable:
+    """``x`` with shape ``newshape`` (one entry may be -1); ``ndim`` gives the result's rank
+    when ``newshape`` is symbolic."""
     x = as_tensor_variable(x)
     if isinstance(newshape, (int, np.integer)):
         newshape = (newshape,)
@@ -190,11 +193,14 @@ def reshape(x: Any, newshape: Any, ndim: int | None = None) -> Variable:
 
 
 def dimshuffle(x: Any, pattern: Sequence[int | str]) -> Variable:
+    """Reorder ``x``'s axes and insert broadcastable ones: ``pattern`` lists input axes and
+    ``"x"`` for a new axis of length 1 (Theano's ``dimshuffle``)."""
     x = as_tensor_variable(x)
     return DimShuffle(x.type.ndim, tuple(pattern))(x)
 
 
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
+    """``x`` with its axes reversed, or permuted by ``axes`` (a view)."""
     x = as_tensor_variable(x)
     if axes is None:
         axes = tuple(reversed(range(x.type.ndim)))

@@ -412,6 +412,10 @@ def _make_plural(single):
         return [single(n, **kwargs) for n in names]
 
     plural.__name__ = plural.__qualname__ = single.__name__ + "s"
+    plural.__doc__ = (
+        f"Several ``{single.__name__}`` variables at once, one per name: "
+        f"``a, b = {single.__name__}s('a', 'b')`` (``dtype`` as for ``{single.__name__}``)."
+    )
     return plural
 
 
