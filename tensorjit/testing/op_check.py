@@ -8,7 +8,8 @@ strided, negative strides, zero strides from broadcasting, empty), it checks:
 - ``perform``: returns the dtypes and ranks ``make_node`` declared, and writes into no
   input it does not declare in ``destroy_map`` (a failure here is the op's fault);
 - ``infer_shape`` against the shapes ``perform`` returns;
-- every host backend's kernel for the node (C, and any plugin's) against ``perform``,
+- every backend's kernel for the node (C, any plugin's, and device backends' such as
+  OpenCL on device copies of the inputs) against ``perform``,
   called directly with the Op.perform contract so nothing hides its faults: its values,
   its dtypes, that it writes into no undeclared input and returns no view of an input
   that ``view_map`` does not declare;
@@ -248,6 +249,65 @@ def check_kernel(backend: Any, kernel: Any, op: Op, node: Apply, values: list,
                     )
 
 
+def check_device_kernels(op: Op, values: list, expected: list, where: str) -> list[str]:
+    """Each available device backend's kernel for the op on device copies of ``values``
+    (contiguous there), against ``perform``; returns the backends checked."""
+    registry = get_plugin_system().registries.backends
+    checked = []
+    for backend in registry.backends.values():
+        if backend.device == HOST or registry.unavailable_reason(backend.name) is not None:
+            continue
+        kind = registry.array_kind(backend.device)
+        typed = [
+            TensorType(str(v.dtype), tuple(None for _ in v.shape), device=backend.device)(f"in{i}")
+            for i, v in enumerate(values)
+        ]
+        # As the placement pass does: the host node's op, inputs and outputs re-typed.
+        host_node = op.make_node(*_symbolic(values))
+        outputs = [o.type.on_device(backend.device).make_variable() for o in host_node.outputs]
+        node = Apply(op, typed, outputs)
+        kernel = find_kernel(node, [backend])
+        if kernel is None:
+            continue
+        if backend.prepare is not None:
+            backend.prepare([(node, kernel)])
+        host = [np.ascontiguousarray(v) for v in values]
+        inputs = [kind.from_host(v) for v in host]
+        storage: list[list] = [[None] for _ in node.outputs]
+        label = f"the {backend.name} kernel {kernel.name!r} of {op} ({where}, on {backend.device})"
+        try:
+            kernel.factory(node)(inputs, storage)
+        except Exception as exc:
+            raise OpCheckError(f"{label} raised {exc!r} where perform did not") from exc
+        destroyed = {i for ins in op.destroy_map.values() for i in ins}
+        aliasing = {
+            (j, i) for m in (op.view_map, op.destroy_map) for j, ins in m.items() for i in ins
+        }  # noqa: E501
+        for i, (before, value) in enumerate(zip(host, inputs)):
+            if i not in destroyed and not _same(before, np.asarray(kind.to_host(value))):
+                raise OpCheckError(
+                    f"{label} wrote into input {i}, which {type(op).__name__} does not "
+                    "declare in destroy_map: the kernel is wrong"
+                )
+        rtol, atol = _tolerances(values)
+        for j, (cell, want) in enumerate(zip(storage, expected)):
+            got = np.asarray(kind.to_host(cell[0]))
+            if got.dtype != want.dtype or not _close(got, want, rtol, atol):
+                raise OpCheckError(
+                    f"{label} computes output {j} differently from perform ({got.dtype} "
+                    f"{got.shape} against {want.dtype} {want.shape}, max difference "
+                    f"{_max_difference(got, want)}): the kernel is wrong"
+                )
+            for i, value in enumerate(inputs):
+                if (j, i) not in aliasing and kind.may_share_memory(cell[0], value):
+                    raise OpCheckError(
+                        f"{label} returns output {j} as a view of input {i}, which "
+                        f"{type(op).__name__} does not declare in view_map"
+                    )
+        checked.append(backend.name)
+    return checked
+
+
 def _max_difference(a: np.ndarray, b: np.ndarray) -> str:
     if a.shape != b.shape:
         return "n/a"
@@ -318,10 +378,13 @@ def check_op(
     dtypes: Sequence[str] | None = None,
     layouts: Sequence[str] = LAYOUTS,
     gradients: bool = True,
+    devices: bool = True,
 ) -> OpCheckReport:
     """Check ``op`` on example ``inputs`` (array-likes, one per input of the op): see
     the module docstring. ``dtypes``: also run with float inputs cast to each of these
-    (e.g. ``("float64", "float32")``). Returns what was checked; raises ``OpCheckError``.
+    (e.g. ``("float64", "float32")``). ``devices``: also run the kernels of available
+    device backends (OpenCL...) on device copies of the inputs. Returns what was
+    checked; raises ``OpCheckError``.
     """
     report = OpCheckReport(op)
     check_props(op)
@@ -349,6 +412,10 @@ def check_op(
                 check_kernel(backend, kernel, op, node, variant, expected, where)
                 report.backends.add(backend.name)
                 report.checks.append(f"{backend.name} kernel: {where}")
+            if devices:
+                for name in check_device_kernels(op, variant, expected, where):
+                    report.backends.add(name)
+                    report.checks.append(f"{name} kernel: {where}")
         if gradients:
             check_gradients(op, values, report)
     return report

@@ -179,8 +179,12 @@ def test_a_wrong_gradient_is_named():
     ],
 )
 def test_tensorjits_own_ops_pass_the_kit(op, inputs):
+    from helpers.opencl import REASON as OPENCL_UNAVAILABLE
+
     report = check_op(op, *inputs, dtypes=("float32",))
     assert "c" in report.backends  # their C kernels were compared with perform
+    if OPENCL_UNAVAILABLE is None:  # and their OpenCL kernels, on the device
+        assert "opencl" in report.backends
 
 
 def test_the_fixtures_isolate_the_cache_and_the_plugin_set(tensorjit_cache, tensorjit_plugins):
