@@ -14,8 +14,8 @@ from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
 from tensorjit.core.hooks import hookimpl
-from tensorjit.tensor.math import Dot, Reduce
-from tensorjit.tensor.nnet.basic import Softmax
+from tensorjit.tensor.math import Argmax, Dot, Reduce
+from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
 from tensorjit.testing import OpCheckError, check_op
 
 
@@ -176,6 +176,12 @@ def test_a_wrong_gradient_is_named():
         (Reduce("sum", (0,)), [np.arange(12.0).reshape(4, 3)]),
         (T.exp(T.matrix()).owner.op, [np.linspace(-1, 1, 12).reshape(3, 4)]),
         (T.tanh(T.vector()).owner.op, [np.linspace(-2, 2, 7)]),
+        (LogSoftmax((1,)), [np.random.default_rng(2).normal(size=(4, 5))]),
+        (Argmax("argmax", 1), [np.random.default_rng(3).normal(size=(4, 5))]),
+        (Reduce("max", (1,)), [np.random.default_rng(4).normal(size=(4, 5))]),
+        ((T.matrix() * T.matrix()).owner.op, [np.ones((3, 4)) * 2, np.arange(12.0).reshape(3, 4)]),
+        (T.matrix().T.owner.op, [np.arange(12.0).reshape(3, 4)]),
+        (T.sqrt(T.matrix()).owner.op, [np.linspace(0.5, 2.0, 12).reshape(3, 4)]),
     ],
 )
 def test_tensorjits_own_ops_pass_the_kit(op, inputs):
