@@ -220,3 +220,55 @@ def test_the_pytest_plugin_is_found_through_its_entry_point(tmp_path):
     )  # fmt: skip
     assert "tensorjit_cache" in done.stdout and "tensorjit_plugins" in done.stdout
     assert "check_op" in done.stdout
+
+
+def test_a_kernel_assuming_c_order_is_caught_on_fortran_inputs(tensorjit_plugins):
+    class RowMajorScale(Scale):
+        pass
+
+    def row_major(node):
+        def run(inputs, output_storage):
+            x = inputs[0]  # reads memory as if rows were contiguous (a naive C loop)
+            raw = np.lib.stride_tricks.as_strided(x, x.shape, (x.strides[0], x.itemsize))
+            output_storage[0][0] = np.array(raw) * node.op.factor
+
+        return run
+
+    with_kernel(tensorjit_plugins, RowMajorScale, row_major)
+    with pytest.raises(OpCheckError, match=r"\(fortran inputs.*differently from perform"):
+        check_op(RowMajorScale(2.0), np.arange(12.0).reshape(3, 4))
+
+
+def test_a_kernel_reusing_a_stale_output_buffer_is_caught(tensorjit_plugins):
+    class StaleBufferScale(Scale):
+        pass
+
+    def reuses_blindly(node):
+        def run(inputs, output_storage):
+            out = output_storage[0][0]
+            if out is None:
+                out = np.empty_like(inputs[0])
+            np.multiply(inputs[0], node.op.factor, out=out)  # wrong when the shape changed
+            output_storage[0][0] = out
+
+        return run
+
+    with_kernel(tensorjit_plugins, StaleBufferScale, reuses_blindly)
+    with pytest.raises(OpCheckError, match=r"empty inputs.*raised"):
+        check_op(StaleBufferScale(2.0), np.ones((3, 4)))
+
+
+def test_scalars_keep_their_rank_and_partial_props_are_named():
+    from tensorjit.tensor.math import Alloc
+
+    report = check_op(Alloc(), np.float64(2.0), np.int64(3), np.int64(4), gradients=False)
+    assert "c" in report.backends
+
+    class TwoArguments(Scale):
+        __props__ = ("factor",)
+
+        def __init__(self, factor, offset):
+            self.factor, self.offset = factor, offset
+
+    with pytest.raises(OpCheckError, match=r"takes offset, kept as attribute.*leaves them out"):
+        check_op(TwoArguments(2.0, 1.0), np.ones(3))
