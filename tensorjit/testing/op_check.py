@@ -139,6 +139,11 @@ def replica(value: np.ndarray) -> np.ndarray:
     return copy
 
 
+def _writable(value: np.ndarray) -> np.ndarray:
+    """For an input the op may overwrite: a replica, or a copy of a read-only value."""
+    return replica(value) if value.flags.writeable else value.copy()
+
+
 def _symbolic(values: Sequence[np.ndarray]) -> list[Variable]:
     return [
         TensorType(str(v.dtype), tuple(None for _ in v.shape))(f"in{i}")
@@ -150,7 +155,7 @@ def _run_perform(op: Op, node: Apply, values: list, where: str) -> list:
     kept = [v.copy() for v in values]
     destroyed = {i for ins in op.destroy_map.values() for i in ins}
     # An input the op may overwrite gets a copy: the kernels get the same values next.
-    given = [replica(v) if i in destroyed else v for i, v in enumerate(values)]
+    given = [_writable(v) if i in destroyed else v for i, v in enumerate(values)]
     storage: list[list] = [[None] for _ in node.outputs]
     try:
         op.perform(node, given, storage)
@@ -241,10 +246,7 @@ def check_kernel(backend: Any, kernel: Any, op: Op, node: Apply, values: list,
     run = kernel.factory(node)
     destroyed = {i for ins in op.destroy_map.values() for i in ins}
     # Writeable copies: a kernel that writes where it must not is caught, not fatal.
-    inputs = [
-        replica(v) if i not in destroyed or v.flags.writeable else v.copy()
-        for i, v in enumerate(values)
-    ]  # noqa: E501
+    inputs = [_writable(v) if i in destroyed else replica(v) for i, v in enumerate(values)]
     kept = [v.copy() for v in inputs]
     storage: list[list] = [[p] for p in previous] if previous else [[None] for _ in node.outputs]
     label = f"the {backend.name} kernel {kernel.name!r} of {op} ({where})"
