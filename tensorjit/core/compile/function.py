@@ -144,9 +144,12 @@ class Function:
     def _start_profiling(self, order: list, kernels: list, program: Any) -> None:
         """Time what runs: the VM's steps, and the whole-graph program if there is one."""
         vm = self.vm.vm if isinstance(self.vm, ProgramVM) else self.vm
-        self._profile.describe_schedule(order, kernels, vm.segments, program is not None)
+        # Calls run the program only through the fast path or a ProgramVM (not when an
+        # Out(borrow=True) keeps them on the VM).
+        whole = self._fast_program is not None or isinstance(self.vm, ProgramVM)
+        self._profile.describe_schedule(order, kernels, vm.segments, whole)
         self._profile.instrument(vm)
-        if program is not None:
+        if whole:
             timed = self._profile.timed_program(program)
             self._program = timed
             if self._fast_program is not None:
@@ -212,8 +215,8 @@ class Function:
         the compile cache). ``share_memory``: the copy shares this one's input defaults
         (else it gets copies of the mutable ones); ``swap``: {shared: other shared}
         uses other shared variables in their place (their updates too);
-        ``delete_updates``: the copy updates nothing. ``profile`` is Theano's and
-        ignored."""
+        ``delete_updates``: the copy updates nothing. ``profile``: whether the copy records
+        a run-time profile (default: as this function)."""
         made = dict(self._construction)
         if not made:
             raise TypeError("this function was not built by function(); it can not be copied")
@@ -229,9 +232,10 @@ class Function:
         swap = dict(swap or {})
         updates = [] if delete_updates else [(swap.get(s, s), u) for s, u in made["updates"]]
         givens = list(made["givens"]) + list(swap.items())
+        profiled = self._profile.enabled if profile is None else bool(profile)
         return _rebuild_function(
             inputs, made["outputs"], updates, givens, self.mode, name or self.name,
-            made["accept_inplace"], made["rebuild_strict"],
+            made["accept_inplace"], made["rebuild_strict"], profile=profiled,
         )  # fmt: skip
 
     def __repr__(self) -> str:
@@ -265,7 +269,7 @@ class Function:
         ]
         arguments = (inputs, made["outputs"], made["updates"], made["givens"], self.mode)
         flags = (made["accept_inplace"], made["rebuild_strict"], self.trust_input)
-        return (_rebuild_function, (*arguments, self.name, *flags))
+        return (_rebuild_function, (*arguments, self.name, *flags, self._profile.enabled))
 
     @property
     def profile(self) -> ProfileStats:
@@ -605,7 +609,7 @@ def function(
 
 def _rebuild_function(
     inputs, outputs, updates, givens, mode, name, accept_inplace, rebuild_strict,
-    trust_input=False,
+    trust_input=False, profile=False,
 ) -> Function:  # fmt: skip
     """Compile again what built a function (``copy()``, and unpickling)."""
     made = function(
@@ -619,6 +623,7 @@ def _rebuild_function(
         accept_inplace=accept_inplace,
         no_default_updates=True,  # the default updates are among ``updates``
         rebuild_strict=rebuild_strict,
+        profile=profile,
     )
     made.trust_input = trust_input
     return made

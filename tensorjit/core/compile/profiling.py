@@ -40,8 +40,8 @@ class ProgramRecord:
     label: str
     nodes: int
     seconds: float = 0.0
-    calls: int = 0
-    declined: int = 0  # calls where it declined the values and the nodes ran one by one
+    calls: int = 0  # invocations (a call the fast path declined may invoke it twice)
+    declined: int = 0  # invocations that declined the values (the VM ran them, or retried)
 
 
 class ProfileStats:
@@ -134,8 +134,11 @@ class ProfileStats:
         starts = {seg.start: k for k, seg in enumerate(getattr(vm, "segments", []))}
         first_segment = 1 if self.programs and self.programs[0].label.startswith("whole") else 0
         steps = [list(step) for step in vm.steps]
+        segment_steps = {
+            k for seg in getattr(vm, "segments", []) for k in range(seg.start, seg.stop)
+        }
         for k, step in enumerate(steps):
-            if self.nodes[k].program is not None and k not in starts:
+            if k in segment_steps and k not in starts:
                 continue  # runs inside its segment's program (a no-op step)
             program = self.programs[first_segment + starts[k]] if k in starts else None
             step[0] = self.timed_step(k, step[0], program)
@@ -146,7 +149,7 @@ class ProfileStats:
         """(op class, seconds, calls, nodes) of nodes timed alone, most time first."""
         totals: dict[str, list] = defaultdict(lambda: [0.0, 0, 0])
         for rec in self.nodes:
-            if rec.program is None:
+            if rec.program is None or rec.calls:
                 entry = totals[rec.op_class]
                 entry[0] += rec.seconds
                 entry[1] += rec.calls
@@ -167,7 +170,7 @@ class ProfileStats:
             if file is not None:
                 print(text, file=file)
             return text
-        timed = sum(r.seconds for r in self.nodes if r.program is None)
+        timed = sum(r.seconds for r in self.nodes if r.program is None or r.calls)
         timed += sum(p.seconds for p in self.programs)
         per_call = self.call_seconds / self.calls * 1e3 if self.calls else 0.0
         share = timed / self.call_seconds * 100 if self.call_seconds else 0.0
@@ -195,9 +198,9 @@ class ProfileStats:
         lines.append("    <% time>   <seconds>  <calls>  <kernel>            <step> <node>")
         ranked = sorted(self.nodes, key=lambda r: (r.program is not None, -r.seconds))
         for rec in ranked[:limit]:
-            if rec.program is None:
+            if rec.program is None or rec.calls:  # ran alone (also: a program declined)
                 timing = f"{_pct(rec.seconds, timed)}  {rec.seconds:>9.4f}  {rec.calls:>7}"
-                where = ""
+                where = f"  [in {rec.program}; alone when it declined]" if rec.program else ""
             else:  # no time of its own
                 timing = f"{'-':>7}  {'-':>9}  {'-':>7}"
                 where = f"  [in {rec.program}]"

@@ -112,3 +112,20 @@ def test_theano_profile_summary_and_errors_still_raise():
     with pytest.raises(TypeError):
         f("not a vector")
     assert f.profile.calls == 2  # a failed call is counted too
+
+
+def test_borrowed_outputs_run_on_the_vm_and_copies_keep_profiling():
+    import copy
+    import pickle
+
+    from tensorjit import Out
+
+    x = T.matrix("x")
+    f = tensorjit.function([x], Out(T.tanh(x) * 2, borrow=True), profile=True, name="b")
+    for _ in range(3):
+        f(np.ones((2, 2)))
+    assert not f.profile.programs  # calls ran node by node: timed per node
+    assert all(rec.calls == 3 for rec in f.profile.nodes)
+    for again in (f.copy(), copy.copy(f), pickle.loads(pickle.dumps(f))):
+        assert isinstance(again, ProfiledFunction) and again.profile.enabled
+    assert type(f.copy(profile=False)) is Function
