@@ -74,6 +74,13 @@ def cache(action: str, out=sys.stdout, max_bytes: int | None = None) -> None:
     root = Path(config.compiledir)
     if action == "prune":
         limit = config.cache_max_bytes if max_bytes is None else max_bytes
+        if limit <= 0:
+            print(
+                "config.cache_max_bytes is 0 (no limit): nothing to prune; give --max-bytes "
+                "to prune to a size (python -m tensorjit cache clear empties the cache)",
+                file=out,
+            )
+            return
         for backend in get_plugin_system().registries.backends.backends.values():
             prune_cache = getattr(backend.compiler, "prune_cache", None)
             if prune_cache is not None:
@@ -102,6 +109,13 @@ def cache(action: str, out=sys.stdout, max_bytes: int | None = None) -> None:
             print(f"  {p.relative_to(root)}  {p.stat().st_size} bytes", file=out)
 
 
+def _positive_bytes(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes > 0, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     from tensorjit import __version__
 
@@ -119,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     cache_parser = sub.add_parser("cache", help="the compiled-code cache")
     cache_parser.add_argument("action", choices=["list", "stats", "prune", "clear"])
     cache_parser.add_argument(
-        "--max-bytes", type=int, default=None, help="prune: the size to keep (default: config)"
+        "--max-bytes",
+        type=_positive_bytes,
+        default=None,
+        help="prune: the size to keep, > 0 (default: config cache_max_bytes)",
     )
     args = parser.parse_args(argv)
     if args.command == "info" and args.kernels:

@@ -11,6 +11,7 @@ hexagons. For variables it is the graph as built, coloured by nothing but kind.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -64,10 +65,14 @@ def _graph_of(obj: Any) -> tuple[list[Apply], list[Variable], list[Variable], di
         for var, shared in zip(fgraph.inputs[n_explicit:], obj.shared_inputs):
             roles[var] = f"shared {shared.name or ''}".rstrip()
         n_out = obj.memory.n_outputs
+
+        def add_role(var: Variable, role: str) -> None:  # an input may be an output too
+            roles[var] = f"{roles[var]}, {role}" if var in roles else role
+
         for k, var in enumerate(fgraph.outputs[:n_out]):
-            roles[var] = f"output {k}" if n_out > 1 else "output"
+            add_role(var, f"output {k}" if n_out > 1 else "output")
         for var, shared in zip(fgraph.outputs[n_out:], obj.memory.updated_shared):
-            roles[var] = f"update of {shared.name or 'shared'}"
+            add_role(var, f"update of {shared.name or 'shared'}")
         return fgraph.toposort(), list(fgraph.inputs), list(fgraph.outputs), obj.kernels, roles
     outputs = [obj] if isinstance(obj, Variable) else list(obj)
     if not all(isinstance(v, Variable) for v in outputs):
@@ -178,14 +183,16 @@ def graph_dot(
                 names[out] = ident
     for k, out in enumerate(outputs):  # an output that is an input or a constant
         if out.owner is None or out.owner not in nodes:
-            box = f"out{k}"
-            variable_box(out, box)
-            lines.append(f"  {names.get(out, box)} -> {box};")
+            if out in names:
+                continue  # already drawn (an input box), its label says it is an output
+            names[out] = f"out{k}"
+            variable_box(out, names[out])
     if backends_seen:
         lines.append('  subgraph cluster_legend { label="backends"; fontsize=9; style=dashed;')
         for backend, colour in backends_seen.items():
+            ident = re.sub(r"\W", "_", backend)  # a DOT identifier
             lines.append(
-                f'    legend_{backend} [label="{backend}", shape=box, style=filled, '
+                f"    legend_{ident} [label={_quote(backend)}, shape=box, style=filled, "
                 f'fillcolor="{colour}"];'
             )
         lines.append("  }")

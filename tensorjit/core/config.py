@@ -186,25 +186,27 @@ _OPTIONS = [
 
 
 def split_flags(text: str) -> list[str]:
-    """``TENSORJIT_FLAGS`` entries: separated by commas outside quotes, so a value with
-    commas is quoted: ``excluded_rewrites="local_gemm,elemwise_fusion",floatX=float32``."""
-    entries, current, quote = [], [], None
+    """``TENSORJIT_FLAGS`` entries: separated by commas, except inside a value that is
+    quoted whole (its first character after ``=`` a quote), so a value with commas is
+    quoted: ``excluded_rewrites="local_gemm,elemwise_fusion",floatX=float32``. A quote
+    elsewhere is an ordinary character (``compiledir=/tmp/o'brien``)."""
+    entries, current, quote = [], "", None
     for char in text:
         if quote is not None:
-            current.append(char)
+            current += char
             if char == quote:
                 quote = None
-        elif char in "\"'":
+        elif char in "\"'" and current.rstrip().endswith("="):
             quote = char
-            current.append(char)
+            current += char
         elif char == ",":
-            entries.append("".join(current))
-            current = []
+            entries.append(current)
+            current = ""
         else:
-            current.append(char)
+            current += char
     if quote is not None:
         raise ValueError(f"TENSORJIT_FLAGS has an unclosed {quote} quote: {text!r}")
-    entries.append("".join(current))
+    entries.append(current)
     return entries
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# With the separator: a sibling such as ``tensorjit_foo.py`` is not tensorjit's code.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 #: Code that is library code, not the user's: tensorjit, and the packages of plugins
 #: loaded by entry point (so a plugin op's variables point at the user's line, not the
 #: plugin's make_node).

@@ -47,7 +47,10 @@ class PluginSet:
 
     def register(self, plugin: Any, name: str) -> Any:
         """Register ``plugin`` under ``name`` (its registration hooks run now)."""
+        from tensorjit.core.compile import linker
+
         self.system.register(plugin, name)
+        linker._select_cache.clear()  # a kernel it selects must not be shadowed by a cached miss
         self.names.append(name)
         return plugin
 
@@ -63,10 +66,17 @@ class PluginSet:
 
 
 def _snapshot(registries: Any) -> list[tuple[Any, str, Any]]:
+    """Copies of every registry's containers, two levels deep (an op family is a list
+    inside a dict)."""
     saved = []
     for registry in vars(registries).values():
         for attr, value in vars(registry).items():
-            if isinstance(value, (dict, list, set)):
+            if isinstance(value, dict):
+                inner = {
+                    k: v.copy() if isinstance(v, (dict, list, set)) else v for k, v in value.items()
+                }  # noqa: E501
+                saved.append((value, attr, inner))
+            elif isinstance(value, (list, set)):
                 saved.append((value, attr, value.copy()))
     return saved
 

@@ -195,3 +195,8 @@ def test_quoted_values_may_hold_commas_and_list_flags_take_commas_or_semicolons(
     assert cfg.plugins_blocklist == ("a", "b")
     with pytest.raises(ValueError, match='unclosed " quote'):
         Config(_OPTIONS, 'excluded_rewrites="local_gemm')
+
+
+def test_a_quote_inside_a_value_is_an_ordinary_character():
+    cfg = Config(_OPTIONS, "compiledir=/tmp/o'brien/cache,floatX=float32")
+    assert cfg.compiledir == "/tmp/o'brien/cache" and cfg.floatX == "float32"

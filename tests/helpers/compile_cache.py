@@ -17,7 +17,9 @@ _ENTRY_NAMES = ("compiledir", "cache_dir")
 
 
 def _flag_entries() -> list[str]:
-    return [e for e in os.environ.get("TENSORJIT_FLAGS", "").split(",") if e.strip()]
+    from tensorjit.core.config import split_flags  # tensorjit's own parsing (quotes)
+
+    return [e for e in split_flags(os.environ.get("TENSORJIT_FLAGS", "")) if e.strip()]
 
 
 def user_cache_dir() -> Path:
@@ -25,13 +27,14 @@ def user_cache_dir() -> Path:
     for entry in _flag_entries():
         name, _, value = entry.partition("=")
         if name.strip() in _ENTRY_NAMES:
-            return Path(value.strip()).expanduser()
+            return Path(value.strip().strip("'\"")).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tensorjit"
 
 
 def cache_state(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``root`` with its size and modification time."""
+    """Every file under ``root`` with its size and modification time (a ``.meta``
+    file's time only records the entry's last load, by any process: left out)."""
     state: dict[str, tuple[int, int]] = {}
     if not root.is_dir():
         return state
@@ -42,7 +45,8 @@ def cache_state(root: Path) -> dict[str, tuple[int, int]]:
                 info = os.stat(path, follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            state[os.path.relpath(path, root)] = (info.st_size, info.st_mtime_ns)
+            mtime = 0 if name.endswith(".meta") else info.st_mtime_ns
+            state[os.path.relpath(path, root)] = (info.st_size, mtime)
     return state
 
 

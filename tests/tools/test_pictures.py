@@ -74,3 +74,14 @@ def test_pydotprint_renders_svg_and_png(tmp_path, capsys):
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="compiled function or variables"):
         graph_dot([1, 2])
+
+
+def test_inputs_that_are_outputs_and_updates_keep_every_role():
+    x = T.vector("x")
+    w = tensorjit.shared(np.ones(3), name="W")
+    f = tensorjit.function([x], [x, x * 2, T.constant(np.float64(1.0))])
+    dot = graph_dot(f)
+    assert 'label="x, output 0\\n' in dot
+    assert "out2 -> out2" not in dot  # a constant output is a box, not a loop
+    g = tensorjit.function([x], w + x, updates=[(w, w + x)])
+    assert "output, update of W" in graph_dot(g) or "update of W" in graph_dot(g)

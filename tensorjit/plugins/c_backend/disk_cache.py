@@ -287,18 +287,18 @@ def _entries(directory: str) -> dict[str, list]:
 
 def prune(directory: str, max_bytes: int) -> tuple[int, int, int]:
     """Remove the least recently used entries until the cache holds at most
-    ``max_bytes``, and lock files left without an entry. An entry whose lock another
-    process holds (a compile, or a load, in progress) is skipped. Returns (entries
-    removed, bytes freed, bytes kept)."""
+    ``max_bytes``, and lock files left without an entry. An entry whose lock is held (a
+    build in progress) is skipped. Loads take no lock: a process that finds an entry
+    gone between checking and loading it builds it again, and one that loaded it keeps
+    the mapping. Returns (entries removed, bytes freed, bytes kept)."""
     import fcntl
 
     if not os.path.isdir(directory):
         return 0, 0, 0
-    entries = _entries(directory)
+    entries = _entries(directory)  # one listing for the whole prune
     total = sum(size for _, size, _ in entries.values())
     removed = freed = 0
-    by_age = sorted(entries.items(), key=lambda item: item[1][0])
-    for key, (_, size, names) in by_age:
+    for key, (_, size, names) in sorted(entries.items(), key=lambda item: item[1][0]):
         lock_only = names == [f"{key}.lock"]
         if total <= max_bytes and not lock_only:
             continue
@@ -308,10 +308,9 @@ def prune(directory: str, max_bytes: int) -> tuple[int, int, int]:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                continue  # in use now
-            for name in os.listdir(directory):
-                match = _ENTRY_FILE.match(name)
-                if match and match.group(1) == key and not name.endswith(".lock"):
+                continue  # being built now
+            for name in names:
+                if not name.endswith(".lock"):
                     _remove(os.path.join(directory, name))
             _remove(lock_path)
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -75,3 +75,19 @@ def test_the_limit_applies_when_entries_are_added_and_from_the_command_line(tmp_
         cache("prune", out=out, max_bytes=0)
     assert "least recently used entries" in out.getvalue()
     assert _entry_sizes(directory) == {}
+
+
+def test_prune_without_a_limit_removes_nothing_and_refuses_bad_sizes(tmp_path, capsys):
+    import pytest
+
+    from tensorjit.__main__ import main
+
+    directory = _compile_three(tmp_path)
+    before = _entry_sizes(directory)
+    with tensorjit.config.change_flags(compiledir=str(tmp_path), cache_max_bytes=0):
+        out = io.StringIO()
+        cache("prune", out=out)
+    assert "nothing to prune" in out.getvalue() and _entry_sizes(directory) == before
+    with pytest.raises(SystemExit):
+        main(["cache", "prune", "--max-bytes", "-5"])
+    assert "expected a number of bytes > 0" in capsys.readouterr().err
