@@ -72,7 +72,7 @@ def test_the_limit_applies_when_entries_are_added_and_from_the_command_line(tmp_
     assert len(_entry_sizes(directory)) == 1
     with tensorjit.config.change_flags(compiledir=str(tmp_path)):
         out = io.StringIO()
-        cache("prune", out=out, max_bytes=0)
+        cache("prune", out=out, max_bytes=1)
     assert "least recently used entries" in out.getvalue()
     assert _entry_sizes(directory) == {}
 
