@@ -75,11 +75,15 @@ def main(scheduler: str | None, epochs: int, local_steps: int, batch_size: int) 
         # Evaluate on a test set held as a Dask array, chunk by chunk on the workers:
         # predictions keep the rows' chunks, the accuracy (a mean) combines across chunks.
         label = T.argmax(prob, axis=1)
-        predict = tensorjit.function([x, y], [label, T.mean(T.eq(label, y))])
+        nll = -T.mean(T.log(prob)[T.arange(y.shape[0]), y])  # the tutorials' cost
+        evaluate = tensorjit.function([x, y], [label, T.mean(T.eq(label, y)), nll])
         test_X, test_Y = synthetic_on_workers(8, 5000, n_in, n_out)
-        labels, accuracy = map_blocks(predict, test_X, test_Y)
-        labels, accuracy = client.compute([labels, accuracy], sync=True)
-        print(f"test accuracy {float(accuracy):.3f} over {len(labels)} rows in 8 chunks")
+        lazy = map_blocks(evaluate, test_X, test_Y)
+        labels, accuracy, test_nll = client.compute(lazy, sync=True)
+        print(
+            f"test accuracy {float(accuracy):.3f}, negative log-likelihood {float(test_nll):.4f} "
+            f"over {len(labels)} rows in 8 chunks"
+        )
 
         # The same minibatches in one process give the same parameters.
         x, y, prob, cost, reference = mlp(n_in, n_hidden, n_out)

@@ -13,14 +13,18 @@ shape read from a chunked axis is a block's length, so using one is refused too.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.traversal import toposort
+from tensorjit.tensor.allocation import ARange
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Argmax, Dot, Reduce
 from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
 from tensorjit.tensor.shape_ops import Shape
-from tensorjit.tensor.subtensor import Subtensor
+from tensorjit.tensor.subtensor import AdvancedSubtensor, Subtensor
 
 AxisMap = tuple  # tuple[int | None, ...]
 FULL_SLICE = ("s", False, False, False)
@@ -34,6 +38,38 @@ def _node_text(node: Apply) -> str:
     out = node.outputs[0]
     where = f", created at {out.created_at}" if getattr(out, "created_at", None) else ""
     return f"{node.op} ({out.type}{where})"
+
+
+def _is_block_arange(node: Apply, tainted: dict) -> bool:
+    """``arange(0, n, 1)`` with ``n`` the length of a chunked axis."""
+    if not isinstance(node.op, ARange) or len(node.inputs) != 3:
+        return False
+    start, stop, step = node.inputs
+    constant_is = lambda v, k: isinstance(v, Constant) and np.all(v.data == k)  # noqa: E731
+    return stop in tainted and constant_is(start, 0) and constant_is(step, 1)
+
+
+def _select_per_row(node: Apply, maps: dict, row_index: dict, multi: Any, refuse: Any) -> tuple:
+    """``x[arange(n), y]``: one element per row, from a block's rows and labels."""
+    x, rows, picks = node.inputs
+    g = row_index[rows]
+    x_map = maps.get(x)
+    ok = (
+        node.op.entries == ("a", "a")
+        and x_map is not None
+        and len(x_map) == 2
+        and x_map[0] == g
+        and not multi(x_map[1])
+        and maps.get(picks) == (g,)
+    )
+    if not ok:
+        raise refuse(
+            node,
+            "indexes with arange(length of a chunked axis) in a way map_blocks can not "
+            "follow: it supports x[arange(x.shape[0]), y] with x's rows and y on the same "
+            "chunked axis and x's other axis in a single chunk",
+        )
+    return (g,)
 
 
 def axis_maps(
@@ -56,10 +92,26 @@ def axis_maps(
     def refuse(node: Apply, why: str) -> AxisError:
         return AxisError(f"{_node_text(node)} {why}")
 
+    row_index: dict[Variable, int] = {}  # arange(length of a chunked axis): block rows
+
     for node in toposort(list(targets)):
         op = node.op
         tracked = [i for i in node.inputs if i in maps]
+        if _is_block_arange(node, tainted):
+            # arange(x.shape[0]) inside a block counts the block's rows: right only as the
+            # row index of x[arange(n), y] (checked below), so it is followed, not refused.
+            row_index[node.outputs[0]] = tainted[node.inputs[1]]
+            continue
+        if isinstance(op, AdvancedSubtensor) and node.inputs[1] in row_index:
+            maps[node.outputs[0]] = _select_per_row(node, maps, row_index, multi, refuse)
+            continue
         for inp in node.inputs:
+            if inp in row_index:
+                raise refuse(
+                    node,
+                    "uses arange(length of a chunked axis) other than as the row index of "
+                    "x[arange(n), y]: inside a block it counts the chunk's rows",
+                )
             if inp in tainted:
                 raise refuse(
                     node,

@@ -196,3 +196,21 @@ def test_row_wise_outputs_and_labels_aligned_with_rows(client):
         np.testing.assert_allclose(got, want, rtol=1e-12)
     with pytest.raises(ValueError, match="align must be"):
         map_blocks(f, da.from_array(X), da.from_array(Y), align="left")
+
+
+def test_the_tutorials_negative_log_likelihood_and_errors_over_chunks(client):
+    """-mean(log(p)[arange(y.shape[0]), y]): arange over a block's rows is right there."""
+    rng = np.random.default_rng(5)
+    x, y = T.matrix("x"), T.lvector("y")
+    W = tensorjit.shared(rng.normal(size=(5, 3)), name="W")
+    p = T.nnet.softmax(T.dot(x, W))
+    picked = T.log(p)[T.arange(y.shape[0]), y]
+    f = tensorjit.function([x, y], [-T.mean(picked), T.mean(T.neq(T.argmax(p, axis=1), y)), picked])  # noqa: E501
+    X, Y = rng.normal(size=(23, 5)), rng.integers(0, 3, size=23)
+    results = map_blocks(f, da.from_array(X, chunks=(7, 5)), da.from_array(Y, chunks=7))
+    for got, want in zip(client.compute(results, sync=True), f(X, Y)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert results[2].chunks == ((7, 7, 7, 2),)
+    g = tensorjit.function([x, y], T.log(p)[T.arange(y.shape[0]), y] + T.arange(y.shape[0]))
+    with pytest.raises(BlockwiseError, match="other than as the row index"):
+        map_blocks(g, da.from_array(X, chunks=(7, 5)), da.from_array(Y, chunks=7))
