@@ -236,58 +236,70 @@ def _host_kernels(node: Apply) -> list:
     return found
 
 
-def check_kernel(backend: Any, kernel: Any, op: Op, node: Apply, values: list,
-                 expected: list, where: str, previous: list | None = None) -> list:  # fmt: skip
-    """One backend's kernel against ``perform``'s results, called directly; its output
-    storage holds ``previous`` (what it returned for other inputs, as in a function's
-    later calls). Returns the outputs, for the next check's ``previous``."""
-    if backend.prepare is not None:
-        backend.prepare([(node, kernel)])
-    run = kernel.factory(node)
-    destroyed = {i for ins in op.destroy_map.values() for i in ins}
-    # Writeable copies: a kernel that writes where it must not is caught, not fatal.
-    inputs = [_writable(v) if i in destroyed else replica(v) for i, v in enumerate(values)]
-    kept = [v.copy() for v in inputs]
-    storage: list[list] = [[p] for p in previous] if previous else [[None] for _ in node.outputs]
-    label = f"the {backend.name} kernel {kernel.name!r} of {op} ({where})"
+def _judge_run(label: str, op: Op, node: Apply, run: Any, inputs: list, storage: list,
+               expected: list, values: list, to_host: Any, shares_memory: Any) -> None:  # fmt: skip
+    """Call a kernel's ``run`` on ``inputs`` (host arrays, or a device's values that
+    ``to_host`` brings back) and judge it against ``perform``'s ``expected`` outputs: it
+    raises nothing perform did not, writes no undeclared input, returns the declared
+    dtypes and perform's values, and no undeclared view (``shares_memory``)."""
+    kept = [np.array(to_host(v)) for v in inputs]
     try:
         run(inputs, storage)
     except Exception as exc:
         raise OpCheckError(f"{label} raised {exc!r} where perform did not") from exc
+    destroyed = {i for ins in op.destroy_map.values() for i in ins}
     aliasing = {(j, i) for m in (op.view_map, op.destroy_map) for j, ins in m.items() for i in ins}
-    for i, (before, after) in enumerate(zip(kept, inputs)):
-        if i not in destroyed and not _same(before, after):
+    for i, (before, value) in enumerate(zip(kept, inputs)):
+        if i not in destroyed and not _same(before, np.asarray(to_host(value))):
             raise OpCheckError(
                 f"{label} wrote into input {i}, which {type(op).__name__} does not declare in "
                 "destroy_map: the kernel is wrong (or the op must declare it)"
             )
     rtol, atol = _tolerances([*values, *expected])
     for j, (out, cell, want) in enumerate(zip(node.outputs, storage, expected)):
-        got = cell[0]
-        if got is None:
+        if cell[0] is None:
             raise OpCheckError(f"{label} left output {j} empty")
-        got_array = np.asarray(got)
-        if got_array.dtype != np.dtype(out.type.dtype):
+        got = np.asarray(to_host(cell[0]))
+        if got.dtype != np.dtype(out.type.dtype):
             raise OpCheckError(
-                f"{label} returned {got_array.dtype} for output {j} but the node declares "
+                f"{label} returned {got.dtype} for output {j} but the node declares "
                 f"{out.type.dtype} (perform agrees with the node): the kernel is wrong"
             )
-        if not _close(got_array, want, rtol, atol):
+        if not _close(got, want, rtol, atol):
             raise OpCheckError(
                 f"{label} computes output {j} differently from perform (max difference "
-                f"{_max_difference(got_array, want)}; shapes {got_array.shape} and "
+                f"{_max_difference(got, want)}; shapes {got.shape} and "
                 f"{want.shape}): the kernel is wrong, perform is the reference"
             )
-        for i, inp in enumerate(inputs):
-            if (j, i) not in aliasing and isinstance(got, np.ndarray) and got.size:
-                if np.shares_memory(got, inp):
-                    raise OpCheckError(
-                        f"{label} returns output {j} as a view of input {i}, which "
-                        f"{type(op).__name__} does not declare in view_map: the kernel is "
-                        "wrong (or the op must declare the view)"
-                    )
+        for i, value in enumerate(inputs):
+            if (j, i) not in aliasing and shares_memory(cell[0], value):
+                raise OpCheckError(
+                    f"{label} returns output {j} as a view of input {i}, which "
+                    f"{type(op).__name__} does not declare in view_map: the kernel is "
+                    "wrong (or the op must declare the view)"
+                )
+
+
+def _host_shares_memory(a: Any, b: Any) -> bool:
+    return isinstance(a, np.ndarray) and a.size > 0 and np.shares_memory(a, b)
+
+
+def check_kernel(backend: Any, kernel: Any, op: Op, node: Apply, values: list,
+                 expected: list, where: str, previous: list | None = None) -> list:  # fmt: skip
+    """One host backend's kernel against ``perform``'s results, called directly; its
+    output storage holds ``previous`` (what it returned for other inputs, as in a
+    function's later calls). Returns the outputs, for the next check's ``previous``."""
+    if backend.prepare is not None:
+        backend.prepare([(node, kernel)])
+    destroyed = {i for ins in op.destroy_map.values() for i in ins}
+    # Writeable copies: a kernel that writes where it must not is caught, not fatal.
+    inputs = [_writable(v) if i in destroyed else replica(v) for i, v in enumerate(values)]
+    storage: list[list] = [[p] for p in previous] if previous else [[None] for _ in node.outputs]
+    label = f"the {backend.name} kernel {kernel.name!r} of {op} ({where})"
+    _judge_run(label, op, node, kernel.factory(node), inputs, storage, expected, values,
+               np.asarray, _host_shares_memory)  # fmt: skip
     # Outputs that alias an input are not the kernel's to reuse next time.
-    aliased = {j for j, _ in aliasing}
+    aliased = {j for m in (op.view_map, op.destroy_map) for j in m}
     return [None if j in aliased else cell[0] for j, cell in enumerate(storage)]
 
 
@@ -313,39 +325,11 @@ def check_device_kernels(op: Op, values: list, expected: list, where: str) -> li
             continue
         if backend.prepare is not None:
             backend.prepare([(node, kernel)])
-        host = [v.copy(order="C") for v in values]
-        inputs = [kind.from_host(v) for v in host]
+        inputs = [kind.from_host(v.copy(order="C")) for v in values]
         storage: list[list] = [[None] for _ in node.outputs]
         label = f"the {backend.name} kernel {kernel.name!r} of {op} ({where}, on {backend.device})"
-        try:
-            kernel.factory(node)(inputs, storage)
-        except Exception as exc:
-            raise OpCheckError(f"{label} raised {exc!r} where perform did not") from exc
-        destroyed = {i for ins in op.destroy_map.values() for i in ins}
-        aliasing = {
-            (j, i) for m in (op.view_map, op.destroy_map) for j, ins in m.items() for i in ins
-        }  # noqa: E501
-        for i, (before, value) in enumerate(zip(host, inputs)):
-            if i not in destroyed and not _same(before, np.asarray(kind.to_host(value))):
-                raise OpCheckError(
-                    f"{label} wrote into input {i}, which {type(op).__name__} does not "
-                    "declare in destroy_map: the kernel is wrong"
-                )
-        rtol, atol = _tolerances([*values, *expected])
-        for j, (cell, want) in enumerate(zip(storage, expected)):
-            got = np.asarray(kind.to_host(cell[0]))
-            if got.dtype != want.dtype or not _close(got, want, rtol, atol):
-                raise OpCheckError(
-                    f"{label} computes output {j} differently from perform ({got.dtype} "
-                    f"{got.shape} against {want.dtype} {want.shape}, max difference "
-                    f"{_max_difference(got, want)}): the kernel is wrong"
-                )
-            for i, value in enumerate(inputs):
-                if (j, i) not in aliasing and kind.may_share_memory(cell[0], value):
-                    raise OpCheckError(
-                        f"{label} returns output {j} as a view of input {i}, which "
-                        f"{type(op).__name__} does not declare in view_map"
-                    )
+        _judge_run(label, op, node, kernel.factory(node), inputs, storage, expected, values,
+                   kind.to_host, kind.may_share_memory)  # fmt: skip
         checked.append(backend.name)
     return checked
 
