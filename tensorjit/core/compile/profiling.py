@@ -57,6 +57,8 @@ class ProfileStats:
         self.call_seconds = 0.0
         self.nodes: list[NodeRecord] = []
         self.programs: list[ProgramRecord] = []
+        self._segments: dict[int, ProgramRecord] = {}  # first step -> its segment's record
+        self._in_segment: set[int] = set()  # steps a segment program runs
 
     # Theano's and the rewrite tests' view of ``f.profile``.
     @property
@@ -85,7 +87,10 @@ class ProfileStats:
             inside = dict.fromkeys(range(len(order)), "whole-graph program")
         for i, seg in enumerate(segments):
             label = f"segment program {i} (steps {seg.start}-{seg.stop - 1})"
-            self.programs.append(ProgramRecord(label, seg.stop - seg.start))
+            record = ProgramRecord(label, seg.stop - seg.start)
+            self.programs.append(record)
+            self._segments[seg.start] = record
+            self._in_segment.update(range(seg.start, seg.stop))
             inside.update(dict.fromkeys(range(seg.start, seg.stop), label))
         for step, (node, kernel) in enumerate(zip(order, kernels)):
             self.nodes.append(
@@ -130,18 +135,13 @@ class ProfileStats:
         return timed
 
     def instrument(self, vm: Any) -> None:
-        """Wrap ``vm``'s steps with timers (segment programs time as one unit)."""
-        starts = {seg.start: k for k, seg in enumerate(getattr(vm, "segments", []))}
-        first_segment = 1 if self.programs and self.programs[0].label.startswith("whole") else 0
+        """Wrap ``vm``'s steps with timers (segment programs, recorded by
+        ``describe_schedule``, time as one unit)."""
         steps = [list(step) for step in vm.steps]
-        segment_steps = {
-            k for seg in getattr(vm, "segments", []) for k in range(seg.start, seg.stop)
-        }
         for k, step in enumerate(steps):
-            if k in segment_steps and k not in starts:
+            if k in self._in_segment and k not in self._segments:
                 continue  # runs inside its segment's program (a no-op step)
-            program = self.programs[first_segment + starts[k]] if k in starts else None
-            step[0] = self.timed_step(k, step[0], program)
+            step[0] = self.timed_step(k, step[0], self._segments.get(k))
         vm.steps = [tuple(step) for step in steps]
 
     # ------------------------------------------------------------------ reporting
