@@ -16,6 +16,7 @@ import numpy as np
 
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer, reusable
+from tensorjit.plugins.c_backend.codegen import C_TYPES  # the backend's own type names
 
 __all__ = ["compile_c", "output_buffer", "pointer", "reusable", "unavailable_reason"]
 
@@ -33,16 +34,10 @@ def compile_c(
 def pointer(ffi: Any, array: np.ndarray, ctype: str | None = None) -> Any:
     """A C pointer to ``array``'s data (which must stay alive while C uses it); the
     C type defaults from the dtype (``double *`` for float64)."""
-    ctype = ctype or f"{_C_TYPES[np.dtype(array.dtype).name]} *"
+    ctype = ctype or f"{C_TYPES[np.dtype(array.dtype).name]} *"
     return ffi.cast(ctype, ffi.from_buffer(array))
 
 
 def unavailable_reason() -> str | None:
     """None when C kernels can be compiled and loaded here, else why not."""
     return compiler.unavailable_reason()
-
-
-_C_TYPES = {
-    "float64": "double", "float32": "float", "int64": "int64_t", "int32": "int32_t",
-    "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "_Bool",
-}  # fmt: skip
