@@ -28,8 +28,9 @@ def user_cache_dir() -> Path:
         name, _, value = entry.partition("=")
         if name.strip() in _ENTRY_NAMES:
             return Path(value.strip().strip("'\"")).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tensorjit"
+    from tensorjit.core.config import _default_compiledir  # reads the environment now
+
+    return Path(_default_compiledir())
 
 
 def cache_state(root: Path) -> dict[str, tuple[int, int]]:
