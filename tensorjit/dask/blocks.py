@@ -34,7 +34,7 @@ from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_input
 from tensorjit.core.memory.shared import SharedVariable, shared
 from tensorjit.dask.axes import AxisError, axis_maps
 from tensorjit.dask.shipping import Shipped, ship
-from tensorjit.tensor.math import Alloc, Reduce
+from tensorjit.tensor.math import Alloc, Reduce, _keepdims_pattern
 from tensorjit.tensor.math import alloc as alloc_
 from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.shape_ops import shape as shape_
@@ -140,17 +140,9 @@ def _analyse(f: Function, seeds: dict[Variable, tuple], chunked_axes: set[int]) 
 
 
 def _partial(node: Apply) -> Variable:
-    """The cut reduction over one block, keeping the reduced axes (size 1)."""
-    op = node.op
-    pattern = []
-    kept = 0
-    for axis in range(node.inputs[0].ndim):
-        if axis in op.axis:
-            pattern.append("x")
-        else:
-            pattern.append(kept)
-            kept += 1
-    return node.outputs[0].dimshuffle(*pattern)
+    """The cut reduction over one block, keeping the reduced axes (size 1), as
+    ``keepdims=True`` does."""
+    return node.outputs[0].dimshuffle(*_keepdims_pattern(node.inputs[0].ndim, node.op.axis))
 
 
 def _value_free(
