@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tensorjit.core.config import config
+from tensorjit.core.devices import default_device
 from tensorjit.core.hooks import HookSpecs, get_plugin_system
 
 
@@ -38,9 +39,9 @@ def info(out=sys.stdout) -> None:
     print("devices:", file=out)
     for device in reg.backends.devices():
         kind = reg.backends.array_kind(device)
-        mark = " (default)" if device == config.device else ""
+        mark = " (default)" if device == default_device() else ""
         print(f"  {device:<10} values: {kind.type_name}{mark}", file=out)
-    if config.device not in reg.backends.devices():
+    if default_device() not in reg.backends.devices():
         print(
             f"  {config.device:<10} config.device names it, but no installed backend "
             "provides it: compiling will fail",

@@ -101,6 +101,13 @@ _OPTIONS = [
         str,
     ),
     ConfigOption(
+        "cuda_device",
+        0,
+        "the CUDA device (ordinal) of device=cuda; device=cudaN names one directly; read "
+        "once, when CUDA is first used (`python -m tensorjit info` lists devices)",
+        int,
+    ),
+    ConfigOption(
         "opencl_work_per_item",
         "auto",
         "elements each work-item of a flat OpenCL kernel computes: 'auto' (chunks on CPU "

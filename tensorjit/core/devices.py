@@ -11,9 +11,33 @@ host ("cpu", NumPy arrays) is declared by the core's own Python backend.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 HOST = "cpu"
+_ORDINAL = re.compile(r"^([A-Za-z_]+?)(\d+)$")
+
+
+def split_ordinal(name: str) -> tuple[str, int | None]:
+    """A device name and the ordinal of one of its units: ``"cuda1"`` is ``("cuda",
+    1)`` (Theano's ``device=cuda1``), ``"opencl"`` is ``("opencl", None)``."""
+    found = _ORDINAL.match(name)
+    return (found.group(1), int(found.group(2))) if found else (name, None)
+
+
+def default_device() -> str:
+    """The device ``config.device`` names, without an ordinal (``cuda1`` -> ``cuda``);
+    the backend reads the ordinal itself (``default_ordinal``) when it starts."""
+    from tensorjit.core.config import config
+
+    return split_ordinal(config.device)[0]
+
+
+def default_ordinal() -> int | None:
+    """The unit ``config.device`` names (``cuda1`` -> 1), or None."""
+    from tensorjit.core.config import config
+
+    return split_ordinal(config.device)[1]
 
 
 class ArrayKind:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.config import config
-from tensorjit.core.devices import HOST, kind_of
+from tensorjit.core.devices import HOST, default_device, kind_of, split_ordinal
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.tensor.type import TensorType
@@ -386,7 +386,7 @@ def tensor_shared_constructor(
             value = arr  # a number is held as a 0-d array (which strict=True accepts)
     if shape is None and broadcastable is None:
         shape = (None,) * arr.ndim  # shared values may change shape, as in Theano
-    device = config.device if target is None else target
+    device = default_device() if target is None else split_ordinal(target)[0]
     ttype = TensorType(arr.dtype, shape, broadcastable, device=device)
     return TensorSharedVariable(ttype, value, name, borrow, strict, allow_downcast)
 

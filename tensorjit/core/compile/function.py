@@ -25,7 +25,7 @@ from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.profiling import ProfileStats
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.config import config
-from tensorjit.core.devices import HOST
+from tensorjit.core.devices import HOST, default_device
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning, TensorjitWarning
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.graph.fgraph import (
@@ -549,11 +549,12 @@ def function(
     mode_obj = get_mode(mode)
     # Placement only moves nodes to devices their inputs live on or to the default one:
     # only those devices' backends are asked whether they can run (lazily, once).
-    devices = {config.device} | {v.type.device for v in fgraph.inputs}
+    device = default_device()
+    devices = {device} | {v.type.device for v in fgraph.inputs}
     devices |= {v.type.device for v in fgraph.variables if isinstance(v, Constant)}
-    _check_device(config.device, system)
-    backends = backends_for(mode_obj.backends, config.device, devices)
-    fgraph.attach_feature(BackendChoice(backends, config.device))
+    _check_device(device, system)
+    backends = backends_for(mode_obj.backends, device, devices)
+    fgraph.attach_feature(BackendChoice(backends, device))
     internal = [k for k, o in enumerate(outs) if o.return_internal_type]
     if internal:
         fgraph.attach_feature(InternalOutputs(internal))
@@ -689,7 +690,7 @@ def _check_host_nodes(fgraph: FunctionGraph, name: str | None) -> None:
     """Config ``assert_no_cpu_op``: a device function's nodes that run on the host."""
     if config.assert_no_cpu_op == "ignore":
         return
-    found = host_nodes_of_device_function(fgraph, config.device)
+    found = host_nodes_of_device_function(fgraph, default_device())
     if not found:
         return
     listed = "; ".join(

@@ -45,12 +45,12 @@ class PlaceOnDevices(GraphRewriter):
 
     def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
         from tensorjit.core.compile.linker import BackendChoice, backends_for, find_kernel
-        from tensorjit.core.config import config
+        from tensorjit.core.devices import default_device
         from tensorjit.core.hooks import registries
 
         choice = fgraph.get_feature(BackendChoice)
         if choice is None:
-            choice = BackendChoice(backends_for(None, config.device), config.device)
+            choice = BackendChoice(backends_for(None, default_device()), default_device())
         default = choice.default_device
         used = {_device(v) for v in fgraph.variables} | {default}
         if used == {HOST}:

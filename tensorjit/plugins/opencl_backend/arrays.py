@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.devices import ArrayKind
+from tensorjit.plugins.device_kernels.arrays import byte_extent, is_c_contiguous
 from tensorjit.plugins.opencl_backend import DEVICE
 
 
@@ -19,26 +20,15 @@ def _array_class() -> type | None:
     return None if module is None else module.Array
 
 
-def is_c_contiguous(value: Any) -> bool:
-    return bool(value.flags.c_contiguous) or value.size == 0
-
-
-def byte_extent(value: Any) -> tuple[int, int]:
-    """``[low, high)``: the bytes of its buffer that ``value`` may touch."""
-    low = high = value.offset
-    for n, stride in zip(value.shape, value.strides):
-        if n == 0:
-            return value.offset, value.offset
-        if stride < 0:
-            low += (n - 1) * stride
-        else:
-            high += (n - 1) * stride
-    return low, high + value.dtype.itemsize
-
-
 def buffer_id(value: Any) -> int | None:
     base = value.base_data
     return None if base is None else base.int_ptr
+
+
+def _target() -> Any:
+    from tensorjit.plugins.opencl_backend.target import OPENCL
+
+    return OPENCL
 
 
 class OpenCLArrays(ArrayKind):
@@ -62,9 +52,11 @@ class OpenCLArrays(ArrayKind):
         return value
 
     def to_host(self, value: Any) -> np.ndarray:
+        from tensorjit.plugins.device_kernels.arrays import contiguous
+
         if value.size == 0:
             return np.empty(value.shape, value.dtype)
-        return contiguous(value).get()
+        return contiguous(_target(), value).get()
 
     def write_from_host(self, dest: Any, array: Any) -> bool:
         if dest.shape != array.shape or dest.dtype != array.dtype or not is_c_contiguous(dest):
@@ -74,7 +66,9 @@ class OpenCLArrays(ArrayKind):
         return True
 
     def copy(self, value: Any) -> Any:
-        return copy_to_new(value)
+        from tensorjit.plugins.device_kernels.arrays import copy_to_new
+
+        return copy_to_new(_target(), value)
 
     def may_share_memory(self, a: Any, b: Any) -> bool:
         ida, idb = buffer_id(a), buffer_id(b)
@@ -86,49 +80,21 @@ class OpenCLArrays(ArrayKind):
     def describe(self, value: Any) -> str:
         return f"{self.type_name} on opencl of dtype {value.dtype} and shape {value.shape}"
 
+    def view(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
+        """A view of ``base``'s buffer (``strides`` and ``offset`` in bytes)."""
+        import pyopencl.array as cla
+
+        return cla.Array(
+            base.queue,
+            tuple(int(n) for n in shape),
+            base.dtype,
+            strides=tuple(int(s) for s in strides),
+            data=base.base_data,
+            offset=int(offset),
+            allocator=base.allocator,
+        )
+
 
 OPENCL_ARRAYS = OpenCLArrays()
-
-
-def reusable(buffer: Any, shape: tuple, dtype: Any) -> Any:
-    """``buffer`` (what the VM left in an output cell: a dead temporary, or an
-    ``Out(borrow=True)`` output) when a result of ``shape``/``dtype`` may be written
-    into it, else None; reusing it saves allocating a device array each call."""
-    if (
-        OPENCL_ARRAYS.is_value(buffer)
-        and buffer.shape == shape
-        and buffer.dtype == dtype
-        and is_c_contiguous(buffer)
-    ):
-        return buffer
-    return None
-
-
-def copy_to_new(value: Any) -> Any:
-    """A new C-contiguous device array equal to ``value``."""
-    from tensorjit.plugins.opencl_backend.elementwise import copy_into
-
-    out = OPENCL_ARRAYS.empty(value.shape, value.dtype)
-    if value.size:
-        copy_into(out, value)
-    return out
-
-
-def contiguous(value: Any) -> Any:
-    """``value`` itself when C-contiguous, else a contiguous copy."""
-    return value if is_c_contiguous(value) else copy_to_new(value)
-
-
-def view(base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
-    """A view of ``base``'s buffer (``strides`` and ``offset`` in bytes)."""
-    import pyopencl.array as cla
-
-    return cla.Array(
-        base.queue,
-        tuple(int(n) for n in shape),
-        base.dtype,
-        strides=tuple(int(s) for s in strides),
-        data=base.base_data,
-        offset=int(offset),
-        allocator=base.allocator,
-    )
+# A view of an OpenCL array (tests and the GEMM family build them).
+view = OPENCL_ARRAYS.view

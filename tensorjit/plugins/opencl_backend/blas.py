@@ -31,12 +31,15 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.device_kernels.arrays import copy_to_new
+from tensorjit.plugins.device_kernels.elementwise import device_can_run, inlined_constant
+from tensorjit.plugins.device_kernels.target import node_label
 from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS, copy_to_new
+from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
-from tensorjit.plugins.opencl_backend.elementwise import device_can_run, inlined_constant
-from tensorjit.plugins.opencl_backend.runtime import Runtime, node_label, runtime
+from tensorjit.plugins.opencl_backend.runtime import Runtime, runtime
+from tensorjit.plugins.opencl_backend.target import OPENCL
 
 I64 = np.int64
 FLOATS = ("float32", "float64")
@@ -378,7 +381,7 @@ class BlasPlan:
 
 def _float_dtype(node: Apply, operands: list) -> str | None:
     """The one float dtype of ``operands`` and the output, if the device can run it."""
-    if not device_can_run(node):
+    if not device_can_run(OPENCL, node):
         return None
     dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
     return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
@@ -457,7 +460,7 @@ def dot_factory(node: Apply, plan: BlasPlan) -> Any:
 
 def _apart(value: Any, out: Any) -> Any:
     """``value``, or a copy where it overlaps ``out`` (which the kernel writes)."""
-    return copy_to_new(value) if OPENCL_ARRAYS.may_share_memory(value, out) else value
+    return copy_to_new(OPENCL, value) if OPENCL_ARRAYS.may_share_memory(value, out) else value
 
 
 def gemm_factory(node: Apply, plan: BlasPlan) -> Any:

@@ -1,5 +1,5 @@
-"""The OpenCL backend's kernel table: one ``KernelSpec`` per op family, each module of
-a family giving its own (``specs()``), gathered here."""
+"""The OpenCL backend's kernel table: the shared kernel families (plugins/device_kernels)
+on the OpenCL target, and the backend's own GEMM family (``blas``)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ import importlib
 
 from tensorjit.core.registries import KernelSpec
 
-PLUGIN = "opencl_backend"
-# The modules of the kernel families, each with ``specs() -> list[KernelSpec]``.
-FAMILIES = ("elementwise", "views", "reductions", "rowwise", "blas", "indexing", "random")
+# The shared families, each with ``specs(target) -> list[KernelSpec]``.
+FAMILIES = ("elementwise", "views", "reductions", "rowwise", "indexing", "random")
 
 
 def specs() -> list[KernelSpec]:
+    from tensorjit.plugins.opencl_backend import blas
+    from tensorjit.plugins.opencl_backend.target import OPENCL
+
     found = []
     for family in FAMILIES:
-        module = importlib.import_module(f"tensorjit.plugins.opencl_backend.{family}")
-        found.extend(module.specs())
-    return found
+        module = importlib.import_module(f"tensorjit.plugins.device_kernels.{family}")
+        found.extend(module.specs(OPENCL))
+    return found + blas.specs()

@@ -115,6 +115,17 @@ class Runtime:
     def compute_units(self) -> int:
         return int(self.device.max_compute_units)
 
+    @property
+    def work_per_item(self) -> str:
+        from tensorjit.core.config import config
+
+        return config.opencl_work_per_item
+
+    @staticmethod
+    def buffer_args(value: Any) -> list[Any]:
+        """A device array as the kernel arguments ``__global char *p, long offset``."""
+        return [value.base_data, np.int64(value.offset)]
+
     def cache_key(self, source: str, options: tuple[str, ...]) -> tuple:
         """Programs are cached per source, options, device and driver version (pyopencl
         also keeps built binaries on disk under the same kind of key)."""
@@ -210,13 +221,3 @@ def unavailable_reason() -> str | None:
     except Exception as exc:  # a broken driver: report it, never crash compilation
         return f"OpenCL initialisation failed: {exc!r}"
     return None
-
-
-def node_label(node: Any) -> str:
-    """How a kernel's errors name its node: the op and where the user created it."""
-    return f"{node.op} (created at {node.outputs[-1].created_at or 'unknown'})"
-
-
-def buffer_args(value: Any) -> list[Any]:
-    """A device array as the kernel arguments ``__global char *p, long offset``."""
-    return [value.base_data, np.int64(value.offset)]

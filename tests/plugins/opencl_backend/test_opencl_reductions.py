@@ -11,7 +11,7 @@ from helpers.opencl import NEEDS_OPENCL, on_opencl, runs_on_opencl, strided_view
 
 import tensorjit.tensor as T
 from tensorjit.core.config import config
-from tensorjit.plugins.opencl_backend import reductions
+from tensorjit.plugins.device_kernels import reductions
 from tensorjit.tensor.math import Argmax, Reduce
 from tensorjit.tensor.type import TensorType
 

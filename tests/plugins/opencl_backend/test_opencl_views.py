@@ -83,11 +83,12 @@ def test_dimshuffle_of_an_empty_array_and_its_output_is_a_view():
 
 
 def test_dimshuffle_dropping_a_dimension_of_length_other_than_1_raises():
-    from tensorjit.plugins.opencl_backend.views import dimshuffle_view
+    from tensorjit.plugins.device_kernels.views import dimshuffle_view
+    from tensorjit.plugins.opencl_backend.target import OPENCL
 
     op = DimShuffle(2, (1,))
     with pytest.raises(ValueError, match="length 1"):
-        dimshuffle_view(op, to_device(np.zeros((2, 3))), "DimShuffle{1}")
+        dimshuffle_view(OPENCL, op, to_device(np.zeros((2, 3))), "DimShuffle{1}")
 
 
 # ---------------------------------------------------------------- Reshape

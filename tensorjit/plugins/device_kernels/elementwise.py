@@ -1,4 +1,4 @@
-"""Elementwise kernels (Elemwise, fused Composite, casts) on the OpenCL device.
+"""Elementwise kernels (Elemwise, fused Composite, casts) on a device.
 
 Each node gets one program with two kernels, both from the shared renderer's
 per-element function ``tj_f``:
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,28 +27,25 @@ from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
-from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
-from tensorjit.plugins.opencl_backend.arrays import is_c_contiguous, reusable
-from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
-from tensorjit.plugins.opencl_backend.dialect import preamble
-from tensorjit.plugins.opencl_backend.runtime import buffer_args, node_label, runtime
-from tensorjit.plugins.opencl_backend.tuning import work_items
+from tensorjit.plugins.device_kernels.arrays import is_c_contiguous, reusable
+from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.tuning import work_items
 from tensorjit.tensor.elemwise import check_runtime_broadcast
 
 I64 = np.int64
 
 
-def on_device(node: Apply) -> bool:
-    return all(v.type.device == DEVICE for v in (*node.inputs, *node.outputs))
+def on_device(t: Target, node: Apply) -> bool:
+    return all(v.type.device == t.device for v in (*node.inputs, *node.outputs))
 
 
 def uses_fp64(node: Apply) -> bool:
     return any(v.type.dtype == "float64" for v in (*node.inputs, *node.outputs))
 
 
-def device_can_run(node: Apply) -> bool:
+def device_can_run(t: Target, node: Apply) -> bool:
     """The node lives on the device, and the device has the float precision it needs."""
-    return on_device(node) and (runtime().fp64 or not uses_fp64(node))
+    return on_device(t, node) and (t.runtime().fp64 or not uses_fp64(node))
 
 
 def constant_value(var: Any) -> np.ndarray | None:
@@ -65,6 +63,7 @@ def inlined_constant(var: Any) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class ElemwisePlan:
+    target: Target
     source: str
     variable: tuple[int, ...]  # the inputs passed to the kernels (not inlined)
     single: tuple[bool, ...]  # per variable input: one element, read once
@@ -74,6 +73,7 @@ class ElemwisePlan:
 
 
 def kernel_source(
+    t: Target,
     scalar_op: Any,
     in_dtypes: list[str],
     out_dtype: str,
@@ -83,6 +83,7 @@ def kernel_source(
     ndim: int,
 ) -> str:
     """The program of one elementwise map (see the module docstring)."""
+    D = t.dialect
     function, _body = element_function(D, scalar_op, in_dtypes, out_dtype, kinds, consts)
     variable = [i for i, k in enumerate(kinds) if k != "const"]
     ops = [(f"d{i}", in_dtypes[i], kinds[i], ()) for i in variable]
@@ -93,16 +94,16 @@ def kernel_source(
     def call(load: dict[str, str]) -> str:
         return "tj_f(" + ", ".join(load[f"d{i}"] for i in variable) + ")"
 
-    g = "__global"
+    g = D.global_qualifier
     params = ", ".join(f"{g} char *{name}, long o_{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
     setup, load = typed_operands(
         D, ops, out, scalars, restrict=inplace is None, base=lambda n: f"({n} + o_{n})"
     )
     dtypes = {*in_dtypes, out_dtype}
-    lines = [preamble(dtypes), *function]
+    lines = [t.preamble(dtypes), *function]
     lines += [
-        f"__kernel void tj_contig(long n, long tj_chunk, {params}) {{",
+        f"{D.kernel_qualifier} void tj_contig(long n, long tj_chunk, {params}) {{",
         "#define TJ_CHUNK tj_chunk",
         *setup,
         f"    {D.flat_loop.format(i='i', n='n')} p_{out}[i] = {call(load('i'))};",
@@ -112,8 +113,8 @@ def kernel_source(
     shape = "".join(f", long n{a}" for a in range(ndim))
     strides = "".join(f", long s_{name}_{a}" for name, *_ in ops for a in range(ndim))
     lines += [
-        f"__kernel void tj_strided(long n, long tj_chunk{shape}, {params}{strides}) {{",
-        "    long start = get_global_id(0) * tj_chunk, end = min(start + tj_chunk, n);",
+        f"{D.kernel_qualifier} void tj_strided(long n, long tj_chunk{shape}, {params}{strides}) {{",
+        f"    long start = {D.global_id} * tj_chunk, end = min(start + tj_chunk, n);",
         "    for (long i = start; i < end; i++) {",
         "        long r = i, k;",
         *(f"        long b_{name} = o_{name};" for name, *_ in ops),
@@ -127,8 +128,8 @@ def kernel_source(
     return "\n".join(lines) + "\n"
 
 
-def elemwise_plan(node: Apply) -> ElemwisePlan | None:
-    if not device_can_run(node):
+def elemwise_plan(t: Target, node: Apply) -> ElemwisePlan | None:
+    if not device_can_run(t, node):
         return None
     op = node.op
     kinds, consts = [], {}
@@ -144,6 +145,7 @@ def elemwise_plan(node: Apply) -> ElemwisePlan | None:
     out_dtype = node.outputs[0].type.dtype
     try:
         source = kernel_source(
+            t,
             op.scalar_op,
             [v.type.dtype for v in node.inputs],
             out_dtype,
@@ -157,7 +159,7 @@ def elemwise_plan(node: Apply) -> ElemwisePlan | None:
     variable = tuple(i for i, k in enumerate(kinds) if k != "const")
     single = tuple(kinds[i] == "scalar" for i in variable)
     ndim = node.outputs[0].type.ndim
-    return ElemwisePlan(source, variable, single, op.inplace, out_dtype, ndim)
+    return ElemwisePlan(t, source, variable, single, op.inplace, out_dtype, ndim)
 
 
 def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...]:
@@ -178,7 +180,7 @@ def launch_map(
 ) -> None:
     """Run the map on device ``values`` (the plan's variable inputs, in order) into
     ``out`` (a new array, or the destroyed input itself in place)."""
-    rt = runtime()
+    rt = plan.target.runtime()
     n = math.prod(out.shape)
     if n == 0:
         return
@@ -188,7 +190,7 @@ def launch_map(
     )
     operands = list(values) if plan.inplace is not None else [*values, out]
     count, chunk = work_items(rt, n)
-    buffers = [arg for v in operands for arg in buffer_args(v)]
+    buffers = [arg for v in operands for arg in rt.buffer_args(v)]
     single = (*plan.single, False)
     if all(
         one or (v.shape == out.shape and is_c_contiguous(v)) for v, one in zip(operands, single)
@@ -206,7 +208,7 @@ def launch_map(
 
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
     where = node_label(node)
-    rt = runtime()
+    rt = plan.target.runtime()
     out_dtype = np.dtype(plan.out_dtype)
     kernels = (rt.kernel(plan.source, "tj_contig"), rt.kernel(plan.source, "tj_strided"))
 
@@ -221,7 +223,7 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
             if out.shape != shape:
                 raise ValueError(f"{where}: in place into shape {out.shape}, result {shape}")
         else:
-            out = reusable(output_storage[0][0], shape, out_dtype)
+            out = reusable(plan.target, output_storage[0][0], shape, out_dtype)
             if out is None:
                 out = rt.empty(shape, out_dtype)
         launch_map(plan, values, out, where, kernels)
@@ -231,37 +233,37 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
 
 
 # ---------------------------------------------------------------- copies
-_COPY_PLANS: dict[tuple[str, str, int], ElemwisePlan] = {}
+_COPY_PLANS: dict[tuple[Target, str, str, int], ElemwisePlan] = {}
 
 
-def cast_plan(in_dtype: str, out_dtype: str, ndim: int) -> ElemwisePlan:
+def cast_plan(t: Target, in_dtype: str, out_dtype: str, ndim: int) -> ElemwisePlan:
     """The map ``out = (out_dtype) x`` for arrays of ``ndim`` dimensions."""
     from tensorjit.tensor.scalar import Cast
 
-    key = (in_dtype, out_dtype, ndim)
+    key = (t, in_dtype, out_dtype, ndim)
     plan = _COPY_PLANS.get(key)
     if plan is None:
-        source = kernel_source(Cast(out_dtype), [in_dtype], out_dtype, ["full"], {}, None, ndim)
-        plan = _COPY_PLANS[key] = ElemwisePlan(source, (0,), (False,), None, out_dtype, ndim)
+        source = kernel_source(t, Cast(out_dtype), [in_dtype], out_dtype, ["full"], {}, None, ndim)
+        plan = _COPY_PLANS[key] = ElemwisePlan(t, source, (0,), (False,), None, out_dtype, ndim)
     return plan
 
 
-def copy_into(out: Any, value: Any) -> None:
+def copy_into(t: Target, out: Any, value: Any) -> None:
     """Write ``value`` (any strides, broadcast to ``out``'s shape) into ``out``, casting."""
-    plan = cast_plan(value.dtype.name, out.dtype.name, out.ndim)
+    plan = cast_plan(t, value.dtype.name, out.dtype.name, out.ndim)
     launch_map(plan, [value], out, "copy")
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.elemwise import Elemwise
 
     return [
         KernelSpec(
-            "opencl:elemwise",
-            BACKEND,
+            t.kernel_name("elemwise"),
+            t.backend,
             (Elemwise,),
             elemwise_factory,
-            plan=elemwise_plan,
-            plugin="opencl_backend",
+            plan=partial(elemwise_plan, t),
+            plugin=t.plugin,
         )
     ]

@@ -1,4 +1,4 @@
-"""Indexed writes and integer-array indexing on the OpenCL device.
+"""Indexed writes and integer-array indexing on a device.
 
 - ``IncSubtensor`` (basic indices): the destination region is a view (views.py) of
   ``x`` itself (in place) or of a copy of it; ``set`` copies the value into the view,
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -33,42 +33,33 @@ from tensorjit.core.compile.deferred import defer
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS, copy_to_new
-from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
-from tensorjit.plugins.opencl_backend.dialect import preamble
-from tensorjit.plugins.opencl_backend.elementwise import (
+from tensorjit.plugins.device_kernels.arrays import copy_to_new
+from tensorjit.plugins.device_kernels.dialect import DeviceDialect
+from tensorjit.plugins.device_kernels.elementwise import (
     ElemwisePlan,
     copy_into,
     device_can_run,
     kernel_source,
     launch_map,
 )
-from tensorjit.plugins.opencl_backend.runtime import buffer_args, node_label, runtime
-from tensorjit.plugins.opencl_backend.tuning import work_items
-from tensorjit.plugins.opencl_backend.views import (
+from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.tuning import work_items
+from tensorjit.plugins.device_kernels.views import (
     IndexInputs,
     check_broadcast,
     padded,
     subtensor_view,
 )
 
-PLUGIN = "opencl_backend"
 I64 = np.int64
-G = "__global"
 WHOLE = ("s", False, False, False)  # an index entry taking a whole axis (``:``)
 
 
 # ---------------------------------------------------------------- shared helpers
-def host(value: Any) -> np.ndarray:
-    """A device array's value on the host (a sync)."""
-    return OPENCL_ARRAYS.to_host(value)
-
-
-def private_copy(value: Any, dest: Any) -> Any:
+def private_copy(t: Target, value: Any, dest: Any) -> Any:
     """``value``, or a copy of it when it overlaps ``dest`` (which is about to be
     written): NumPy reads such a value as it was before the write."""
-    return copy_to_new(value) if OPENCL_ARRAYS.may_share_memory(value, dest) else value
+    return copy_to_new(t, value) if t.arrays.may_share_memory(value, dest) else value
 
 
 class ErrorFlag:
@@ -76,15 +67,16 @@ class ErrorFlag:
     index into the second (all writers write a bad index, so their race is harmless);
     the host reads them after the launch, or later in the call (see check_class_flag)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rt: Any) -> None:
+        self.rt = rt
         self.array: Any = None
         self.bad: int | None = None  # the bad index the last raised() read
 
     def args(self) -> list[Any]:
         if self.array is None:
-            self.array = runtime().empty((2,), np.int64)
+            self.array = self.rt.empty((2,), np.int64)
             self.array.set(np.zeros(2, np.int64))
-        return buffer_args(self.array)
+        return self.rt.buffer_args(self.array)
 
     def clear(self) -> None:
         if self.array is not None:
@@ -124,23 +116,22 @@ def program(head: str, lines: Sequence[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def load(ptr: str, offset: str, dtype: str) -> str:
-    return f"*(const {G} {D.type_name(dtype)} *)({ptr} + {offset})"
+def load(D: DeviceDialect, ptr: str, offset: str, dtype: str) -> str:
+    return f"*(const {D.global_qualifier} {D.type_name(dtype)} *)({ptr} + {offset})"
 
 
-def flat_loop(var: str, total: str) -> list[str]:
+def flat_loop(D: DeviceDialect, var: str, total: str) -> list[str]:
     """The chunked loop of a flat kernel (its arguments ``total`` and ``chunk``)."""
     return [
-        f"long start_ = get_global_id(0) * chunk, end_ = min(start_ + chunk, {total});",
+        f"long start_ = {D.global_id} * chunk, end_ = min(start_ + chunk, {total});",
         f"for (long {var} = start_; {var} < end_; {var}++) {{",
     ]
 
 
-def launch_flat(kernel: Any, total: int, *args: Any) -> None:
+def launch_flat(rt: Any, kernel: Any, total: int, *args: Any) -> None:
     """Run a flat kernel over ``total`` elements (none when empty)."""
     if total <= 0:
         return
-    rt = runtime()
     count, chunk = work_items(rt, total)
     rt.launch_chunks(kernel, count, I64(total), I64(chunk), *args)
 
@@ -152,16 +143,17 @@ def longs(values: Sequence[int]) -> list[Any]:
 # ---------------------------------------------------------------- IncSubtensor (basic)
 @dataclass(frozen=True)
 class IncPlan:
+    target: Target
     index: IndexInputs
     add: ElemwisePlan | None  # the in-place add (None: set)
 
 
-def inc_subtensor_plan(node: Apply) -> IncPlan | None:
+def inc_subtensor_plan(t: Target, node: Apply) -> IncPlan | None:
     from tensorjit.tensor.scalar import SCALAR_OPS
     from tensorjit.tensor.subtensor import IncSubtensor
 
     op = node.op
-    if type(op) is not IncSubtensor or not device_can_run(node):
+    if type(op) is not IncSubtensor or not device_can_run(t, node):
         return None
     add = None
     if not op.set_instead_of_inc:
@@ -170,25 +162,25 @@ def inc_subtensor_plan(node: Apply) -> IncPlan | None:
         try:
             dtypes = [x.type.dtype, y.type.dtype]
             source = kernel_source(
-                SCALAR_OPS["add"], dtypes, x.type.dtype, ["full", "full"], {}, 0, ndim
+                t, SCALAR_OPS["add"], dtypes, x.type.dtype, ["full", "full"], {}, 0, ndim
             )
         except Unsupported:
             return None
-        add = ElemwisePlan(source, (0, 1), (False, False), 0, x.type.dtype, ndim)
-    return IncPlan(IndexInputs.of(node.inputs[2:]), add)
+        add = ElemwisePlan(t, source, (0, 1), (False, False), 0, x.type.dtype, ndim)
+    return IncPlan(t, IndexInputs.of(t, node.inputs[2:]), add)
 
 
 def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], None]:
-    op, name = node.op, node_label(node)
+    op, name, t = node.op, node_label(node), plan.target
 
     def run(inputs: list, output_storage: list) -> None:
         x, y, *idx = inputs
-        out = x if op.inplace else copy_to_new(x)
-        region = subtensor_view(name, out, op.entries, plan.index.values(idx))
+        out = x if op.inplace else copy_to_new(t, x)
+        region = subtensor_view(t, name, out, op.entries, plan.index.values(idx))
         check_broadcast(name, y.shape, region.shape)
-        y = padded(private_copy(y, out), region.ndim)
+        y = padded(t, private_copy(t, y, out), region.ndim)
         if plan.add is None:
-            copy_into(region, y)
+            copy_into(t, region, y)
         else:
             launch_map(plan.add, [region, y], region, name)
         output_storage[0][0] = out
@@ -198,27 +190,28 @@ def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], 
 
 # ---------------------------------------------------------------- SelectClass
 @cache
-def select_source(ndim: int, x_dtype: str, y_dtype: str) -> str:
+def select_source(t: Target, ndim: int, x_dtype: str, y_dtype: str) -> str:
     """``out[i] = x[i..., y[i...]]`` over the ``ndim`` leading axes (y's)."""
+    D, G = t.dialect, t.dialect.global_qualifier
     sizes = [f"n{a}" for a in range(ndim)]
     strides = {"x": [f"sx{a}" for a in range(ndim)], "y": [f"sy{a}" for a in range(ndim)]}
-    t = D.type_name(x_dtype)
+    tx = D.type_name(x_dtype)
     extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["y"]])
-    head = preamble({x_dtype})
+    head = t.preamble({x_dtype})
     lines = [
-        f"__kernel void tj_select(long total, long chunk, long n_cls, long s_cls, "
+        f"{D.kernel_qualifier} void tj_select(long total, long chunk, long n_cls, long s_cls, "
         f"{G} char *x, long o_x, {G} char *y, long o_y, {G} char *out, long o_out, "
         f"{G} char *flag, long o_flag{extra}) {{",
-        f"    {G} {t} *po = ({G} {t} *)(out + o_out);",
-        *flat_loop("i", "total"),
+        f"    {G} {tx} *po = ({G} {tx} *)(out + o_out);",
+        *flat_loop(D, "i", "total"),
         "    long b_x = o_x, b_y = o_y;",
         *unravel("i", sizes, strides),
-        f"    long c = (long)({load('y', 'b_y', y_dtype)});",
+        f"    long c = (long)({load(D, 'y', 'b_y', y_dtype)});",
         "    if (c < 0 || c >= n_cls) {",
         f"        (({G} long *)(flag + o_flag))[1] = c; *({G} long *)(flag + o_flag) = 1;",
         "        po[i] = 0; continue;",
         "    }",
-        f"    po[i] = {load('x', 'b_x + c * s_cls', x_dtype)};",
+        f"    po[i] = {load(D, 'x', 'b_x + c * s_cls', x_dtype)};",
         "}",
         "}",
     ]
@@ -226,27 +219,28 @@ def select_source(ndim: int, x_dtype: str, y_dtype: str) -> str:
 
 
 @cache
-def select_grad_source(ndim: int, g_dtype: str, y_dtype: str, out_dtype: str) -> str:
+def select_grad_source(t: Target, ndim: int, g_dtype: str, y_dtype: str, out_dtype: str) -> str:
     """Row ``i`` of ``out`` (C-contiguous, ``n_cls`` per row): ``g[i]`` at ``y[i]``,
     zeros elsewhere."""
+    D, G = t.dialect, t.dialect.global_qualifier
     sizes = [f"n{a}" for a in range(ndim)]
     strides = {"g": [f"sg{a}" for a in range(ndim)], "y": [f"sy{a}" for a in range(ndim)]}
-    t = D.type_name(out_dtype)
+    to = D.type_name(out_dtype)
     extra = "".join(f", long {s}" for s in [*sizes, *strides["g"], *strides["y"]])
-    head = preamble({g_dtype, out_dtype})
+    head = t.preamble({g_dtype, out_dtype})
     lines = [
-        f"__kernel void tj_select_grad(long total, long chunk, long n_cls, "
+        f"{D.kernel_qualifier} void tj_select_grad(long total, long chunk, long n_cls, "
         f"{G} char *g, long o_g, {G} char *y, long o_y, {G} char *out, long o_out, "
         f"{G} char *flag, long o_flag{extra}) {{",
-        *flat_loop("i", "total"),
+        *flat_loop(D, "i", "total"),
         "    long b_g = o_g, b_y = o_y;",
         *unravel("i", sizes, strides),
-        f"    long c = (long)({load('y', 'b_y', y_dtype)});",
-        f"    {t} v = ({t})({load('g', 'b_g', g_dtype)});",
+        f"    long c = (long)({load(D, 'y', 'b_y', y_dtype)});",
+        f"    {to} v = ({to})({load(D, 'g', 'b_g', g_dtype)});",
         f"    if (c < 0 || c >= n_cls) {{ (({G} long *)(flag + o_flag))[1] = c; "
         f"*({G} long *)(flag + o_flag) = 1; c = -1; }}",
-        f"    {G} {t} *row = ({G} {t} *)(out + o_out) + i * n_cls;",
-        f"    for (long j = 0; j < n_cls; j++) row[j] = j == c ? v : ({t})0;",
+        f"    {G} {to} *row = ({G} {to} *)(out + o_out) + i * n_cls;",
+        f"    for (long j = 0; j < n_cls; j++) row[j] = j == c ? v : ({to})0;",
         "}",
         "}",
     ]
@@ -273,40 +267,45 @@ def check_leading(name: str, x: Any, y: Any) -> None:
         )
 
 
-def select_plan(node: Apply) -> bool | None:
+def select_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
 
-    ok = type(node.op) in (SelectClass, SelectClassGrad) and device_can_run(node)
-    return True if ok else None
+    ok = type(node.op) in (SelectClass, SelectClassGrad) and device_can_run(t, node)
+    return t if ok else None
 
 
-def select_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+def select_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     x_var, y_var = node.inputs
-    name, flag = node_label(node), ErrorFlag()
-    source = select_source(y_var.type.ndim, x_var.type.dtype, y_var.type.dtype)
-    kernel = runtime().kernel(source, "tj_select")
+    rt = plan.runtime()
+    name, flag = node_label(node), ErrorFlag(rt)
+    source = select_source(plan, y_var.type.ndim, x_var.type.dtype, y_var.type.dtype)
+    kernel = rt.kernel(source, "tj_select")
+    buffer_args = rt.buffer_args
 
     def run(inputs: list, output_storage: list) -> None:
         x, y = inputs
         check_leading(name, x, y)
-        out = runtime().empty(y.shape, x.dtype)
+        out = rt.empty(y.shape, x.dtype)
         n = x.shape[-1]
         if out.size:
             args = [I64(n), I64(x.strides[-1]), *buffer_args(x), *buffer_args(y), *buffer_args(out)]
             args += flag.args() + longs([*y.shape, *x.strides[:-1], *y.strides])
-            launch_flat(kernel, out.size, *args)
+            launch_flat(rt, kernel, out.size, *args)
             check_class_flag(flag, name, n)
         output_storage[0][0] = out
 
     return run
 
 
-def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+def select_grad_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     _, g_var, y_var = node.inputs
     out_dtype = node.outputs[0].type.dtype
-    name, flag = node_label(node), ErrorFlag()
-    source = select_grad_source(y_var.type.ndim, g_var.type.dtype, y_var.type.dtype, out_dtype)
-    kernel = runtime().kernel(source, "tj_select_grad")
+    rt = plan.runtime()
+    name, flag = node_label(node), ErrorFlag(rt)
+    dtypes = (g_var.type.dtype, y_var.type.dtype, out_dtype)
+    source = select_grad_source(plan, y_var.type.ndim, *dtypes)
+    kernel = rt.kernel(source, "tj_select_grad")
+    buffer_args = rt.buffer_args
 
     def run(inputs: list, output_storage: list) -> None:
         x, g, y = inputs
@@ -317,12 +316,12 @@ def select_grad_factory(node: Apply, plan: bool) -> Callable[[list, list], None]
                 f"shape {y.shape}"
             )
         g_strides = [0 if m == 1 else s for m, s in zip(g.shape, g.strides)]
-        out = runtime().empty(x.shape, out_dtype)
+        out = rt.empty(x.shape, out_dtype)
         n = x.shape[-1]
         if y.size:
             args = [I64(n), *buffer_args(g), *buffer_args(y), *buffer_args(out), *flag.args()]
             args += longs([*y.shape, *g_strides, *y.strides])
-            launch_flat(kernel, y.size, *args)
+            launch_flat(rt, kernel, y.size, *args)
             check_class_flag(flag, name, n)
         output_storage[0][0] = out
 
@@ -341,49 +340,52 @@ def leading_vectors(entries: tuple, idx: Sequence[Any], x_ndim: int) -> int | No
     return p if covered and vectors else None
 
 
-def index_operands(p: int) -> list[str]:
+def index_operands(D: DeviceDialect, p: int) -> list[str]:
     """Kernel parameters of ``p`` index vectors: buffer, offset, stride, the length of
     the axis it indexes, and that axis's stride in the indexed array."""
+    G = D.global_qualifier
     return [f"{G} char *i{j}, long o_i{j}, long s_i{j}, long len{j}, long sa{j}" for j in range(p)]
 
 
-def read_index(j: int, k: str, dtype: str) -> list[str]:
+def read_index(D: DeviceDialect, j: int, k: str, dtype: str) -> list[str]:
     """C lines setting ``v<j>``: entry ``k`` of index vector ``j``, negatives wrapped."""
     return [
-        f"long v{j} = (long)({load(f'i{j}', f'o_i{j} + {k} * s_i{j}', dtype)});",
+        f"long v{j} = (long)({load(D, f'i{j}', f'o_i{j} + {k} * s_i{j}', dtype)});",
         f"if (v{j} < 0) v{j} += len{j};",
     ]
 
 
 @cache
-def gather_source(idx_dtypes: tuple[str, ...], rest: int, x_dtype: str) -> str:
+def gather_source(t: Target, idx_dtypes: tuple[str, ...], rest: int, x_dtype: str) -> str:
     """``out[k, r...] = x[i0[k], (i1[k],) r...]``, ``out`` C-contiguous."""
+    D, G = t.dialect, t.dialect.global_qualifier
     sizes = [f"n{a}" for a in range(rest)]
     strides = {"x": [f"sx{a}" for a in range(rest)]}
-    t = D.type_name(x_dtype)
-    params = ", ".join(index_operands(len(idx_dtypes)))
+    tx = D.type_name(x_dtype)
+    params = ", ".join(index_operands(D, len(idx_dtypes)))
     extra = "".join(f", long {s}" for s in [*sizes, *strides["x"]])
     body = ["    long k = e / width, b_x = o_x;", "    int bad = 0;"]
     body += unravel("e - k * width", sizes, strides)
     for j, dtype in enumerate(idx_dtypes):
-        body += read_index(j, "k", dtype)
+        body += read_index(D, j, "k", dtype)
         body.append(f"if (v{j} < 0 || v{j} >= len{j}) bad = 1; else b_x += v{j} * sa{j};")
-    head = preamble({x_dtype})
+    head = t.preamble({x_dtype})
     lines = [
-        f"__kernel void tj_gather(long total, long chunk, long width, {G} char *x, long o_x, "
+        f"{D.kernel_qualifier} void tj_gather(long total, long chunk, long width, "
+        f"{G} char *x, long o_x, "
         f"{G} char *out, long o_out, {G} char *flag, long o_flag, {params}{extra}) {{",
-        f"    {G} {t} *po = ({G} {t} *)(out + o_out);",
-        *flat_loop("e", "total"),
+        f"    {G} {tx} *po = ({G} {tx} *)(out + o_out);",
+        *flat_loop(D, "e", "total"),
         *body,
         f"    if (bad) {{ *({G} long *)(flag + o_flag) = 1; po[e] = 0; }}",
-        f"    else po[e] = {load('x', 'b_x', x_dtype)};",
+        f"    else po[e] = {load(D, 'x', 'b_x', x_dtype)};",
         "}",
         "}",
     ]
     return program(head, lines)
 
 
-def update(dest: str, value: str, dtype: str, set_value: bool) -> str:
+def update(D: DeviceDialect, dest: str, value: str, dtype: str, set_value: bool) -> str:
     """The C assignment writing ``value`` to, or adding it to, ``dest``."""
     t = D.type_name(dtype)
     if set_value:
@@ -395,31 +397,38 @@ def update(dest: str, value: str, dtype: str, set_value: bool) -> str:
 
 @cache
 def scatter_source(
-    idx_dtypes: tuple[str, ...], rest: int, x_dtype: str, y_dtype: str, set_value: bool
+    t: Target,
+    idx_dtypes: tuple[str, ...],
+    rest: int,
+    x_dtype: str,
+    y_dtype: str,
+    set_value: bool,
 ) -> str:
     """For each column (element of the whole trailing axes) a work-item owns, in index
     order: ``dest[i0[k], (i1[k],) col] (+)= y[k, col]``. Indices are valid (checked)."""
+    D, G = t.dialect, t.dialect.global_qualifier
     sizes = [f"n{a}" for a in range(rest)]
     strides = {"d": [f"sd{a}" for a in range(rest)], "y": [f"sy{a}" for a in range(rest)]}
-    t = D.type_name(x_dtype)
-    params = ", ".join(index_operands(len(idx_dtypes)))
+    tx = D.type_name(x_dtype)
+    params = ", ".join(index_operands(D, len(idx_dtypes)))
     extra = "".join(f", long {s}" for s in [*sizes, *strides["d"], *strides["y"]])
     inner = []
     for j, dtype in enumerate(idx_dtypes):
-        inner += read_index(j, "k", dtype) + [f"at += v{j} * sa{j};"]
-    value = load("y", "b_y + k * s_yk", y_dtype)
-    head = preamble({x_dtype, y_dtype})
+        inner += read_index(D, j, "k", dtype) + [f"at += v{j} * sa{j};"]
+    value = load(D, "y", "b_y + k * s_yk", y_dtype)
+    head = t.preamble({x_dtype, y_dtype})
     lines = [
-        f"__kernel void tj_scatter(long total, long chunk, long m, {G} char *d, long o_d, "
+        f"{D.kernel_qualifier} void tj_scatter(long total, long chunk, long m, "
+        f"{G} char *d, long o_d, "
         f"{G} char *y, long o_y, long s_yk, {params}{extra}) {{",
-        *flat_loop("col", "total"),
+        *flat_loop(D, "col", "total"),
         "    long b_d = o_d, b_y = o_y;",
         *unravel("col", sizes, strides),
         "    for (long k = 0; k < m; k++) {",
         "        long at = b_d;",
         *(f"        {line}" for line in inner),
-        f"        {G} {t} *p = ({G} {t} *)(d + at);",
-        f"        {update('*p', value, x_dtype, set_value)}",
+        f"        {G} {tx} *p = ({G} {tx} *)(d + at);",
+        f"        {update(D, '*p', value, x_dtype, set_value)}",
         "    }",
         "}",
         "}",
@@ -427,74 +436,77 @@ def scatter_source(
     return program(head, lines)
 
 
-def host_index_rules(node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> tuple:
+def host_index_rules(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> tuple:
     """Op.perform's own index checks and messages (out of bounds, index arrays that do
     not broadcast), on the index vectors fetched to the host (a sync); the region shape."""
     from tensorjit.tensor.subtensor import check_runtime_index
 
     first = len(node.inputs) - len(vectors)
-    values = [host(v) for v in vectors]
+    values = [t.arrays.to_host(v) for v in vectors]  # a sync
     return check_runtime_index(
         node.op, node.inputs[0], node.inputs[first:], x_shape, node.op.entries, values
     )
 
 
-def index_length(node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
+def index_length(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
     """The broadcast length of the index vectors (a length 1 broadcasts)."""
     lengths = {v.shape[0] for v in vectors} - {1}
     if len(lengths) > 1:
-        host_index_rules(node, x_shape, vectors)  # raises the host's IndexError
+        host_index_rules(t, node, x_shape, vectors)  # raises the host's IndexError
         raise IndexError(f"{node_label(node)}: index arrays of shapes do not broadcast together")
     return lengths.pop() if lengths else 1
 
 
-def index_args(vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
+def index_args(rt: Any, vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
     """The kernel arguments of the index vectors (a broadcast one has stride 0)."""
     args = []
     for j, v in enumerate(vectors):
         stride = 0 if v.shape[0] == 1 and m != 1 else v.strides[0]
-        args += [*buffer_args(v), I64(stride), I64(x.shape[j]), I64(x.strides[j])]
+        args += [*rt.buffer_args(v), I64(stride), I64(x.shape[j]), I64(x.strides[j])]
     return args
 
 
 @dataclass(frozen=True)
 class AdvancedPlan:
+    target: Target
     p: int  # leading axes indexed by vectors
     source: str
 
 
-def advanced_subtensor_plan(node: Apply) -> AdvancedPlan | None:
+def advanced_subtensor_plan(t: Target, node: Apply) -> AdvancedPlan | None:
     from tensorjit.tensor.subtensor import AdvancedSubtensor
 
-    if type(node.op) is not AdvancedSubtensor or not device_can_run(node):
+    if type(node.op) is not AdvancedSubtensor or not device_can_run(t, node):
         return None
     x, *idx = node.inputs
     p = leading_vectors(node.op.entries, idx, x.type.ndim)
     if p is None:
         return None
     dtypes = tuple(v.type.dtype for v in idx)
-    return AdvancedPlan(p, gather_source(dtypes, x.type.ndim - p, x.type.dtype))
+    return AdvancedPlan(t, p, gather_source(t, dtypes, x.type.ndim - p, x.type.dtype))
 
 
 def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
-    name, flag = node_label(node), ErrorFlag()
-    kernel = runtime().kernel(plan.source, "tj_gather")
+    t, rt = plan.target, plan.target.runtime()
+    name, flag = node_label(node), ErrorFlag(rt)
+    kernel = rt.kernel(plan.source, "tj_gather")
 
     def run(inputs: list, output_storage: list) -> None:
         x, *vectors = inputs
-        m = index_length(node, x.shape, vectors)
+        m = index_length(t, node, x.shape, vectors)
         rest = x.shape[plan.p :]
-        out = runtime().empty((m, *rest), x.dtype)
+        out = rt.empty((m, *rest), x.dtype)
         if out.size:
-            args = [I64(int(np.prod(rest, dtype=np.int64))), *buffer_args(x), *buffer_args(out)]
-            args += flag.args() + index_args(vectors, m, x)
+            width = I64(int(np.prod(rest, dtype=np.int64)))
+            args = [width, *rt.buffer_args(x), *rt.buffer_args(out)]
+            args += flag.args() + index_args(rt, vectors, m, x)
             args += longs([*rest, *x.strides[plan.p :]])
-            launch_flat(kernel, out.size, *args)
+            launch_flat(rt, kernel, out.size, *args)
             if flag.raised():
-                host_index_rules(node, x.shape, vectors)  # raises the host's IndexError
+                host_index_rules(t, node, x.shape, vectors)  # raises the host's IndexError
                 raise IndexError(f"{name}: an index is out of bounds for shape {x.shape}")
         elif any(v.size for v in vectors):
-            host_index_rules(node, x.shape, vectors)  # NumPy checks them even for no output
+            host_index_rules(t, node, x.shape, vectors)  # NumPy checks them even for no output
         output_storage[0][0] = out
 
     return run
@@ -517,10 +529,10 @@ def check_value(node: Apply, y: Any, region: tuple) -> None:
         )
 
 
-def advanced_inc_plan(node: Apply) -> AdvancedPlan | None:
+def advanced_inc_plan(t: Target, node: Apply) -> AdvancedPlan | None:
     from tensorjit.tensor.subtensor import AdvancedIncSubtensor
 
-    if type(node.op) is not AdvancedIncSubtensor or not device_can_run(node):
+    if type(node.op) is not AdvancedIncSubtensor or not device_can_run(t, node):
         return None
     x, y, *idx = node.inputs
     p = leading_vectors(node.op.entries, idx, x.type.ndim)
@@ -528,40 +540,40 @@ def advanced_inc_plan(node: Apply) -> AdvancedPlan | None:
         return None
     dtypes = tuple(v.type.dtype for v in idx)
     source = scatter_source(
-        dtypes, x.type.ndim - p, x.type.dtype, y.type.dtype, node.op.set_instead_of_inc
+        t, dtypes, x.type.ndim - p, x.type.dtype, y.type.dtype, node.op.set_instead_of_inc
     )
-    return AdvancedPlan(p, source)
+    return AdvancedPlan(t, p, source)
 
 
 def advanced_inc_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
-    op = node.op
-    kernel = runtime().kernel(plan.source, "tj_scatter")
+    op, t, rt = node.op, plan.target, plan.target.runtime()
+    kernel = rt.kernel(plan.source, "tj_scatter")
 
     def run(inputs: list, output_storage: list) -> None:
         x, y, *vectors = inputs
         # Everything is checked before anything is written (x may be destroyed).
-        m = index_length(node, x.shape, vectors)
-        host_index_rules(node, x.shape, vectors)
+        m = index_length(t, node, x.shape, vectors)
+        host_index_rules(t, node, x.shape, vectors)
         rest = x.shape[plan.p :]
         check_value(node, y, (m, *rest))
-        out = x if op.inplace else copy_to_new(x)
-        y = padded(private_copy(y, out), 1 + len(rest))
-        vectors = [private_copy(v, out) for v in vectors]
+        out = x if op.inplace else copy_to_new(t, x)
+        y = padded(t, private_copy(t, y, out), 1 + len(rest))
+        vectors = [private_copy(t, v, out) for v in vectors]
         y_strides = [
             0 if n == 1 and r != 1 else s for n, r, s in zip(y.shape, (m, *rest), y.strides)
         ]
         width = int(np.prod(rest, dtype=np.int64))
         if m and width:
-            args = [I64(m), *buffer_args(out), *buffer_args(y), I64(y_strides[0])]
-            args += index_args(vectors, m, out)
+            args = [I64(m), *rt.buffer_args(out), *rt.buffer_args(y), I64(y_strides[0])]
+            args += index_args(rt, vectors, m, out)
             args += longs([*rest, *out.strides[plan.p :], *y_strides[1:]])
-            launch_flat(kernel, width, *args)
+            launch_flat(rt, kernel, width, *args)
         output_storage[0][0] = out
 
     return run
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
     from tensorjit.tensor.subtensor import (
         AdvancedIncSubtensor,
@@ -570,23 +582,25 @@ def specs() -> list[KernelSpec]:
     )
 
     table = [
-        ("opencl:inc_subtensor", IncSubtensor, inc_subtensor_factory, inc_subtensor_plan),
-        ("opencl:select_class", SelectClass, select_factory, select_plan),
-        ("opencl:select_class_grad", SelectClassGrad, select_grad_factory, select_plan),
+        ("inc_subtensor", IncSubtensor, inc_subtensor_factory, inc_subtensor_plan),
+        ("select_class", SelectClass, select_factory, select_plan),
+        ("select_class_grad", SelectClassGrad, select_grad_factory, select_plan),
         (
-            "opencl:advanced_subtensor",
+            "advanced_subtensor",
             AdvancedSubtensor,
             advanced_subtensor_factory,
             advanced_subtensor_plan,
         ),
         (
-            "opencl:advanced_inc_subtensor",
+            "advanced_inc_subtensor",
             AdvancedIncSubtensor,
             advanced_inc_factory,
             advanced_inc_plan,
         ),
     ]
     return [
-        KernelSpec(name, BACKEND, (op,), factory, plan=plan, plugin=PLUGIN)
+        KernelSpec(
+            t.kernel_name(name), t.backend, (op,), factory, plan=partial(plan, t), plugin=t.plugin
+        )
         for name, op, factory, plan in table
     ]

@@ -1,5 +1,5 @@
-"""Views and allocations on the OpenCL device: DimShuffle, Reshape and basic Subtensor
-make new ``pyopencl.array.Array`` headers over the input's buffer (shape, byte strides
+"""Views and allocations on a device: DimShuffle, Reshape and basic Subtensor make new
+array headers over the input's buffer (shape, byte strides
 and byte offset; nothing is copied), Alloc and Second fill a new array.
 
 Index and shape inputs are integer scalars (vectors for Reshape). Placement puts every
@@ -13,18 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.arrays import contiguous, view
-from tensorjit.plugins.opencl_backend.elementwise import constant_value, copy_into, device_can_run
-from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
-
-PLUGIN = "opencl_backend"
+from tensorjit.plugins.device_kernels.arrays import contiguous
+from tensorjit.plugins.device_kernels.elementwise import constant_value, copy_into, device_can_run
+from tensorjit.plugins.device_kernels.target import Target, node_label
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -33,11 +31,12 @@ class IndexInputs:
     """Integer inputs read on the host: the constants known when planned (None: the
     value is fetched from the device on each call)."""
 
+    target: Target
     constants: tuple[np.ndarray | None, ...]
 
     @staticmethod
-    def of(variables: Sequence[Variable]) -> IndexInputs:
-        return IndexInputs(tuple(constant_value(v) for v in variables))
+    def of(t: Target, variables: Sequence[Variable]) -> IndexInputs:
+        return IndexInputs(t, tuple(constant_value(v) for v in variables))
 
     def values(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         """The host values of the integer inputs (their device values in ``inputs``)."""
@@ -45,7 +44,11 @@ class IndexInputs:
         for known, value in zip(self.constants, inputs):
             if known is None:
                 # A sync: the host needs this value to shape the result.
-                known = contiguous(value).get() if value.size else np.zeros(value.shape, int)
+                known = (
+                    contiguous(self.target, value).get()
+                    if value.size
+                    else np.zeros(value.shape, int)
+                )
             out.append(known)
         return out
 
@@ -59,12 +62,14 @@ def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def padded(value: Any, ndim: int) -> Any:
+def padded(t: Target, value: Any, ndim: int) -> Any:
     """``value`` with leading length-1 axes up to ``ndim`` dimensions (a view)."""
     extra = ndim - value.ndim
     if extra <= 0:
         return value
-    return view(value, (1,) * extra + value.shape, (0,) * extra + value.strides, value.offset)
+    return t.arrays.view(
+        value, (1,) * extra + value.shape, (0,) * extra + value.strides, value.offset
+    )
 
 
 def check_broadcast(what: str, shape: tuple, target: tuple) -> None:
@@ -78,7 +83,7 @@ def check_broadcast(what: str, shape: tuple, target: tuple) -> None:
 
 
 # ---------------------------------------------------------------- DimShuffle
-def dimshuffle_view(op: Any, x: Any, name: str) -> Any:
+def dimshuffle_view(t: Target, op: Any, x: Any, name: str) -> Any:
     """``x`` with axes permuted, length-1 axes dropped and new ones (stride 0) added."""
     if any(x.shape[d] != 1 for d in op.dropped):
         raise ValueError(f"{name}: dropped dimensions must have length 1, got shape {x.shape}")
@@ -90,20 +95,20 @@ def dimshuffle_view(op: Any, x: Any, name: str) -> Any:
         else:
             shape.append(x.shape[d])
             strides.append(x.strides[d])
-    return view(x, shape, strides, x.offset)
+    return t.arrays.view(x, shape, strides, x.offset)
 
 
-def dimshuffle_plan(node: Apply) -> bool | None:
+def dimshuffle_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.elemwise import DimShuffle
 
-    return True if type(node.op) is DimShuffle and device_can_run(node) else None
+    return t if type(node.op) is DimShuffle and device_can_run(t, node) else None
 
 
-def dimshuffle_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+def dimshuffle_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     op, name = node.op, node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
-        output_storage[0][0] = dimshuffle_view(op, inputs[0], name)
+        output_storage[0][0] = dimshuffle_view(plan, op, inputs[0], name)
 
     return run
 
@@ -127,20 +132,20 @@ def resolve_shape(name: str, old: tuple[int, ...], requested: Sequence[int]) -> 
     return wanted
 
 
-def reshape_value(x: Any, shape: tuple[int, ...]) -> Any:
+def reshape_value(t: Target, x: Any, shape: tuple[int, ...]) -> Any:
     """A view of ``x`` with ``shape`` when ``x`` is C-contiguous, else a view of a
     contiguous copy (its view_map allows, never requires, the output to alias ``x``)."""
-    base = contiguous(x)
+    base = contiguous(t, x)
     offset = base.offset if base.size else 0
-    return view(base, shape, c_strides(shape, x.dtype.itemsize), offset)
+    return t.arrays.view(base, shape, c_strides(shape, x.dtype.itemsize), offset)
 
 
-def reshape_plan(node: Apply) -> IndexInputs | None:
+def reshape_plan(t: Target, node: Apply) -> IndexInputs | None:
     from tensorjit.tensor.shape_ops import Reshape
 
-    if type(node.op) is not Reshape or not device_can_run(node):
+    if type(node.op) is not Reshape or not device_can_run(t, node):
         return None
-    return IndexInputs.of(node.inputs[1:])
+    return IndexInputs.of(t, node.inputs[1:])
 
 
 def reshape_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
@@ -149,7 +154,8 @@ def reshape_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], No
     def run(inputs: list, output_storage: list) -> None:
         x, shp = inputs
         (requested,) = plan.values([shp])
-        output_storage[0][0] = reshape_value(x, resolve_shape(name, x.shape, requested))
+        shape = resolve_shape(name, x.shape, requested)
+        output_storage[0][0] = reshape_value(plan.target, x, shape)
 
     return run
 
@@ -159,7 +165,9 @@ def _slice_part(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def subtensor_view(name: str, x: Any, entries: Sequence[Any], values: Sequence[Any]) -> Any:
+def subtensor_view(
+    t: Target, name: str, x: Any, entries: Sequence[Any], values: Sequence[Any]
+) -> Any:
     """The view ``x[index]`` of a basic index: ``entries`` as Subtensor's ("i" an
     integer, ``("s", has_start, has_stop, has_step)`` a slice), ``values`` the host
     values of the index inputs in order. Integers out of range raise an IndexError."""
@@ -187,15 +195,15 @@ def subtensor_view(name: str, x: Any, entries: Sequence[Any], values: Sequence[A
         strides.append(stride * step)
     shape += x.shape[len(entries) :]
     strides += x.strides[len(entries) :]
-    return view(x, shape, strides, offset)
+    return t.arrays.view(x, shape, strides, offset)
 
 
-def subtensor_plan(node: Apply) -> IndexInputs | None:
+def subtensor_plan(t: Target, node: Apply) -> IndexInputs | None:
     from tensorjit.tensor.subtensor import Subtensor
 
-    if type(node.op) is not Subtensor or not device_can_run(node):
+    if type(node.op) is not Subtensor or not device_can_run(t, node):
         return None
-    return IndexInputs.of(node.inputs[1:])
+    return IndexInputs.of(t, node.inputs[1:])
 
 
 def subtensor_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
@@ -203,28 +211,28 @@ def subtensor_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], 
 
     def run(inputs: list, output_storage: list) -> None:
         x, *idx = inputs
-        output_storage[0][0] = subtensor_view(name, x, entries, plan.values(idx))
+        output_storage[0][0] = subtensor_view(plan.target, name, x, entries, plan.values(idx))
 
     return run
 
 
 # ---------------------------------------------------------------- Alloc and Second
-def alloc_plan(node: Apply) -> IndexInputs | None:
+def alloc_plan(t: Target, node: Apply) -> IndexInputs | None:
     from tensorjit.tensor.math import Alloc
 
-    if type(node.op) is not Alloc or not device_can_run(node):
+    if type(node.op) is not Alloc or not device_can_run(t, node):
         return None
-    return IndexInputs.of(node.inputs[1:])
+    return IndexInputs.of(t, node.inputs[1:])
 
 
-def filled(name: str, value: Any, shape: tuple[int, ...], dtype: str) -> Any:
+def filled(t: Target, name: str, value: Any, shape: tuple[int, ...], dtype: str) -> Any:
     """A new array of ``shape`` and ``dtype`` holding ``value`` broadcast to it."""
     if any(n < 0 for n in shape):
         raise ValueError(f"{name}: negative dimensions are not allowed, got shape {shape}")
     check_broadcast(name, value.shape, shape)
-    out = runtime().empty(shape, dtype)
+    out = t.runtime().empty(shape, dtype)
     if out.size:
-        copy_into(out, padded(value, len(shape)))
+        copy_into(t, out, padded(t, value, len(shape)))
     return out
 
 
@@ -234,30 +242,31 @@ def alloc_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None
     def run(inputs: list, output_storage: list) -> None:
         value, *dims = inputs
         shape = tuple(int(d) for d in plan.values(dims))
-        output_storage[0][0] = filled(name, value, shape, dtype)
+        output_storage[0][0] = filled(plan.target, name, value, shape, dtype)
 
     return run
 
 
-def second_plan(node: Apply) -> bool | None:
+def second_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.allocation import Second
 
-    return True if type(node.op) is Second and device_can_run(node) else None
+    return t if type(node.op) is Second and device_can_run(t, node) else None
 
 
-def second_factory(node: Apply, plan: bool) -> Callable[[list, list], None]:
+def second_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     from tensorjit.tensor.allocation import second_shape
 
     name, dtype = node_label(node), node.outputs[0].type.dtype
 
     def run(inputs: list, output_storage: list) -> None:
         a, b = inputs
-        output_storage[0][0] = filled(name, b, second_shape(node, a.shape, b.shape), dtype)
+        shape = second_shape(node, a.shape, b.shape)
+        output_storage[0][0] = filled(plan, name, b, shape, dtype)
 
     return run
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.allocation import Second
     from tensorjit.tensor.elemwise import DimShuffle
     from tensorjit.tensor.math import Alloc
@@ -265,13 +274,15 @@ def specs() -> list[KernelSpec]:
     from tensorjit.tensor.subtensor import Subtensor
 
     table = [
-        ("opencl:dimshuffle", DimShuffle, dimshuffle_factory, dimshuffle_plan),
-        ("opencl:reshape", Reshape, reshape_factory, reshape_plan),
-        ("opencl:subtensor", Subtensor, subtensor_factory, subtensor_plan),
-        ("opencl:alloc", Alloc, alloc_factory, alloc_plan),
-        ("opencl:second", Second, second_factory, second_plan),
+        ("dimshuffle", DimShuffle, dimshuffle_factory, dimshuffle_plan),
+        ("reshape", Reshape, reshape_factory, reshape_plan),
+        ("subtensor", Subtensor, subtensor_factory, subtensor_plan),
+        ("alloc", Alloc, alloc_factory, alloc_plan),
+        ("second", Second, second_factory, second_plan),
     ]
     return [
-        KernelSpec(name, BACKEND, (op,), factory, plan=plan, plugin=PLUGIN)
+        KernelSpec(
+            t.kernel_name(name), t.backend, (op,), factory, plan=partial(plan, t), plugin=t.plugin
+        )
         for name, op, factory, plan in table
     ]

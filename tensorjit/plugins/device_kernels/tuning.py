@@ -3,14 +3,13 @@
 On a CPU runtime (PoCL) one element per work-item costs a scheduling step per element
 (about 2x slower than NumPy for ``a*b+c``); a contiguous chunk per work-item streams
 like a C loop. GPUs prefer the opposite: many work-items, one or a few elements each.
-``config.opencl_work_per_item`` overrides the choice ("auto", or elements per item).
+The runtime's ``work_per_item`` (``config.opencl_work_per_item`` on OpenCL) overrides
+the choice ("auto", or elements per item).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from tensorjit.core.config import config  # read on every launch: imported once here
 
 # CPU: a few work-items per compute unit (so uneven chunks balance), chunks of at least
 # this many elements (so the per-item overhead is amortised).
@@ -21,7 +20,7 @@ GPU_CHUNK = 1
 
 def chunk_size(rt: Any, n: int) -> int:
     """Elements per work-item for a flat kernel over ``n`` elements."""
-    chosen = config.opencl_work_per_item
+    chosen = rt.work_per_item
     if chosen != "auto":
         return max(int(chosen), 1)
     if rt.is_cpu:

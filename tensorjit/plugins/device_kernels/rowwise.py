@@ -1,4 +1,4 @@
-"""Row kernels on the OpenCL device: ``Softmax`` and ``LogSoftmax`` along any axes.
+"""Row kernels on a device: ``Softmax`` and ``LogSoftmax`` along any axes.
 
 As for reductions, the input and the (new, C-contiguous) output are seen as
 (rows: kept elements) x (row elements: the softmax axes) through their byte strides,
@@ -14,7 +14,7 @@ over several axes that do not merge find each element's offsets by division.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from math import prod
 from typing import Any
 
@@ -22,23 +22,21 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
-from tensorjit.plugins.opencl_backend.dialect import TYPES, preamble
-from tensorjit.plugins.opencl_backend.elementwise import device_can_run
-from tensorjit.plugins.opencl_backend.reductions import (
+from tensorjit.plugins.device_kernels.elementwise import device_can_run
+from tensorjit.plugins.device_kernels.reductions import (
     Dim,
     c_strides,
     split_dims,
     units_per_item,
 )
-from tensorjit.plugins.opencl_backend.runtime import runtime
+from tensorjit.plugins.device_kernels.target import Target
 
 I64 = np.int64
 
 
 @dataclass(frozen=True)
 class RowPlan:
+    target: Target
     log: bool  # LogSoftmax (else Softmax)
     axis: tuple[int, ...]
     in_dtype: str
@@ -64,9 +62,10 @@ def _loop(dr: int, body: str) -> str:
 @cache
 def row_source(plan: RowPlan, dk: int, dr: int) -> str:
     """The program of ``plan`` over ``dk`` row axes and ``dr`` (>= 1) axes in a row."""
+    D, g = plan.target.dialect, plan.target.dialect.global_qualifier
     t, acc = D.type_name(plan.out_dtype), D.type_name(plan.acc_dtype)
-    load = "v = (T)*(const __global TIN *)(xr + xo);"
-    out = "*(__global T *)(orow + oo)"
+    load = f"v = (T)*(const {g} TIN *)(xr + xo);"
+    out = f"*({g} T *)(orow + oo)"
     if plan.log:
         second = f"{_loop(dr, load + ' sum += (ACC)exp(v - mx);')}"
         third = [
@@ -92,18 +91,18 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
                 f"        xb += (q % n_k{a}) * s_k{a}; ob += (q % n_k{a}) * t_k{a}; q /= n_k{a};"
             )
     lines = [
-        preamble({plan.in_dtype, plan.out_dtype, plan.acc_dtype}),
+        plan.target.preamble({plan.in_dtype, plan.out_dtype, plan.acc_dtype}),
         f"#define TIN {D.type_name(plan.in_dtype)}",
         f"#define T {t}",
         f"#define ACC {acc}",
-        f"__kernel void tj_rows(long rows, long chunk, long K{lengths},",
-        f"        const __global char *x, long ox{xs}, __global char *o, long oo0{os}) {{",
-        "    long m = get_global_id(0) * chunk, m_end = min(m + chunk, rows);",
+        f"{D.kernel_qualifier} void tj_rows(long rows, long chunk, long K{lengths},",
+        f"        const {g} char *x, long ox{xs}, {g} char *o, long oo0{os}) {{",
+        f"    long m = {D.global_id} * chunk, m_end = min(m + chunk, rows);",
         "    for (; m < m_end; m++) {",
         "        long xb = ox, ob = oo0;",
         *decompose,
-        "        const __global char *xr = x + xb;",
-        "        __global char *orow = o + ob;",
+        f"        const {g} char *xr = x + xb;",
+        f"        {g} char *orow = o + ob;",
         "        T v, mx = -INFINITY;",
         f"        {_loop(dr, load + ' mx = (v > mx || v != v) ? v : mx;')}",
         "        ACC sum = 0;",
@@ -115,17 +114,17 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def row_plan(node: Apply) -> RowPlan | None:
-    if not device_can_run(node):
+def row_plan(t: Target, node: Apply) -> RowPlan | None:
+    if not device_can_run(t, node):
         return None
     in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
-    if in_dtype not in TYPES or out_dtype not in ("float32", "float64"):
+    if in_dtype not in t.dialect.type_names or out_dtype not in ("float32", "float64"):
         return None  # float16 (from small integers) and complex stay on the host
     from tensorjit.tensor.nnet.basic import LogSoftmax
 
-    acc = "float64" if out_dtype == "float32" and runtime().fp64 else out_dtype
+    acc = "float64" if out_dtype == "float32" and t.runtime().fp64 else out_dtype
     log = isinstance(node.op, LogSoftmax)
-    return RowPlan(log, tuple(node.op.axis), in_dtype, out_dtype, acc)
+    return RowPlan(t, log, tuple(node.op.axis), in_dtype, out_dtype, acc)
 
 
 def _args(dims: list[Dim], operand: int) -> list:
@@ -134,7 +133,7 @@ def _args(dims: list[Dim], operand: int) -> list:
 
 def rows_value(plan: RowPlan, x: Any) -> Any:
     """Softmax or log-softmax of device array ``x`` as a new device array."""
-    rt = runtime()
+    rt = plan.target.runtime()
     out = rt.empty(x.shape, plan.out_dtype)
     if x.size == 0:
         return out
@@ -147,8 +146,9 @@ def rows_value(plan: RowPlan, x: Any) -> Any:
     chunk = units_per_item(rt, rows)
     lengths = [I64(n) for n, _ in (*kept, *red)]
     args = [I64(rows), I64(chunk), I64(length), *lengths]
-    args += [x.base_data, I64(x.offset + shift[0]), *_args(kept, 0), *_args(red, 0)]
-    args += [out.base_data, I64(out.offset + shift[1]), *_args(kept, 1), *_args(red, 1)]
+    (xp, xo), (op, oo) = rt.buffer_args(x), rt.buffer_args(out)
+    args += [xp, I64(xo + shift[0]), *_args(kept, 0), *_args(red, 0)]
+    args += [op, I64(oo + shift[1]), *_args(kept, 1), *_args(red, 1)]
     items = -(-rows // chunk)
     if rt.is_cpu:
         rt.launch_groups(kernel, items, 1, *args)  # groups spread over the cores
@@ -164,16 +164,16 @@ def rows_factory(node: Apply, plan: RowPlan) -> Any:
     return run
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
 
     return [
         KernelSpec(
-            "opencl:softmax",
-            BACKEND,
+            t.kernel_name("softmax"),
+            t.backend,
             (Softmax, LogSoftmax),
             rows_factory,
-            plan=row_plan,
-            plugin="opencl_backend",
+            plan=partial(row_plan, t),
+            plugin=t.plugin,
         )
     ]

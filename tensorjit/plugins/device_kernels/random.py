@@ -1,4 +1,4 @@
-"""MRG31k3p random numbers (``MRGSample``) on the OpenCL device.
+"""MRG31k3p random numbers (``MRGSample``) on a device.
 
 The host reference is ``tensorjit.tensor.random``: element ``j`` of a draw of ``n``
 uniforms comes from substream ``j % n_streams`` (its ``j // n_streams``-th step), so one
@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
-from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
-from tensorjit.plugins.opencl_backend.dialect import preamble
-from tensorjit.plugins.opencl_backend.elementwise import device_can_run, inlined_constant
-from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
-from tensorjit.plugins.opencl_backend.tuning import work_items
+from tensorjit.plugins.device_kernels.dialect import DeviceDialect
+from tensorjit.plugins.device_kernels.elementwise import device_can_run, inlined_constant
+from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.tuning import work_items
 
 I64 = np.int64
 STATE_WIDTH = 6
@@ -47,7 +45,7 @@ OUT_DTYPES = ("float32", "float64")
 STEP = """
 #define TJ_M1 2147483647L
 #define TJ_M2 2147462579L
-inline long tj_mrg_step(long *x) {
+{fn} long tj_mrg_step(long *x) {{
     long y1, t1, t2;
     y1 = ((x[1] & 511L) << 22) + (x[1] >> 9) + ((x[2] & 16777215L) << 7) + (x[2] >> 24);
     if (y1 >= TJ_M1) y1 -= TJ_M1;
@@ -64,30 +62,33 @@ inline long tj_mrg_step(long *x) {
     x[2] = x[1]; x[1] = x[0]; x[0] = y1;
     x[5] = x[4]; x[4] = x[3]; x[3] = t2;
     return y1 <= t2 ? y1 - t2 + TJ_M1 : y1 - t2;
-}
+}}
 """
 
-# z -> uniform in (0, 1) as the host rounds it, per output type.
+# z -> uniform in (0, 1) as the host rounds it, per output type (``tj_float_rn``: the
+# dialect's round-to-nearest conversion of a long to float, from its preamble).
 TO_UNIFORM = {
     "double": "(double)z * 0x1.0p-31",
-    "float": "fmin(convert_float_rte(z) * 0x1.0p-31f, 0x1.fffffep-1f)",
+    "float": "fmin(tj_float_rn(z) * 0x1.0p-31f, 0x1.fffffep-1f)",
 }
 
 
-def draw_kernel(t: str) -> str:
+def draw_kernel(D: DeviceDialect, t: str) -> str:
     """``tj_mrg_draw``: work-item ``s`` draws elements ``s, s + ns, ...`` of ``n`` from
     substream ``s`` (state rows read through byte strides) into the contiguous ``out``
     and writes its advanced state to row ``s`` of the contiguous ``new_state``."""
+    g = D.global_qualifier
     return f"""
-__kernel void tj_mrg_draw(long n, long ns,
-        __global const char *state, long o_state, long s_row, long s_col,
-        __global char *new_state, long o_new, __global char *out, long o_out) {{
-    long s = get_global_id(0);
-    const __global char *row = state + o_state + s * s_row;
-    __global long *dest = (__global long *)(new_state + o_new) + s * {STATE_WIDTH};
-    __global {t} *p_out = (__global {t} *)(out + o_out);
+{D.kernel_qualifier} void tj_mrg_draw(long n, long ns,
+        {g} const char *state, long o_state, long s_row, long s_col,
+        {g} char *new_state, long o_new, {g} char *out, long o_out) {{
+    long s = {D.global_id};
+    if (s >= ns) return;
+    const {g} char *row = state + o_state + s * s_row;
+    {g} long *dest = ({g} long *)(new_state + o_new) + s * {STATE_WIDTH};
+    {g} {t} *p_out = ({g} {t} *)(out + o_out);
     long x[{STATE_WIDTH}];
-    for (int k = 0; k < {STATE_WIDTH}; k++) x[k] = *(const __global long *)(row + k * s_col);
+    for (int k = 0; k < {STATE_WIDTH}; k++) x[k] = *(const {g} long *)(row + k * s_col);
     for (long j = s; j < n; j += ns) {{
         long z = tj_mrg_step(x);
         p_out[j] = {TO_UNIFORM[t]};
@@ -97,16 +98,17 @@ __kernel void tj_mrg_draw(long n, long ns,
 """
 
 
-def box_muller_kernel(t: str) -> str:
+def box_muller_kernel(D: DeviceDialect, t: str) -> str:
     """``tj_box_muller``: ``n`` normals from ``2 * pairs`` contiguous double uniforms,
     the host's pairing (cosines first, then sines; the last sine dropped when ``n`` is
     odd), a chunk of pairs per work-item."""
+    g = D.global_qualifier
     return f"""
-__kernel void tj_box_muller(long n, long pairs, long chunk,
-        __global const char *u, long o_u, __global char *out, long o_out) {{
-    const __global double *p_u = (const __global double *)(u + o_u);
-    __global {t} *p_out = (__global {t} *)(out + o_out);
-    long start = get_global_id(0) * chunk, end = min(start + chunk, pairs);
+{D.kernel_qualifier} void tj_box_muller(long n, long pairs, long chunk,
+        {g} const char *u, long o_u, {g} char *out, long o_out) {{
+    const {g} double *p_u = (const {g} double *)(u + o_u);
+    {g} {t} *p_out = ({g} {t} *)(out + o_out);
+    long start = {D.global_id} * chunk, end = min(start + chunk, pairs);
     for (long i = start; i < end; i++) {{
         double radius = sqrt(-2.0 * log(p_u[i]));
         double angle = (2.0 * M_PI) * p_u[pairs + i];
@@ -117,40 +119,44 @@ __kernel void tj_box_muller(long n, long pairs, long chunk,
 """
 
 
-def program_source(dist: str, dtype: str) -> str:
+def program_source(target: Target, dist: str, dtype: str) -> str:
     """The program of one (distribution, dtype): the draw kernel writes the sample
     itself (uniform) or the double uniforms Box-Muller reads (normal)."""
-    t = D.type_name(dtype)
+    D = target.dialect
+    t, step = D.type_name(dtype), STEP.format(fn=D.function_qualifier)
     if dist == "uniform":
-        return preamble({dtype}) + STEP + draw_kernel(t)
-    return preamble({"float64"}) + STEP + draw_kernel("double") + box_muller_kernel(t)
+        return target.preamble({dtype}) + step + draw_kernel(D, t)
+    head = target.preamble({"float64"}) + step
+    return head + draw_kernel(D, "double") + box_muller_kernel(D, t)
 
 
 @dataclass(frozen=True)
 class MRGPlan:
+    target: Target
     dist: str
     dtype: str
     source: str
     sizes: tuple[int | None, ...]  # constant size entries, None where symbolic
 
 
-def mrg_plan(node: Apply) -> MRGPlan | None:
+def mrg_plan(t: Target, node: Apply) -> MRGPlan | None:
     op = node.op
-    if not device_can_run(node) or op.dtype not in OUT_DTYPES:
+    if not device_can_run(t, node) or op.dtype not in OUT_DTYPES:
         return None
-    if op.dist == "normal" and not runtime().fp64:
+    if op.dist == "normal" and not t.runtime().fp64:
         return None  # Box-Muller runs in double, as the host
     sizes = []
     for var in node.inputs[1:]:
         value = inlined_constant(var)
         sizes.append(None if value is None else int(value))
-    return MRGPlan(op.dist, op.dtype, program_source(op.dist, op.dtype), tuple(sizes))
+    source = program_source(t, op.dist, op.dtype)
+    return MRGPlan(t, op.dist, op.dtype, source, tuple(sizes))
 
 
 def read_shape(plan: MRGPlan, values: list[Any], where: str) -> tuple[int, ...]:
     """The sample's shape: the plan's constants, symbolic entries read from the device."""
     shape = tuple(
-        int(OPENCL_ARRAYS.to_host(v)) if known is None else known
+        int(plan.target.arrays.to_host(v)) if known is None else known
         for known, v in zip(plan.sizes, values)
     )
     if any(n < 0 for n in shape):
@@ -171,7 +177,7 @@ def check_state(rstate: Any, n: int, where: str) -> None:
 
 def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
     where = node_label(node)
-    rt = runtime()
+    rt = plan.target.runtime()
     draw = rt.kernel(plan.source, "tj_mrg_draw")
     box_muller = rt.kernel(plan.source, "tj_box_muller") if plan.dist == "normal" else None
 
@@ -183,19 +189,19 @@ def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
         new_state = rt.empty(rstate.shape, np.int64)
         sample = rt.empty(shape, plan.dtype)
         if box_muller is None:
-            launch_draw(draw, rstate, new_state, sample, n)
+            launch_draw(rt, draw, rstate, new_state, sample, n)
         else:
             n_even = n + n % 2
             uniforms = rt.empty((n_even,), np.float64)
-            launch_draw(draw, rstate, new_state, uniforms, n_even)
+            launch_draw(rt, draw, rstate, new_state, uniforms, n_even)
             if n:
                 count, chunk = work_items(rt, n_even // 2)
                 rt.launch(
                     box_muller,
                     count,
                     *(I64(n), I64(n_even // 2), I64(chunk)),
-                    *(uniforms.base_data, I64(uniforms.offset)),
-                    *(sample.base_data, I64(sample.offset)),
+                    *rt.buffer_args(uniforms),
+                    *rt.buffer_args(sample),
                 )
         output_storage[0][0] = new_state
         output_storage[1][0] = sample
@@ -203,32 +209,34 @@ def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
     return run
 
 
-def launch_draw(kernel: Any, rstate: Any, new_state: Any, out: Any, n: int) -> None:
+def launch_draw(rt: Any, kernel: Any, rstate: Any, new_state: Any, out: Any, n: int) -> None:
     """One work-item per substream (each writes its state, drawn from or not)."""
     ns = rstate.shape[0]
     if ns == 0:
         return
-    out_args = (out.base_data, I64(out.offset)) if n else (new_state.base_data, I64(0))
-    runtime().launch(
+    # (an empty sample has no buffer: any buffer, never written)
+    out_args = rt.buffer_args(out if n else new_state)
+    rt.launch(
         kernel,
         ns,
         *(I64(n), I64(ns)),
-        *(rstate.base_data, I64(rstate.offset), I64(rstate.strides[0]), I64(rstate.strides[1])),
-        *(new_state.base_data, I64(new_state.offset)),
-        *out_args,  # (an empty sample has no buffer: any buffer, never written)
+        *rt.buffer_args(rstate),
+        *(I64(rstate.strides[0]), I64(rstate.strides[1])),
+        *rt.buffer_args(new_state),
+        *out_args,
     )
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.random import MRGSample
 
     return [
         KernelSpec(
-            "opencl:mrg31k3p",
-            BACKEND,
+            t.kernel_name("mrg31k3p"),
+            t.backend,
             (MRGSample,),
             mrg_factory,
-            plan=mrg_plan,
-            plugin="opencl_backend",
+            plan=partial(mrg_plan, t),
+            plugin=t.plugin,
         )
     ]

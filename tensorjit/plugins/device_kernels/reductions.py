@@ -1,4 +1,4 @@
-"""Reductions on the OpenCL device: ``Reduce`` (sum, prod, max, min, all, any) over any
+"""Reductions on a device: ``Reduce`` (sum, prod, max, min, all, any) over any
 set of axes, and ``Argmax`` (argmax, argmin) over one axis, several or all.
 
 The input is seen as (kept elements) x (reduced elements) through its byte strides, so
@@ -22,7 +22,7 @@ fp64; signed integer sums and products accumulate unsigned (wrapping like NumPy)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from math import prod
 from typing import Any
 
@@ -30,11 +30,9 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
-from tensorjit.plugins.opencl_backend.dialect import TYPES, preamble
-from tensorjit.plugins.opencl_backend.elementwise import device_can_run
-from tensorjit.plugins.opencl_backend.runtime import node_label, runtime
+from tensorjit.plugins.device_kernels.dialect import DeviceDialect
+from tensorjit.plugins.device_kernels.elementwise import device_can_run
+from tensorjit.plugins.device_kernels.target import Target, node_label
 
 I64 = np.int64
 UNROLL = 8  # independent accumulators of a run (latency hiding, vectorisable)
@@ -121,9 +119,7 @@ def segments(rt: Any, outputs: int, reduced: int) -> int:
 
 def units_per_item(rt: Any, units: int) -> int:
     """Units of work (an output's segment) per work-item."""
-    from tensorjit.core.config import config
-
-    chosen = config.opencl_work_per_item
+    chosen = rt.work_per_item
     if chosen != "auto":
         return max(int(chosen), 1)
     if rt.is_cpu:
@@ -183,7 +179,13 @@ def _params(dk: int, dr: int) -> tuple[str, str]:
 
 
 def _unit_loop(
-    dk: int, dr: int, name: str, dst_params: str, body: list[str], blocks: bool = False
+    D: DeviceDialect,
+    dk: int,
+    dr: int,
+    name: str,
+    dst_params: str,
+    body: list[str],
+    blocks: bool = False,
 ) -> list[str]:
     """A kernel running ``body`` for each unit of its chunk: output ``m`` (with
     ``blocks``: the block of ``nb`` <= TJ_B outputs from ``m`` along the innermost kept
@@ -202,9 +204,9 @@ def _unit_loop(
         head = ["        long m = u / S, seg = u - m * S;"]
     extra = ", long BPR" if blocks else ""
     return [
-        f"__kernel void {name}(long units, long chunk, long S, long K{extra}{lengths},",
-        f"        const __global char *x, long ox{strides}, {dst_params}) {{",
-        "    long u = get_global_id(0) * chunk, u_end = min(u + chunk, units);",
+        f"{D.kernel_qualifier} void {name}(long units, long chunk, long S, long K{extra}{lengths},",
+        f"        const {D.global_qualifier} char *x, long ox{strides}, {dst_params}) {{",
+        f"    long u = {D.global_id} * chunk, u_end = min(u + chunk, units);",
         "    for (; u < u_end; u++) {",
         *head,
         "        long off = ox;",
@@ -219,6 +221,7 @@ def _unit_loop(
 # ---------------------------------------------------------------- Reduce
 @dataclass(frozen=True)
 class ReducePlan:
+    target: Target
     kind: str
     axis: tuple[int, ...]
     in_dtype: str
@@ -239,7 +242,7 @@ def accumulator_dtype(kind: str, in_dtype: str, out_dtype: str, fp64: bool) -> s
     return _SIGNED_TO_UNSIGNED.get(out_dtype, out_dtype)
 
 
-def _identity(kind: str, dtype: str) -> str:
+def _identity(D: DeviceDialect, kind: str, dtype: str) -> str:
     t = D.type_name(dtype)
     if kind in ("sum", "any"):
         return f"({t})0"
@@ -274,6 +277,7 @@ def _combine_expr(kind: str, dtype: str) -> str:
 
 def _load_expr(plan: ReducePlan) -> str:
     """C expression turning an input element ``v`` into an accumulator."""
+    D = plan.target.dialect
     acc = D.type_name(plan.acc_dtype)
     if plan.kind in ("all", "any"):
         return "(uchar)(v != 0)"
@@ -282,8 +286,9 @@ def _load_expr(plan: ReducePlan) -> str:
     return f"({acc})({D.type_name(plan.out_dtype)})v"
 
 
-def _run_function(ident: str) -> list[str]:
+def _run_function(D: DeviceDialect, ident: str) -> list[str]:
     """``tj_run``: fold ``len`` elements from ``p`` (byte stride ``s``) into ``a0``."""
+    g, fn = D.global_qualifier, D.function_qualifier
     accs = [f"a{i}" for i in range(UNROLL)]
     others = ", ".join(f"{a} = {ident}" for a in accs[1:])
 
@@ -292,16 +297,16 @@ def _run_function(ident: str) -> list[str]:
             f"{a} = tj_op({a}, tj_load({load.format(j=f'j + {i}')}));" for i, a in enumerate(accs)
         )
 
-    strided = "*(const __global TIN *)(p + ({j}) * s)"
+    strided = f"*(const {g} TIN *)(p + ({{j}}) * s)"
     total = accs[0]
     for a in accs[1:]:
         total = f"tj_op({total}, {a})"
     return [
-        "inline ACC tj_run(const __global char *p, long len, long s, ACC a0) {",
+        f"{fn} ACC tj_run(const {g} char *p, long len, long s, ACC a0) {{",
         f"    ACC {others};",
         "    long j = 0;",
         "    if (s == (long)sizeof(TIN)) {",
-        "        const __global TIN *q = (const __global TIN *)p;",
+        f"        const {g} TIN *q = (const {g} TIN *)p;",
         f"        for (; j + {UNROLL} <= len; j += {UNROLL}) {{ {step('q[{j}]')} }}",
         "        for (; j < len; j++) a0 = tj_op(a0, tj_load(q[j]));",
         "    } else {",
@@ -313,18 +318,22 @@ def _run_function(ident: str) -> list[str]:
     ]
 
 
-DST = "__global char *d, long od"
 BLOCK = 16  # outputs per unit of the block kernels (TJ_B)
 
 
-def _block_kernels(dk: int, dr: int, ident: str) -> list[str]:
+def _dst(D: DeviceDialect) -> str:
+    return f"{D.global_qualifier} char *d, long od"
+
+
+def _block_kernels(D: DeviceDialect, dk: int, dr: int, ident: str) -> list[str]:
     """``tj_block_out``/``tj_block_part``: a unit reduces a block of up to TJ_B outputs
     that neighbour along the innermost kept axis, stepping through the reduced elements
     once for all of them (a reduction over outer axes then reads whole cache lines, as
     NumPy's does, instead of one column after another)."""
-    step = "acc[b] = tj_op(acc[b], tj_load(*(const __global TIN *)(p + b * s)))"
+    g, fn = D.global_qualifier, D.function_qualifier
+    step = f"acc[b] = tj_op(acc[b], tj_load(*(const {g} TIN *)(p + b * s)))"
     lines = [
-        "inline void tj_block(const __global char *p, long s, long nb, ACC *acc) {",
+        f"{fn} void tj_block(const {g} char *p, long s, long nb, ACC *acc) {{",
         "    if (nb == TJ_B) {",
         "        #pragma unroll",
         f"        for (int b = 0; b < TJ_B; b++) {step};",
@@ -347,26 +356,28 @@ def _block_kernels(dk: int, dr: int, ident: str) -> list[str]:
         "        for (long b = 0; b < nb; b++) dst[(m + b) * S + seg] = ({T})acc[b];",
     ]
     for name, t in (("tj_block_out", "TOUT"), ("tj_block_part", "ACC")):
-        head = [f"        __global {t} *dst = (__global {t} *)(d + od);"]
+        head = [f"        {g} {t} *dst = ({g} {t} *)(d + od);"]
         code = [*head, *(b.replace("{T}", t) for b in body)]
-        lines += _unit_loop(dk, dr, name, DST, code, blocks=True)
+        lines += _unit_loop(D, dk, dr, name, _dst(D), code, blocks=True)
     return lines
 
 
 @cache
 def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
     """The program of ``plan`` over ``dk`` kept and ``dr`` (>= 1) reduced axes."""
+    t = plan.target
+    D, g, fn = t.dialect, t.dialect.global_qualifier, t.dialect.function_qualifier
     tin, acc, tout = (D.type_name(d) for d in (plan.in_dtype, plan.acc_dtype, plan.out_dtype))
-    ident = _identity(plan.kind, plan.acc_dtype)
+    ident = _identity(D, plan.kind, plan.acc_dtype)
     lines = [
-        preamble({plan.in_dtype, plan.acc_dtype, plan.out_dtype}),
+        t.preamble({plan.in_dtype, plan.acc_dtype, plan.out_dtype}),
         f"#define TIN {tin}",
         f"#define ACC {acc}",
         f"#define TOUT {tout}",
         f"#define TJ_B {BLOCK}",
-        f"inline ACC tj_op(ACC a, ACC b) {{ return {_combine_expr(plan.kind, plan.acc_dtype)}; }}",
-        f"inline ACC tj_load(TIN v) {{ return {_load_expr(plan)}; }}",
-        *_run_function(ident),
+        f"{fn} ACC tj_op(ACC a, ACC b) {{ return {_combine_expr(plan.kind, plan.acc_dtype)}; }}",
+        f"{fn} ACC tj_load(TIN v) {{ return {_load_expr(plan)}; }}",
+        *_run_function(D, ident),
     ]
     body = [
         f"        ACC acc = {ident};",
@@ -377,38 +388,39 @@ def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
         "        }",
         "        dst[u] = ({T})acc;",
     ]
-    for name, t in (("tj_reduce_out", "TOUT"), ("tj_reduce_part", "ACC")):
-        head = [f"        __global {t} *dst = (__global {t} *)(d + od);"]
-        lines += _unit_loop(dk, dr, name, DST, [*head, *(b.replace("{T}", t) for b in body)])
+    for name, tt in (("tj_reduce_out", "TOUT"), ("tj_reduce_part", "ACC")):
+        head = [f"        {g} {tt} *dst = ({g} {tt} *)(d + od);"]
+        code = [*head, *(b.replace("{T}", tt) for b in body)]
+        lines += _unit_loop(D, dk, dr, name, _dst(D), code)
     if dk:
-        lines += _block_kernels(dk, dr, ident)
+        lines += _block_kernels(D, dk, dr, ident)
     lines += [
-        "__kernel void tj_combine(long M, long S, const __global char *pp, long op,",
-        "                         __global char *d, long od) {",
-        "    long m = get_global_id(0);",
+        f"{D.kernel_qualifier} void tj_combine(long M, long S, const {g} char *pp, long op,",
+        f"                         {g} char *d, long od) {{",
+        f"    long m = {D.global_id};",
         "    if (m >= M) return;",
-        "    const __global ACC *p = (const __global ACC *)(pp + op) + m * S;",
+        f"    const {g} ACC *p = (const {g} ACC *)(pp + op) + m * S;",
         "    ACC acc = p[0];",
         "    for (long s = 1; s < S; s++) acc = tj_op(acc, p[s]);",
-        "    ((__global TOUT *)(d + od))[m] = (TOUT)acc;",
+        f"    (({g} TOUT *)(d + od))[m] = (TOUT)acc;",
         "}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def _dtypes_supported(*dtypes: str) -> bool:
-    return all(d in TYPES for d in dtypes)
+def _dtypes_supported(t: Target, *dtypes: str) -> bool:
+    return all(d in t.dialect.type_names for d in dtypes)
 
 
-def reduce_plan(node: Apply) -> ReducePlan | None:
-    if not device_can_run(node):
+def reduce_plan(t: Target, node: Apply) -> ReducePlan | None:
+    if not device_can_run(t, node):
         return None
     op = node.op
     in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
-    if not _dtypes_supported(in_dtype, out_dtype):
+    if not _dtypes_supported(t, in_dtype, out_dtype):
         return None  # complex, float16: the host runs them
-    acc = accumulator_dtype(op.kind, in_dtype, out_dtype, runtime().fp64)
-    return ReducePlan(op.kind, tuple(op.axis), in_dtype, out_dtype, acc)
+    acc = accumulator_dtype(op.kind, in_dtype, out_dtype, t.runtime().fp64)
+    return ReducePlan(t, op.kind, tuple(op.axis), in_dtype, out_dtype, acc)
 
 
 def _view_args(kept: list[Dim], red: list[Dim]) -> tuple[list, list]:
@@ -441,7 +453,7 @@ def _launch_units(
     kept, red, offset, _ = layout
     lengths, strides = _view_args(kept, red)
     chunk = units_per_item(rt, units)
-    data = x.base_data if x.base_data is not None else dst[0]  # never read when empty
+    data = rt.buffer_args(x)[0] if x.size else dst[0]  # never read when empty
     args = [I64(units), I64(chunk), I64(S), I64(K), *extra, *lengths, data, I64(offset)]
     args += [*strides, *dst]
     items = -(-units // chunk)
@@ -464,7 +476,7 @@ def _use_blocks(rt: Any, kept: list[Dim], red: list[Dim]) -> bool:
 
 def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
     """The reduction of device array ``x`` as a new device array."""
-    rt = runtime()
+    rt = plan.target.runtime()
     out_shape = tuple(n for a, n in enumerate(x.shape) if a not in plan.axis)
     out = rt.empty(out_shape, plan.out_dtype)
     outputs = prod(out_shape)
@@ -487,15 +499,15 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
     S = segments(rt, units, count)
     if S == 1:
         kernel = rt.kernel(source, f"{name}_out")
-        dst = [out.base_data, I64(out.offset)]
+        dst = rt.buffer_args(out)
         _launch_units(rt, kernel, units, 1, count, x, layout, dst, extra)
         return out
     part = rt.empty((outputs * S,), plan.acc_dtype)
     kernel = rt.kernel(source, f"{name}_part")
-    dst = [part.base_data, I64(part.offset)]
+    dst = rt.buffer_args(part)
     _launch_units(rt, kernel, units * S, S, count, x, layout, dst, extra)
     combine = rt.kernel(source, "tj_combine")
-    rt.launch(combine, outputs, I64(outputs), I64(S), *dst, out.base_data, I64(out.offset))
+    rt.launch(combine, outputs, I64(outputs), I64(S), *dst, *rt.buffer_args(out))
     return out
 
 
@@ -511,25 +523,27 @@ def reduce_factory(node: Apply, plan: ReducePlan) -> Any:
 # ---------------------------------------------------------------- Argmax
 @dataclass(frozen=True)
 class ArgPlan:
+    target: Target
     kind: str  # "argmax" or "argmin"
     reduced: tuple[int, ...]
     in_dtype: str
 
 
-def _arg_functions(kind: str, dtype: str) -> list[str]:
+def _arg_functions(D: DeviceDialect, kind: str, dtype: str) -> list[str]:
     cmp = ">" if kind == "argmax" else "<"
     # Strictly better, or the first NaN (NumPy's argmax/argmin stop at the first NaN).
     better = f"v {cmp} b"
     if dtype in ("float32", "float64"):
         better += " || (v != v && b == b)"
-    load = "*(const __global TIN *)(p + j * s)"
+    g, fn = D.global_qualifier, D.function_qualifier
+    load = f"*(const {g} TIN *)(p + j * s)"
     step = "if (*bi < 0 || tj_better(v, *bv)) {{ *bv = v; *bi = k + j; }}"
     return [
-        f"inline int tj_better(TIN v, TIN b) {{ return {better}; }}",
-        "inline void tj_arg_run(const __global char *p, long len, long s, long k,",
+        f"{fn} int tj_better(TIN v, TIN b) {{ return {better}; }}",
+        f"{fn} void tj_arg_run(const {g} char *p, long len, long s, long k,",
         "                       TIN *bv, long *bi) {",
         "    if (s == (long)sizeof(TIN)) {",
-        "        const __global TIN *q = (const __global TIN *)p;",
+        f"        const {g} TIN *q = (const {g} TIN *)p;",
         "        for (long j = 0; j < len; j++) { TIN v = q[j]; " + step.format() + " }",
         "    } else {",
         f"        for (long j = 0; j < len; j++) {{ TIN v = {load}; " + step.format() + " }",
@@ -546,46 +560,48 @@ def arg_source(plan: ArgPlan, dk: int, dr: int) -> str:
     run = f"tj_arg_run(x + off + il * s_r{last}, len, s_r{last}, k, &bv, &bi);"
     body = ["        TIN bv = 0; long bi = -1;", "        if (k < k_end) {"]
     body += [*_odometer(dr, run, "            "), "        }"]
+    t = plan.target
+    D, g = t.dialect, t.dialect.global_qualifier
     lines = [
-        preamble({plan.in_dtype}),
+        t.preamble({plan.in_dtype}),
         f"#define TIN {D.type_name(plan.in_dtype)}",
-        *_arg_functions(plan.kind, plan.in_dtype),
+        *_arg_functions(D, plan.kind, plan.in_dtype),
     ]
-    out = ["        ((__global long *)(d + od))[u] = bi;"]
-    lines += _unit_loop(dk, dr, "tj_arg_out", "__global char *d, long od", [*body, *out])
+    out = [f"        (({g} long *)(d + od))[u] = bi;"]
+    lines += _unit_loop(D, dk, dr, "tj_arg_out", _dst(D), [*body, *out])
     part = [
-        "        ((__global TIN *)(dv + ov))[u] = bv;",
-        "        ((__global long *)(d + od))[u] = bi;",
+        f"        (({g} TIN *)(dv + ov))[u] = bv;",
+        f"        (({g} long *)(d + od))[u] = bi;",
     ]
-    params = "__global char *dv, long ov, __global char *d, long od"
-    lines += _unit_loop(dk, dr, "tj_arg_part", params, [*body, *part])
+    params = f"{g} char *dv, long ov, {g} char *d, long od"
+    lines += _unit_loop(D, dk, dr, "tj_arg_part", params, [*body, *part])
     lines += [
-        "__kernel void tj_arg_combine(long M, long S, const __global char *pv, long ov,",
-        "        const __global char *pi, long oi, __global char *d, long od) {",
-        "    long m = get_global_id(0);",
+        f"{D.kernel_qualifier} void tj_arg_combine(long M, long S, const {g} char *pv, long ov,",
+        f"        const {g} char *pi, long oi, {g} char *d, long od) {{",
+        f"    long m = {D.global_id};",
         "    if (m >= M) return;",
-        "    const __global TIN *v = (const __global TIN *)(pv + ov) + m * S;",
-        "    const __global long *i = (const __global long *)(pi + oi) + m * S;",
+        f"    const {g} TIN *v = (const {g} TIN *)(pv + ov) + m * S;",
+        f"    const {g} long *i = (const {g} long *)(pi + oi) + m * S;",
         "    TIN bv = v[0]; long bi = i[0];",
         "    for (long s = 1; s < S; s++) if (tj_better(v[s], bv)) { bv = v[s]; bi = i[s]; }",
-        "    ((__global long *)(d + od))[m] = bi;",
+        f"    (({g} long *)(d + od))[m] = bi;",
         "}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def arg_plan(node: Apply) -> ArgPlan | None:
-    if not device_can_run(node):
+def arg_plan(t: Target, node: Apply) -> ArgPlan | None:
+    if not device_can_run(t, node):
         return None
     in_dtype = node.inputs[0].type.dtype
-    if not _dtypes_supported(in_dtype) or node.op.kind not in ("argmax", "argmin"):
+    if not _dtypes_supported(t, in_dtype) or node.op.kind not in ("argmax", "argmin"):
         return None
-    return ArgPlan(node.op.kind, node.op._reduced(node.inputs[0].type.ndim), in_dtype)
+    return ArgPlan(t, node.op.kind, node.op._reduced(node.inputs[0].type.ndim), in_dtype)
 
 
 def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
     """The argmax/argmin of device array ``x`` as a new int64 device array."""
-    rt = runtime()
+    rt = plan.target.runtime()
     out_shape = tuple(n for a, n in enumerate(x.shape) if a not in plan.reduced)
     out = rt.empty(out_shape, "int64")
     outputs = prod(out_shape)
@@ -600,13 +616,13 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
         return out
     source = arg_source(plan, len(kept), len(red))
     S = segments(rt, outputs, count)
-    dst = [out.base_data, I64(out.offset)]
+    dst = rt.buffer_args(out)
     if S == 1:
         _launch_units(rt, rt.kernel(source, "tj_arg_out"), outputs, 1, count, x, layout, dst)
         return out
     values = rt.empty((outputs * S,), plan.in_dtype)
     index = rt.empty((outputs * S,), "int64")
-    part = [values.base_data, I64(values.offset), index.base_data, I64(index.offset)]
+    part = [*rt.buffer_args(values), *rt.buffer_args(index)]
     _launch_units(rt, rt.kernel(source, "tj_arg_part"), outputs * S, S, count, x, layout, part)
     combine = rt.kernel(source, "tj_arg_combine")
     rt.launch(combine, outputs, I64(outputs), I64(S), *part, *dst)
@@ -622,24 +638,24 @@ def arg_factory(node: Apply, plan: ArgPlan) -> Any:
     return run
 
 
-def specs() -> list[KernelSpec]:
+def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.math import Argmax, Reduce
 
     return [
         KernelSpec(
-            "opencl:reduce",
-            BACKEND,
+            t.kernel_name("reduce"),
+            t.backend,
             (Reduce,),
             reduce_factory,
-            plan=reduce_plan,
-            plugin="opencl_backend",
+            plan=partial(reduce_plan, t),
+            plugin=t.plugin,
         ),
         KernelSpec(
-            "opencl:argmax",
-            BACKEND,
+            t.kernel_name("argmax"),
+            t.backend,
             (Argmax,),
             arg_factory,
-            plan=arg_plan,
-            plugin="opencl_backend",
+            plan=partial(arg_plan, t),
+            plugin=t.plugin,
         ),
     ]

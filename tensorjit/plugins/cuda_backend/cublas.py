@@ -1,0 +1,411 @@
+"""Dot, 2-d MatMul, Gemm (GEMM and GEMV) and Ger on the CUDA device through cuBLAS.
+
+cuBLAS is the toolkit's library (``libcublas``, or the ``nvidia-cublas`` wheel), called
+through cffi in ABI mode: nothing is compiled against its headers. Calls go on the
+default stream, after the kernels launched before them. alpha and beta are read on the
+device (``CUBLAS_POINTER_MODE_DEVICE``): a graph constant becomes a cached device scalar,
+any other scalar is cast on the device to the product's dtype: no host sync. The stride
+mapping (no copies for C-ordered, Fortran-ordered or sliced operands) is blas_calls.py's.
+Float32 and float64; integer products stay on the host.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.cuda_backend.blas_calls import (
+    Matrix,
+    column_major,
+    gemm_call,
+    gemv_call,
+    ger_call,
+)
+from tensorjit.plugins.device_kernels.arrays import copy_to_new, is_c_contiguous
+from tensorjit.plugins.device_kernels.elementwise import (
+    copy_into,
+    device_can_run,
+    inlined_constant,
+)
+from tensorjit.plugins.device_kernels.target import node_label
+
+FLOATS = {"float32": ("S", "float"), "float64": ("D", "double")}
+OPS = {"N": 0, "T": 1}
+POINTER_MODE_DEVICE = 1
+
+CDEF = """
+typedef void *cublasHandle_t;
+int cublasCreate_v2(cublasHandle_t *handle);
+int cublasDestroy_v2(cublasHandle_t handle);
+int cublasSetPointerMode_v2(cublasHandle_t handle, int mode);
+int cublasGetVersion_v2(cublasHandle_t handle, int *version);
+"""
+for _p, _t in (("S", "float"), ("D", "double")):
+    CDEF += f"""
+int cublas{_p}gemm_v2(cublasHandle_t h, int transa, int transb, int m, int n, int k,
+    const {_t} *alpha, const {_t} *a, int lda, const {_t} *b, int ldb,
+    const {_t} *beta, {_t} *c, int ldc);
+int cublas{_p}gemv_v2(cublasHandle_t h, int trans, int m, int n, const {_t} *alpha,
+    const {_t} *a, int lda, const {_t} *x, int incx, const {_t} *beta, {_t} *y, int incy);
+int cublas{_p}ger_v2(cublasHandle_t h, int m, int n, const {_t} *alpha, const {_t} *x,
+    int incx, const {_t} *y, int incy, {_t} *a, int lda);
+"""
+
+
+class CublasUnavailable(RuntimeError):
+    """libcublas could not be loaded, or cublasCreate failed."""
+
+
+def library_candidates() -> list[str]:
+    from tensorjit.plugins.cuda_backend.compiler import wheel_libraries
+
+    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    found = wheel_libraries("libcublas.so*")
+    found += sorted(glob.glob(os.path.join(home, "lib64", "libcublas.so*")))
+    return found + ["libcublas.so", "libcublas.so.13", "libcublas.so.12"]
+
+
+@cache
+def binding() -> tuple[Any, Any]:
+    """(ffi, lib) of cuBLAS, loaded once."""
+    import cffi
+
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    errors = []
+    for name in library_candidates():
+        try:
+            return ffi, ffi.dlopen(name)
+        except OSError as exc:
+            errors.append(f"{name}: {exc}")
+    raise CublasUnavailable("libcublas could not be loaded: " + "; ".join(errors[-3:]))
+
+
+class Cublas:
+    """A cuBLAS handle of the runtime's device (device pointer mode, default stream)."""
+
+    def __init__(self, rt: Any) -> None:
+        self.ffi, self.lib = binding()
+        rt.make_current()
+        handle = self.ffi.new("cublasHandle_t *")
+        self.check(self.lib.cublasCreate_v2(handle), "cublasCreate")
+        self.handle = handle[0]
+        self.check(self.lib.cublasSetPointerMode_v2(self.handle, POINTER_MODE_DEVICE), "mode")
+        self.rt = rt
+        self.scalars: dict[tuple[str, float], Any] = {}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def check(status: int, what: str) -> None:
+        if status != 0:
+            raise RuntimeError(f"cuBLAS {what} failed with status {status}")
+
+    def ptr(self, dtype: str, address: int) -> Any:
+        return self.ffi.cast(FLOATS[dtype][1] + " *", address)
+
+    def constant(self, dtype: str, value: float) -> Any:
+        """A device scalar holding ``value`` (made once per dtype and value)."""
+        key = (dtype, float(value))
+        scalar = self.scalars.get(key)
+        if scalar is None:
+            scalar = self.scalars[key] = self.rt.empty((), dtype)
+            scalar.set(np.asarray(value, dtype))
+        return scalar
+
+    def gemm(self, dtype: str, call: Any, alpha: Any, beta: Any) -> None:
+        p, f = FLOATS[dtype][0], self.ptr
+        routine = getattr(self.lib, f"cublas{p}gemm_v2")
+        self.rt.make_current()
+        status = routine(
+            self.handle,
+            OPS[call.transa],
+            OPS[call.transb],
+            call.m,
+            call.n,
+            call.k,
+            f(dtype, alpha.pointer),
+            f(dtype, call.a),
+            call.lda,
+            f(dtype, call.b),
+            call.ldb,
+            f(dtype, beta.pointer),
+            f(dtype, call.c),
+            call.ldc,
+        )
+        self.check(status, f"{p}gemm")
+
+    def gemv(self, dtype: str, call: Any, alpha: Any, beta: Any) -> None:
+        p, f = FLOATS[dtype][0], self.ptr
+        routine = getattr(self.lib, f"cublas{p}gemv_v2")
+        self.rt.make_current()
+        status = routine(
+            self.handle,
+            OPS[call.trans],
+            call.m,
+            call.n,
+            f(dtype, alpha.pointer),
+            f(dtype, call.a),
+            call.lda,
+            f(dtype, call.x),
+            call.incx,
+            f(dtype, beta.pointer),
+            f(dtype, call.y),
+            call.incy,
+        )
+        self.check(status, f"{p}gemv")
+
+    def ger(self, dtype: str, call: Any, alpha: Any) -> None:
+        p, f = FLOATS[dtype][0], self.ptr
+        routine = getattr(self.lib, f"cublas{p}ger_v2")
+        self.rt.make_current()
+        status = routine(
+            self.handle,
+            call.m,
+            call.n,
+            f(dtype, alpha.pointer),
+            f(dtype, call.x),
+            call.incx,
+            f(dtype, call.y),
+            call.incy,
+            f(dtype, call.a),
+            call.lda,
+        )
+        self.check(status, f"{p}ger")
+
+
+_HANDLES: dict[int, Cublas] = {}
+_HANDLE_LOCK = threading.Lock()
+
+
+def cublas(rt: Any) -> Cublas:
+    with _HANDLE_LOCK:
+        handle = _HANDLES.get(id(rt))
+        if handle is None:
+            handle = _HANDLES[id(rt)] = Cublas(rt)
+        return handle
+
+
+# ---------------------------------------------------------------- operands
+def _target() -> Any:
+    from tensorjit.plugins.cuda_backend.target import CUDA
+
+    return CUDA
+
+
+def matrix(v: Any) -> Matrix:
+    size = v.dtype.itemsize
+    return Matrix(v.pointer, v.shape[0], v.shape[1], v.strides[0] // size, v.strides[1] // size)
+
+
+def addressable(v: Any) -> Any:
+    """``v`` if BLAS can address it without a copy (a column-major view of a matrix, a
+    positive step of a vector), else a C-contiguous copy."""
+    size = v.dtype.itemsize
+    if any(s % size for s in v.strides):
+        return copy_to_new(_target(), v)
+    if v.ndim == 2 and column_major(matrix(v)) is not None:
+        return v
+    if v.ndim == 1 and (v.shape[0] <= 1 or v.strides[0] > 0):
+        return v
+    return v if is_c_contiguous(v) else copy_to_new(_target(), v)
+
+
+def step(v: Any) -> int:
+    """A vector's element step for BLAS (any positive step when it has one element)."""
+    return v.strides[0] // v.dtype.itemsize if v.shape[0] > 1 else 1
+
+
+@dataclass(frozen=True)
+class BlasPlan:
+    dtype: str
+    alpha: Any  # an inlined constant's value, or None: read from the input
+    beta: Any
+    inplace: bool = False
+
+
+def _float_dtype(node: Apply, operands: list) -> str | None:
+    if not device_can_run(_target(), node):
+        return None
+    dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
+    return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
+
+
+def dot_plan(node: Apply) -> BlasPlan | None:
+    dtype = _float_dtype(node, node.inputs)
+    return None if dtype is None else BlasPlan(dtype, 1.0, 0.0)
+
+
+def matmul_plan(node: Apply) -> BlasPlan | None:
+    if any(v.type.ndim != 2 for v in node.inputs):
+        return None  # stacks of matrices stay on the host
+    return dot_plan(node)
+
+
+def _constant(var: Any) -> float | None:
+    value = inlined_constant(var)
+    return None if value is None else float(value)
+
+
+def gemm_plan(node: Apply) -> BlasPlan | None:
+    z, alpha, x, y, *rest = node.inputs
+    dtype = _float_dtype(node, [z, x, y])
+    if dtype is None:
+        return None
+    beta = _constant(rest[0]) if rest else 1.0
+    return BlasPlan(dtype, _constant(alpha), beta, node.op.inplace)
+
+
+def _scalar(handle: Cublas, dtype: str, constant: float | None, value: Any) -> Any:
+    """The device scalar of alpha or beta, of ``dtype``."""
+    if constant is not None:
+        return handle.constant(dtype, constant)
+    if value.dtype == np.dtype(dtype):
+        return value
+    out = handle.rt.empty(value.shape, dtype)
+    copy_into(_target(), out, value)
+    return out
+
+
+def _scale(out: Any, beta: Any) -> None:
+    """``out *= beta`` for a product over an empty inner axis, on the host: BLAS would
+    return early without scaling (rare, so a sync is acceptable here)."""
+    arrays = _target().arrays
+    scaled = arrays.to_host(out) * arrays.to_host(beta).reshape(())
+    copy_into(_target(), out, arrays.from_host(scaled.astype(out.dtype)))
+
+
+def _via_copy(handle: Cublas, dtype: str, out: Any, x: Any, y: Any, alpha: Any, beta: Any):
+    """The product into a contiguous copy of ``out`` (a target BLAS can not address),
+    written back."""
+    tmp = copy_to_new(_target(), out)
+    product_into(handle, dtype, tmp, x, y, alpha, beta)
+    copy_into(_target(), out, tmp)
+
+
+def product_into(
+    handle: Cublas, dtype: str, out: Any, x: Any, y: Any, alpha: Any, beta: Any
+) -> None:
+    """``out = alpha dot(x, y) + beta out`` (``out`` already holds the addend unless beta
+    is 0; x and y do not overlap it)."""
+    if out.size == 0:
+        return
+    x, y = addressable(x), addressable(y)
+    k = x.shape[-1]
+    if k == 0:
+        _scale(out, beta)
+        return
+    if x.ndim == 2 and y.ndim == 2:
+        call = gemm_call(matrix(out), matrix(x), matrix(y))
+        if call is None:
+            _via_copy(handle, dtype, out, x, y, alpha, beta)
+        else:
+            handle.gemm(dtype, call, alpha, beta)
+        return
+    if out.ndim == 1 and out.shape[0] > 1 and out.strides[0] <= 0:
+        _via_copy(handle, dtype, out, x, y, alpha, beta)
+        return
+    if x.ndim == 2:
+        a, v = matrix(x), y
+    elif y.ndim == 2:
+        a, v = matrix(y).T, x
+    else:  # vector . vector (a 0-d out): a one-row matrix times a vector
+        a, v = Matrix(x.pointer, 1, k, k * step(x), step(x)), y
+    incy = step(out) if out.ndim == 1 else 1
+    handle.gemv(dtype, gemv_call(out.pointer, incy, a, v.pointer, step(v)), alpha, beta)
+
+
+def _apart(value: Any, out: Any) -> Any:
+    t = _target()
+    return copy_to_new(t, value) if t.arrays.may_share_memory(value, out) else value
+
+
+def dot_factory(node: Apply, plan: BlasPlan) -> Any:
+    where = node_label(node)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x, y = inputs
+        if x.shape[-1] != y.shape[0] or x.ndim > 2 or y.ndim > 2:
+            raise ValueError(  # the words of Dot.perform, so both devices say the same
+                f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
+                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0), in {where}"
+            )
+        handle = cublas(_target().runtime())
+        out = handle.rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
+        alpha, beta = handle.constant(plan.dtype, 1.0), handle.constant(plan.dtype, 0.0)
+        product_into(handle, plan.dtype, out, x, y, alpha, beta)
+        output_storage[0][0] = out
+
+    return run
+
+
+def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
+    def run(inputs: list, output_storage: list) -> None:
+        node.op.check_shapes(inputs)
+        z, alpha, x, y, beta = inputs
+        handle = cublas(_target().runtime())
+        if plan.inplace:
+            out = z
+            x, y = _apart(x, out), _apart(y, out)
+        else:
+            out = handle.rt.empty(z.shape, plan.dtype)
+            if plan.beta != 0.0:
+                copy_into(_target(), out, z)
+        a = _scalar(handle, plan.dtype, plan.alpha, alpha)
+        b = _scalar(handle, plan.dtype, plan.beta, beta)
+        product_into(handle, plan.dtype, out, x, y, a, b)
+        output_storage[0][0] = out
+
+    return run
+
+
+def ger_factory(node: Apply, plan: BlasPlan) -> Any:
+    def run(inputs: list, output_storage: list) -> None:
+        node.op.check_shapes(inputs)
+        z, alpha, x, y = inputs
+        handle = cublas(_target().runtime())
+        if plan.inplace:
+            out = z
+            x, y = _apart(x, out), _apart(y, out)
+        else:
+            out = copy_to_new(_target(), z)
+        if out.size:
+            x, y = addressable(x), addressable(y)
+            scalar = _scalar(handle, plan.dtype, plan.alpha, alpha)
+            target = out if column_major(matrix(out)) else copy_to_new(_target(), out)
+            call = ger_call(matrix(target), x.pointer, step(x), y.pointer, step(y))
+            handle.ger(plan.dtype, call, scalar)
+            if target is not out:
+                copy_into(_target(), out, target)
+        output_storage[0][0] = out
+
+    return run
+
+
+def ger_plan(node: Apply) -> BlasPlan | None:
+    z, alpha, x, y = node.inputs
+    dtype = _float_dtype(node, [z, x, y])
+    return None if dtype is None else BlasPlan(dtype, _constant(alpha), None, node.op.inplace)
+
+
+def specs() -> list[KernelSpec]:
+    from tensorjit.tensor.blas import Gemm, Ger
+    from tensorjit.tensor.linalg import MatMul
+    from tensorjit.tensor.math import Dot
+
+    def spec(name: str, op: type, factory: Any, plan: Any) -> KernelSpec:
+        return KernelSpec(f"cuda:{name}", "cuda", (op,), factory, plan=plan, plugin="cuda_backend")
+
+    return [
+        spec("dot", Dot, dot_factory, dot_plan),
+        spec("matmul", MatMul, dot_factory, matmul_plan),
+        spec("gemm", Gemm, gemm_factory, gemm_plan),
+        spec("ger", Ger, ger_factory, ger_plan),
+    ]

@@ -1,0 +1,210 @@
+"""The CUDA device tensorjit runs on, through pycuda: choice, context, memory pools,
+modules and launches.
+
+The device is chosen once, on first use: ``config.device=cudaN`` names ordinal N,
+``device=cuda`` (or a function placed on "cuda" while ``config.device`` is another)
+takes ``config.cuda_device`` (0 by default). Its primary context is made current in each
+thread that launches (pycuda contexts are per thread). Device memory comes from a pool
+(``pycuda.tools.DeviceMemoryPool``: freed blocks are kept for the next allocation of
+their size class), host transfers stage through page-locked buffers from a second pool
+(DMA reads pinned memory directly; pageable memory is copied by the driver first).
+Kernels run on the context's default stream, in launch order, as cuBLAS calls do.
+Nothing here runs at import or registration.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
+
+BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
+_LOCK = threading.Lock()
+_RUNTIME: Runtime | None = None
+
+
+class CudaUnavailable(RuntimeError):
+    """No usable CUDA device: pycuda missing, no driver, or no device."""
+
+
+def _driver() -> Any:
+    try:
+        import pycuda.driver as driver
+    except ImportError as exc:
+        # pycuda's import loads libcuda: a missing driver shows up here too.
+        text = str(exc)
+        if "libcuda" in text:
+            raise CudaUnavailable(f"no CUDA driver (libcuda could not be loaded: {text})") from None
+        raise CudaUnavailable(
+            f"pycuda is not installed ({text}); install the extra: pip install 'tensorjit[cuda]'"
+        ) from None
+    try:
+        driver.init()
+    except driver.Error as exc:
+        raise CudaUnavailable(f"the CUDA driver did not initialise: {exc}") from None
+    return driver
+
+
+def chosen_ordinal() -> int:
+    from tensorjit.core.config import config
+    from tensorjit.core.devices import default_ordinal, split_ordinal
+
+    if split_ordinal(config.device)[0] == "cuda" and default_ordinal() is not None:
+        return int(default_ordinal())
+    return int(config.cuda_device)
+
+
+def describe_devices() -> list[str]:
+    """One line per CUDA device, the chosen one marked."""
+    driver = _driver()
+    lines = []
+    chosen = chosen_ordinal()
+    for k in range(driver.Device.count()):
+        d = driver.Device(k)
+        major, minor = d.compute_capability()
+        sms = d.get_attribute(driver.device_attribute.MULTIPROCESSOR_COUNT)
+        mark = "  <- chosen" if k == chosen else ""
+        lines.append(
+            f"cuda{k} {d.name()} (sm_{major}{minor}, {sms} SMs, {d.total_memory() >> 20} MiB){mark}"
+        )
+    return lines
+
+
+class Runtime:
+    """The chosen device: its context, pools, modules and launches (target.py's
+    runtime contract)."""
+
+    is_cpu = False
+    fp64 = True
+    work_per_item = "auto"
+
+    def __init__(self, ordinal: int) -> None:
+        driver = _driver()
+        import pycuda.tools as tools
+
+        count = driver.Device.count()
+        if count == 0:
+            raise CudaUnavailable("no CUDA device (the driver reports none)")
+        if not 0 <= ordinal < count:
+            raise CudaUnavailable(f"cuda{ordinal} does not exist: this machine has {count}")
+        self.driver = driver
+        self.device = driver.Device(ordinal)
+        self.ordinal = ordinal
+        self.context = self.device.retain_primary_context()
+        self._current = threading.local()
+        self.make_current()
+        major, minor = self.device.compute_capability()
+        self.arch = f"compute_{major}{minor}"
+        attribute = driver.device_attribute
+        self.compute_units = self.device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
+        self.pool = tools.DeviceMemoryPool()
+        self.pinned = tools.PageLockedMemoryPool()
+        self.modules: dict[str, Any] = {}
+        self.kernels: dict[tuple[str, str], Any] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.device.name()
+
+    def make_current(self) -> None:
+        """Push the device's context on this thread once (pycuda contexts are per
+        thread)."""
+        if not getattr(self._current, "pushed", False):
+            self.context.push()
+            self._current.pushed = True
+
+    # ------------------------------------------------------------ memory
+    def allocate(self, nbytes: int) -> Any:
+        self.make_current()
+        return self.pool.allocate(max(int(nbytes), 1))
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        from tensorjit.plugins.cuda_backend.arrays import CudaArray
+
+        dtype = np.dtype(dtype)
+        shape = tuple(int(n) for n in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        base = self.allocate(nbytes) if nbytes else None
+        return CudaArray(shape, dtype, base)
+
+    def to_device(self, dest_pointer: int, host: np.ndarray) -> None:
+        """Copy contiguous ``host`` to device memory, staged through pinned memory."""
+        self.make_current()
+        staging = self.pinned.allocate(host.shape, host.dtype)
+        staging[...] = host
+        self.driver.memcpy_htod(dest_pointer, staging)
+
+    def to_host(self, source_pointer: int, shape: tuple, dtype: Any) -> np.ndarray:
+        """A host copy of ``shape``/``dtype`` contiguous device memory (a sync)."""
+        self.make_current()
+        staging = self.pinned.allocate(shape, dtype)
+        self.driver.memcpy_dtoh(staging, source_pointer)
+        return np.array(staging, copy=True)
+
+    @staticmethod
+    def buffer_args(value: Any) -> list[Any]:
+        """A device array as the kernel arguments ``char *p, long offset``."""
+        return [np.uintp(value.pointer_base), np.int64(value.offset)]
+
+    # ------------------------------------------------------------ kernels
+    def kernel(self, source: str, name: str) -> Any:
+        """Kernel ``name`` of ``source``'s module (PTX built once per source and
+        architecture, loaded once per process)."""
+        key = (source, name)
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            with self.lock:
+                module = self.modules.get(source)
+                if module is None:
+                    ptx = compile_ptx(source, self.arch)
+                    if name not in entry_names(ptx):
+                        raise RuntimeError(f"kernel {name} is not in its program")
+                    self.make_current()
+                    module = self.modules[source] = self.driver.module_from_buffer(ptx.encode())
+                kernel = self.kernels[key] = module.get_function(name)
+        return kernel
+
+    def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
+        """Run ``kernel`` over at least ``work_items`` threads (none when zero); every
+        kernel guards its index."""
+        if work_items > 0:
+            self.make_current()
+            blocks = -(-int(work_items) // BLOCK)
+            kernel(*args, block=(BLOCK, 1, 1), grid=(blocks, 1, 1))
+
+    launch_chunks = launch
+
+    def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
+        if groups > 0:
+            self.make_current()
+            kernel(*args, block=(int(group_size), 1, 1), grid=(int(groups), 1, 1))
+
+    def synchronize(self) -> None:
+        self.make_current()
+        self.context.synchronize()
+
+
+def runtime() -> Runtime:
+    """The runtime of the chosen device, made on first use."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        with _LOCK:
+            if _RUNTIME is None:
+                _RUNTIME = Runtime(chosen_ordinal())
+    return _RUNTIME
+
+
+def unavailable_reason() -> str | None:
+    """None when a CUDA device can be used here, else exactly why not (no pycuda, no
+    driver, no device)."""
+    try:
+        runtime()
+    except CudaUnavailable as exc:
+        return str(exc)
+    except Exception as exc:  # a broken driver: report it, never crash compilation
+        return f"CUDA initialisation failed: {exc!r}"
+    return None

@@ -1,0 +1,19 @@
+"""Kernel families shared by the device backends (OpenCL, CUDA).
+
+A family module plans a node, renders its kernels' source from the shared C-like
+renderer (plugins/cstyle) in the backend's dialect, and launches them through the
+backend's runtime. What differs between devices is one ``Target`` (target.py): the
+dialect, the runtime (kernel cache, launches, allocation), the array kind and the
+backend's names. A backend builds its kernel table with ``specs(target)`` of each
+family:
+
+- ``elementwise``: fused maps (Elemwise, Composite), casts and copies;
+- ``views``: dimshuffle, reshape, basic indexing, alloc, fill;
+- ``indexing``: set/inc subtensor, advanced gather/scatter, class selection;
+- ``reductions``: Reduce and Argmax over any axes;
+- ``rowwise``: softmax and log-softmax;
+- ``random``: MRG31k3p giving the host's stream.
+
+GEMM differs per device (OpenCL: our packed kernels; CUDA: cuBLAS), so it stays in each
+backend's package.
+"""
