@@ -108,6 +108,13 @@ _OPTIONS = [
         int,
     ),
     ConfigOption(
+        "cuda_compiler",
+        "auto",
+        "what compiles CUDA kernels to PTX: 'nvcc', 'nvrtc' (the nvidia-cuda-nvrtc wheel or "
+        "a libnvrtc), or 'auto' (nvcc where installed, else NVRTC)",
+        _choice("auto", "nvcc", "nvrtc"),
+    ),
+    ConfigOption(
         "opencl_work_per_item",
         "auto",
         "elements each work-item of a flat OpenCL kernel computes: 'auto' (chunks on CPU "

@@ -96,14 +96,24 @@ def _nvrtc() -> Compiler | None:
     return Compiler("nvrtc", name, f"{major.value}.{minor.value}")
 
 
-@cache
 def compiler() -> Compiler:
-    """The compiler used (nvcc preferred: it is what a CUDA install has), found once."""
-    found = _nvcc() or _nvrtc()
+    """The compiler ``config.cuda_compiler`` chooses (found once per choice)."""
+    from tensorjit.core.config import config
+
+    return _compiler(config.cuda_compiler)
+
+
+@cache
+def _compiler(choice: str) -> Compiler:
+    found = {"nvcc": _nvcc, "nvrtc": _nvrtc}.get(choice, lambda: _nvcc() or _nvrtc())()
     if found is None:
+        wanted = {
+            "nvcc": "nvcc is not on PATH (nor in $CUDA_HOME/bin)",
+            "nvrtc": "NVRTC is not installed (pip install nvidia-cuda-nvrtc)",
+        }
         raise NoCudaCompiler(
-            "no CUDA compiler: nvcc is not on PATH (nor in $CUDA_HOME/bin) and NVRTC is not "
-            "installed (pip install nvidia-cuda-nvrtc)"
+            f"no CUDA compiler (config.cuda_compiler={choice}): "
+            + "; ".join(v for k, v in wanted.items() if choice in (k, "auto"))
         )
     return found
 
