@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.opencl import NEEDS_OPENCL
+from helpers.device import DEVICE, NEEDS_DEVICE
 
 import tensorjit
 import tensorjit.tensor as T
@@ -18,7 +18,7 @@ from tensorjit.core.config import config
 from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor import nnet
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 TOLERANCE = {"float64": 1e-6, "float32": 1e-4}
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -75,9 +75,9 @@ def mlp(dtype: str, device: str, steps: int = 10) -> list[float]:
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("model", [logistic_regression, mlp], ids=["logreg", "mlp"])
-def test_training_on_opencl_matches_the_host(model, dtype):
+def test_training_on_the_device_matches_the_host(model, dtype):
     host = model(dtype, "cpu")
-    device = model(dtype, "opencl")
+    device = model(dtype, DEVICE)
     np.testing.assert_allclose(device, host, rtol=TOLERANCE[dtype], atol=0)
     assert host[-2] < host[0] or model is mlp  # it trains (the mlp's last entry: accuracy)
 
@@ -89,11 +89,11 @@ def _load_example(name: str):
     return module
 
 
-def test_the_mlp_example_trains_on_opencl_like_on_the_host():
+def test_the_mlp_example_trains_on_the_device_like_on_the_host():
     example = _load_example("mlp")
     kwargs = dict(epochs=2, n_examples=600, max_batches=5, verbose=False)
     host = example.main(**kwargs)
-    with config.change_flags(device="opencl"):
+    with config.change_flags(device=DEVICE):
         device = example.main(**kwargs)
     np.testing.assert_allclose(device, host, rtol=1e-6)
 
@@ -102,7 +102,7 @@ def test_a_bad_label_raises_before_any_weight_is_updated():
     """The class-selection kernels read their error flag late (no wait for the device
     per launch), but before the first step that overwrites a shared variable."""
     rng = np.random.default_rng(2)
-    with config.change_flags(device="opencl"):
+    with config.change_flags(device=DEVICE):
         w = tensorjit.shared(rng.standard_normal((5, 3)), name="w")
         b = tensorjit.shared(np.zeros(3), name="b")
         x, y = T.matrix("x"), T.lvector("y")

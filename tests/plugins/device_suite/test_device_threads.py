@@ -6,16 +6,16 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from helpers.opencl import FAST_OPENCL, NEEDS_OPENCL, on_opencl
+from helpers.device import FAST_DEVICE, NEEDS_DEVICE, on_device
 
 import tensorjit.tensor as T
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 
 
 def test_threads_calling_functions_with_the_same_kernel_get_their_own_results():
     x = T.vector("x")
-    functions = [on_opencl([x], T.exp(x) * 2 + 1, mode=FAST_OPENCL) for _ in range(4)]
+    functions = [on_device([x], T.exp(x) * 2 + 1, mode=FAST_DEVICE) for _ in range(4)]
     errors: list[str] = []
 
     def work(k: int) -> None:

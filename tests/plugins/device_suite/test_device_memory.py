@@ -1,7 +1,7 @@
 """The seed documents' memory contract with values on the OpenCL device: shared
-variables there (``target="opencl"``, ``config.device=opencl``), borrow, set_value into
+variables there (``target=``, ``config.device=`` the tested device), borrow, set_value into
 the existing device buffer, in-place updates of shared weights on the device, and the
-whole memory-model suite run with config.device=opencl."""
+whole memory-model suite run with config.device set to it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.opencl import NEEDS_OPENCL, to_device
+from helpers.device import DEVICE, NEEDS_DEVICE, buffer_address, to_device, view
 
 import tensorjit
 import tensorjit.tensor as T
@@ -20,8 +20,8 @@ from tensorjit.core.config import config
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.transfer_op import Transfer
 
-pytestmark = NEEDS_OPENCL
-DEV = "opencl"
+pytestmark = NEEDS_DEVICE
+DEV = DEVICE
 
 
 def kind():
@@ -33,17 +33,16 @@ def internal(shared):
 
 
 def buffer_of(value):
-    return value.base_data.int_ptr
+    return buffer_address(value)
 
 
 def test_shared_on_the_device_follows_the_borrow_contract():
-    import pyopencl.array as cla
 
     data = np.arange(4.0)
     w = tensorjit.shared(data, name="w", borrow=True, target=DEV)
     assert w.type.device == DEV
     inner = internal(w)
-    assert isinstance(inner, cla.Array)
+    assert kind().is_value(inner)
     assert internal(w) is inner  # return_internal_type with borrow: the object itself
     data[0] = 100.0  # borrow=True can not alias host memory on a device
     assert w.get_value()[0] == 0.0
@@ -53,7 +52,7 @@ def test_shared_on_the_device_follows_the_borrow_contract():
         got[1] = -1.0  # a host copy: the device value is untouched
         assert kind().to_host(internal(w))[1] == 1.0
     copy = w.get_value(return_internal_type=True)
-    assert isinstance(copy, cla.Array) and copy is not inner
+    assert kind().is_value(copy) and copy is not inner
     assert not kind().may_share_memory(copy, inner)
 
 
@@ -76,8 +75,6 @@ def test_set_value_reuses_the_device_buffer_and_copies_host_values():
 
 
 def test_device_views_alias_only_where_their_bytes_overlap():
-    from tensorjit.plugins.opencl_backend.arrays import view
-
     base = to_device(np.arange(10.0))
     first = view(base, (5,), (8,), 0)
     last = view(base, (5,), (8,), 40)
@@ -175,16 +172,16 @@ def test_a_wrong_value_names_the_variable_and_the_device_type():
 
     x = TensorType("float64", (None,), device=DEV)("xd")
     f = tensorjit.function([x], x * 2)
-    with pytest.raises(ValueError, match=r"xd.*device=opencl.*expected 1 dimensions, got 2"):
+    with pytest.raises(ValueError, match=rf"xd.*device={DEVICE}.*expected 1 dimensions, got 2"):
         f(to_device(np.ones((2, 2))))
 
 
-def test_the_memory_model_suite_passes_on_opencl():
-    """tests/core/memory with config.device=opencl: every shared variable lives on the
+def test_the_memory_model_suite_passes_on_the_device():
+    """tests/core/memory with config.device set to the device: every shared variable lives on the
     OpenCL device and computation is placed there (tests marked ``host_memory`` assert
     aliasing that only host memory permits and are left out)."""
     root = Path(__file__).resolve().parents[3]
-    env = dict(os.environ, TENSORJIT_FLAGS="device=opencl")
+    env = dict(os.environ, TENSORJIT_FLAGS=f"device={DEVICE}")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not host_memory"]
         + ["tests/core/memory"],

@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import NEEDS_OPENCL, on_opencl, runs_on_opencl, strided_views, to_device
+from helpers.device import (
+    DEVICE,
+    NEEDS_DEVICE,
+    ONLY_OPENCL,
+    on_device,
+    runs_on_device,
+    strided_views,
+    to_device,
+    view,
+)
 
 import tensorjit.tensor as T
 from tensorjit.core.config import config
@@ -15,7 +24,7 @@ from tensorjit.plugins.device_kernels import reductions
 from tensorjit.tensor.math import Argmax, Reduce
 from tensorjit.tensor.type import TensorType
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
 
 KINDS = ["sum", "prod", "max", "min", "all", "any"]
@@ -23,7 +32,7 @@ AXES = [None, 0, 1, 2, (0, 1), (0, 2), (1, 2), ()]
 
 
 def device_tensor(ndim, dtype="float64", name="x"):
-    return TensorType(dtype, (None,) * ndim, device="opencl")(name)
+    return TensorType(dtype, (None,) * ndim, device=DEVICE)(name)
 
 
 @pytest.fixture(params=["whole", "split"])
@@ -44,8 +53,8 @@ def tolerance(dtype):
 @pytest.mark.parametrize("kind", KINDS)
 def test_reduce_any_axes_any_layout_matches_numpy(kind, axis, split):
     x = device_tensor(3)
-    f = on_opencl([x], getattr(T, kind)(x, axis=axis))
-    runs_on_opencl(f, Reduce, "reduce")
+    f = on_device([x], getattr(T, kind)(x, axis=axis))
+    runs_on_device(f, Reduce, "reduce")
     value = rng.standard_normal((3, 4, 5))
     value[0, 1, 2] = 0.0  # all() is False somewhere
     want = getattr(np, kind)(value, axis=axis)
@@ -60,8 +69,8 @@ def test_reduce_any_axes_any_layout_matches_numpy(kind, axis, split):
 def test_float_reductions_of_long_rows_and_columns(kind, dtype, split):
     x = device_tensor(2, dtype)
     outs = [getattr(T, kind)(x, axis=0), getattr(T, kind)(x, axis=1), getattr(T, kind)(x)]
-    f = on_opencl([x], outs)
-    runs_on_opencl(f, Reduce, "reduce")
+    f = on_device([x], outs)
+    runs_on_device(f, Reduce, "reduce")
     value = rng.uniform(0.9, 1.1, (37, 300)).astype(dtype)  # products stay finite
     for out, axis in zip(f(value), [0, 1, None]):
         want = getattr(np, kind)(value, axis=axis)
@@ -71,7 +80,7 @@ def test_float_reductions_of_long_rows_and_columns(kind, dtype, split):
 
 def test_a_large_float32_sum_is_accurate():
     x = device_tensor(1, "float32")
-    f = on_opencl([x], T.sum(x))
+    f = on_device([x], T.sum(x))
     value = rng.uniform(0, 1, 2_000_003).astype("float32")
     np.testing.assert_allclose(f(value), value.astype("float64").sum(), rtol=1e-6)
 
@@ -87,8 +96,8 @@ def test_a_large_float32_sum_is_accurate():
 )
 def test_integer_and_bool_reductions_follow_numpy_dtypes(dtype, kinds, split):
     x = device_tensor(2, dtype)
-    f = on_opencl([x], [getattr(T, k)(x, axis=a) for k in kinds for a in (0, 1, None)])
-    runs_on_opencl(f, Reduce, "reduce")
+    f = on_device([x], [getattr(T, k)(x, axis=a) for k in kinds for a in (0, 1, None)])
+    runs_on_device(f, Reduce, "reduce")
     value = rng.integers(0, 5, (6, 7)).astype(dtype)
     for out, (kind, axis) in zip(f(value), [(k, a) for k in kinds for a in (0, 1, None)]):
         want = getattr(np, kind)(value, axis=axis)
@@ -98,7 +107,7 @@ def test_integer_and_bool_reductions_follow_numpy_dtypes(dtype, kinds, split):
 
 def test_integer_sums_and_products_wrap_like_numpy():
     x = device_tensor(1, "int64")
-    f = on_opencl([x], [T.sum(x), T.prod(x)])
+    f = on_device([x], [T.sum(x), T.prod(x)])
     value = np.array([2**62, 2**62, 2**62, 3], dtype="int64")
     with np.errstate(over="ignore"):
         want = [np.sum(value), np.prod(value)]
@@ -109,8 +118,8 @@ def test_integer_sums_and_products_wrap_like_numpy():
 def test_explicit_sum_dtype_and_mean():
     x = device_tensor(2, "int32")
     y = device_tensor(2, "float32", "y")
-    f = on_opencl([x, y], [T.sum(x, axis=1, dtype="int16"), T.mean(y, axis=0), T.mean(x)])
-    runs_on_opencl(f, Reduce, "reduce")
+    f = on_device([x, y], [T.sum(x, axis=1, dtype="int16"), T.mean(y, axis=0), T.mean(x)])
+    runs_on_device(f, Reduce, "reduce")
     a = rng.integers(-1000, 1000, (4, 300)).astype("int32")
     b = rng.standard_normal((4, 300)).astype("float32")
     s16, mean_y, mean_x = f(a, b)
@@ -122,7 +131,7 @@ def test_explicit_sum_dtype_and_mean():
 
 def test_nan_propagates_through_max_and_min_and_counts_as_true():
     x = device_tensor(2)
-    f = on_opencl([x], [T.max(x, axis=1), T.min(x, axis=0), T.all(x, axis=1), T.any(x)])
+    f = on_device([x], [T.max(x, axis=1), T.min(x, axis=0), T.all(x, axis=1), T.any(x)])
     value = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, -np.inf], [0.0, 0.0, np.nan]])
     for out, want in zip(
         f(value),
@@ -133,15 +142,13 @@ def test_nan_propagates_through_max_and_min_and_counts_as_true():
 
 def broadcast_view(row):
     """A (4, n) device matrix whose rows all read the same buffer (row stride 0)."""
-    from tensorjit.plugins.opencl_backend.arrays import view
-
     base = to_device(row)
     return view(base, (4, len(row)), (0, row.strides[0]), 0)
 
 
 def test_broadcast_inputs_with_stride_zero(split):
     x = device_tensor(2)
-    f = on_opencl([x], [T.sum(x, axis=0), T.max(x, axis=1), T.prod(x), T.argmax(x, axis=0)])
+    f = on_device([x], [T.sum(x, axis=0), T.max(x, axis=1), T.prod(x), T.argmax(x, axis=0)])
     row = rng.standard_normal(5)
     full = np.broadcast_to(row, (4, 5))
     outs = f(broadcast_view(row))
@@ -152,7 +159,7 @@ def test_broadcast_inputs_with_stride_zero(split):
 
 def test_zero_d_inputs():
     x = device_tensor(0)
-    f = on_opencl([x], [T.sum(x), T.max(x), T.all(x), T.argmax(x), T.argmin(x)])
+    f = on_device([x], [T.sum(x), T.max(x), T.all(x), T.argmax(x), T.argmin(x)])
     for out, want in zip(f(np.array(-2.5)), [-2.5, -2.5, True, 0, 0]):
         assert out.shape == () and out == want
 
@@ -160,7 +167,7 @@ def test_zero_d_inputs():
 @pytest.mark.parametrize("kind", ["sum", "prod", "all", "any"])
 def test_empty_reductions_give_the_identity(kind):
     x = device_tensor(2)
-    f = on_opencl([x], [getattr(T, kind)(x, axis=0), getattr(T, kind)(x, axis=1)])
+    f = on_device([x], [getattr(T, kind)(x, axis=0), getattr(T, kind)(x, axis=1)])
     value = np.empty((0, 3))
     for out, axis in zip(f(value), [0, 1]):
         want = getattr(np, kind)(value, axis=axis)
@@ -171,7 +178,7 @@ def test_empty_reductions_give_the_identity(kind):
 @pytest.mark.parametrize("kind", ["max", "min"])
 def test_max_of_an_empty_range_is_numpys_error(kind):
     x = device_tensor(2)
-    f = on_opencl([x], getattr(T, kind)(x, axis=0))
+    f = on_device([x], getattr(T, kind)(x, axis=0))
     assert f(np.empty((3, 0))).shape == (0,)  # nothing to reduce into: fine
     with pytest.raises(ValueError, match="zero-size array"):
         f(np.empty((0, 3)))
@@ -182,8 +189,8 @@ def test_max_of_an_empty_range_is_numpys_error(kind):
 @pytest.mark.parametrize("kind", ["argmax", "argmin"])
 def test_argmax_any_axes_any_layout_first_of_ties(kind, axis, dtype, split):
     x = device_tensor(3, dtype)
-    f = on_opencl([x], getattr(T, kind)(x, axis=axis))
-    runs_on_opencl(f, Argmax, "argmax")
+    f = on_device([x], getattr(T, kind)(x, axis=axis))
+    runs_on_device(f, Argmax, "argmax")
     value = rng.integers(0, 3, (3, 4, 5)).astype(dtype)  # many ties
     for layout, arg in strided_views(value).items():
         out = f(arg)
@@ -200,7 +207,7 @@ def test_argmax_any_axes_any_layout_first_of_ties(kind, axis, dtype, split):
 
 def test_argmax_stops_at_the_first_nan_like_numpy(split):
     x = device_tensor(2)
-    f = on_opencl([x], [T.argmax(x, axis=1), T.argmin(x, axis=1), T.argmax(x)])
+    f = on_device([x], [T.argmax(x, axis=1), T.argmin(x, axis=1), T.argmax(x)])
     value = np.array([[1.0, np.nan, 7.0, np.nan], [-np.inf, -np.inf, 2.0, 2.0]])
     wants = [value.argmax(axis=1), value.argmin(axis=1), value.argmax()]
     for out, want in zip(f(value), wants):
@@ -209,7 +216,7 @@ def test_argmax_stops_at_the_first_nan_like_numpy(split):
 
 def test_argmax_of_a_long_vector_and_columns(split):
     x = device_tensor(2)
-    f = on_opencl([x], [T.argmax(x, axis=0), T.argmin(x)])
+    f = on_device([x], [T.argmax(x, axis=0), T.argmin(x)])
     value = rng.standard_normal((500, 7))
     value[300, 3] = value[100, 3] = 9.0  # a tie across segments: the first wins
     a0, a = f(value)
@@ -219,16 +226,17 @@ def test_argmax_of_a_long_vector_and_columns(split):
 
 def test_argmax_of_an_empty_range_is_numpys_error():
     x = device_tensor(2)
-    f = on_opencl([x], T.argmax(x, axis=1))
+    f = on_device([x], T.argmax(x, axis=1))
     assert f(np.empty((0, 4))).shape == (0,)
     with pytest.raises(ValueError, match="empty sequence"):
         f(np.empty((3, 0)))
 
 
+@ONLY_OPENCL
 def test_chunks_of_work_items_configured_explicitly():
     x = device_tensor(2)
     with config.change_flags(opencl_work_per_item="3"):
-        f = on_opencl([x], [T.sum(x, axis=1), T.sum(x, axis=0), T.argmax(x, axis=1)])
+        f = on_device([x], [T.sum(x, axis=1), T.sum(x, axis=0), T.argmax(x, axis=1)])
         value = rng.standard_normal((11, 13))
         s1, s0, am = f(value)
     np.testing.assert_allclose(s1, value.sum(axis=1), rtol=1e-12)

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import NEEDS_OPENCL
+from helpers.device import DEVICE, NEEDS_DEVICE
 
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.config import config
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 
 
 def rnn_step(device: str) -> tuple[list, np.ndarray]:
     rng = np.random.default_rng(0)
     with config.change_flags(device=device):
-        w = tensorjit.shared(rng.standard_normal((3, 3)) * 0.5, name="w", target="opencl")
-        h0 = tensorjit.shared(np.ones(3), name="h0", target="opencl")
+        w = tensorjit.shared(rng.standard_normal((3, 3)) * 0.5, name="w", target=DEVICE)
+        h0 = tensorjit.shared(np.ones(3), name="h0", target=DEVICE)
         hs, _ = tensorjit.scan(lambda h: T.tanh(T.dot(w, h)), outputs_info=[h0], n_steps=4)
         cost = hs[-1].sum()
         f = tensorjit.function([], [cost, hs], updates={w: w - 0.1 * tensorjit.grad(cost, w)})
@@ -26,7 +26,7 @@ def rnn_step(device: str) -> tuple[list, np.ndarray]:
     return results, w.get_value()
 
 
-@pytest.mark.parametrize("default", ["opencl", "cpu"])
+@pytest.mark.parametrize("default", [DEVICE, "cpu"])
 def test_scan_over_device_shared_weights_trains_like_the_host(default):
     rng = np.random.default_rng(0)
     w_host = rng.standard_normal((3, 3)) * 0.5

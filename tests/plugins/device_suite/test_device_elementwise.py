@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import (
-    DEBUG_OPENCL,
-    NEEDS_OPENCL,
-    on_opencl,
-    runs_on_opencl,
+from helpers.device import (
+    DEBUG_DEVICE,
+    DEVICE,
+    NEEDS_DEVICE,
+    on_device,
+    runs_on_device,
     strided_views,
 )
 
@@ -20,24 +21,24 @@ from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.type import TensorType
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
 
 
 def device_matrix(name, dtype="float64"):
-    return TensorType(dtype, (None, None), device="opencl")(name)
+    return TensorType(dtype, (None, None), device=DEVICE)(name)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_a_fused_graph_runs_as_one_device_kernel(dtype):
     x, y = T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
-    f = on_opencl([x, y], T.tanh(x * y + 1) - T.exp(-x) / (1 + y**2))
-    runs_on_opencl(f, Elemwise, "elemwise")
+    f = on_device([x, y], T.tanh(x * y + 1) - T.exp(-x) / (1 + y**2))
+    runs_on_device(f, Elemwise, "elemwise")
     a, b = (rng.standard_normal((5, 7)).astype(dtype) for _ in range(2))
     want = np.tanh(a * b + 1) - np.exp(-a) / (1 + b**2)
     tol = 1e-12 if dtype == "float64" else 1e-5
     np.testing.assert_allclose(f(a, b), want, rtol=tol, atol=tol)
-    assert host_nodes_of_device_function(f.fgraph, "opencl") == []
+    assert host_nodes_of_device_function(f.fgraph, DEVICE) == []
 
 
 SCALAR_CASES = {
@@ -62,8 +63,8 @@ SCALAR_CASES = {
 def test_scalar_ops_agree_with_numpy_on_the_device(case):
     symbolic, numeric = SCALAR_CASES[case]
     x, y = T.matrix("x"), T.matrix("y")
-    f = on_opencl([x, y], symbolic(x, y))  # DebugMode: each kernel against Op.perform
-    runs_on_opencl(f, Elemwise, "elemwise")
+    f = on_device([x, y], symbolic(x, y))  # DebugMode: each kernel against Op.perform
+    runs_on_device(f, Elemwise, "elemwise")
     a, b = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     out = f(a, b)
     want = numeric(a, b)
@@ -83,9 +84,9 @@ LAYOUTS = [
 @pytest.mark.parametrize(("shape", "layout"), LAYOUTS)
 def test_strided_broadcast_empty_and_0d_operands(layout, shape):
     ndim = len(shape)
-    x = TensorType("float64", (None,) * ndim, device="opencl")("x")
-    row = TensorType("float64", (1,) * ndim, device="opencl")("row")
-    f = on_opencl([x, row], x * 2 + row)
+    x = TensorType("float64", (None,) * ndim, device=DEVICE)("x")
+    row = TensorType("float64", (1,) * ndim, device=DEVICE)("row")
+    f = on_device([x, row], x * 2 + row)
     value = rng.standard_normal(shape)
     views = strided_views(value)
     r = rng.standard_normal((1,) * ndim)
@@ -95,7 +96,7 @@ def test_strided_broadcast_empty_and_0d_operands(layout, shape):
 
 def test_in_place_on_a_mutable_strided_input_writes_through_its_strides():
     x = device_matrix("x")
-    f = on_opencl([In(x, mutable=True)], T.exp(x) + 1)
+    f = on_device([In(x, mutable=True)], T.exp(x) + 1)
     value = rng.standard_normal((3, 4))
     arg = strided_views(value)["stepped"]
     out = f(arg)
@@ -104,7 +105,7 @@ def test_in_place_on_a_mutable_strided_input_writes_through_its_strides():
 
 def test_broadcast_mismatch_is_a_clear_error():
     x, y = T.matrix("x"), T.matrix("y")
-    f = on_opencl([x, y], x + y, mode=DEBUG_OPENCL.with_backends("opencl", "c", "python"))
+    f = on_device([x, y], x + y, mode=DEBUG_DEVICE.with_backends(DEVICE, "c", "python"))
     with pytest.raises(ValueError, match="could not be broadcast together"):
         f(np.ones((2, 3)), np.ones((3, 2)))
 
@@ -113,8 +114,8 @@ def test_conversions_to_bool_test_for_nonzero_as_on_the_host():
     x, i = T.vector("x"), T.ivector("i")
     outs = [T.cast(x, "bool"), T.switch(x, 1.0, -1.0), T.cast(i, "bool"), T.switch(i, 1.0, -1.0)]
     outs.append(T.cast(x, "bool").sum())
-    f = on_opencl([x, i], outs)
-    runs_on_opencl(f, Elemwise, "elemwise")
+    f = on_device([x, i], outs)
+    runs_on_device(f, Elemwise, "elemwise")
     xv = np.array([0.5, -0.25, 256.0, -1.0, 0.0, np.nan])  # NaN is true, as in NumPy
     iv = np.array([256, 512, -256, 1, 0, 3], "int32")
     got = f(xv, iv)

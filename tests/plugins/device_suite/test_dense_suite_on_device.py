@@ -1,8 +1,8 @@
 """The dense op tests (Table 1: elementwise math, reductions, allocation and indexing,
-nnet, the operators) run again with ``config.device=opencl``: every node an OpenCL
-kernel covers is placed on the device, and DebugMode (which these tests use) compares
-each device kernel with Op.perform. The same files run on the host backends (C and
-Python) in the ordinary test run."""
+nnet, the operators) run again with ``config.device`` set to the tested device
+(tests/helpers/device.py): every node a device kernel covers is placed on the device,
+and DebugMode (which these tests use) compares each device kernel with Op.perform. The
+same files run on the host backends (C and Python) in the ordinary test run."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.opencl import NEEDS_OPENCL
+from helpers.device import DEVICE, NEEDS_DEVICE
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 ROOT = Path(__file__).resolve().parents[3]
 SUITES = [
     "tests/tensor/test_table1_elementwise.py",
@@ -25,8 +25,8 @@ SUITES = [
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_dense_op_suite_passes_with_device_opencl(suite):
-    env = dict(os.environ, TENSORJIT_FLAGS="device=opencl")
+def test_dense_op_suite_passes_on_the_device(suite):
+    env = dict(os.environ, TENSORJIT_FLAGS=f"device={DEVICE}")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", suite],
         cwd=ROOT,

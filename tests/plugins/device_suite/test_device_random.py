@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import (
-    FAST_OPENCL,
-    NEEDS_OPENCL,
-    on_opencl,
-    runs_on_opencl,
+from helpers.device import (
+    DEVICE,
+    FAST_DEVICE,
+    NEEDS_DEVICE,
+    on_device,
+    runs_on_device,
     strided_views,
     to_device,
 )
-from helpers.opencl import (
+from helpers.device import (
     to_host as on_host,
 )
 
@@ -26,7 +27,7 @@ from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor.random import MRG_RandomStreams, MRGSample, mrg31k3p_uniform
 from tensorjit.tensor.type import TensorType
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 DTYPES = ["float32", "float64"]
 # Sizes around the substream count (13 below): empty, fewer, equal, not a multiple.
 SIZES = [0, 1, 12, 13, 14, 100, 1001]
@@ -43,11 +44,11 @@ def host_and_device(draw, seed=1234):
     state a shared variable on the device), with both streams."""
     host, dev = MRG_RandomStreams(seed), MRG_RandomStreams(seed)
     f_host = tensorjit.function([], draw(host))
-    with config.change_flags(device="opencl"):
+    with config.change_flags(device=DEVICE):
         sample = draw(dev)
-    f_dev = on_opencl([], sample)
-    assert state_of(dev).type.device == "opencl"
-    runs_on_opencl(f_dev, MRGSample, "mrg31k3p")
+    f_dev = on_device([], sample)
+    assert state_of(dev).type.device == DEVICE
+    runs_on_device(f_dev, MRGSample, "mrg31k3p")
     return (host, f_host), (dev, f_dev)
 
 
@@ -127,10 +128,10 @@ def test_a_symbolic_size_is_read_at_run_time():
     n = T.lscalar("n")
     host, dev = MRG_RandomStreams(77), MRG_RandomStreams(77)
     f_host = tensorjit.function([n], host.uniform((n, 3), nstreams=5))
-    with config.change_flags(device="opencl"):
+    with config.change_flags(device=DEVICE):
         sample = dev.uniform((n, 3), nstreams=5)
-    f_dev = on_opencl([n], sample)
-    runs_on_opencl(f_dev, MRGSample, "mrg31k3p")
+    f_dev = on_device([n], sample)
+    runs_on_device(f_dev, MRGSample, "mrg31k3p")
     for size in (4, 0, 9, 1):
         got, want = f_dev(size), f_host(size)
         assert got.shape == (size, 3)
@@ -143,8 +144,8 @@ def test_a_host_state_is_moved_to_the_device_and_its_update_back():
     f_host = tensorjit.function([], host.uniform((31,), nstreams=6))
     sample = dev.uniform((31,), nstreams=6)  # state on the host
     assert state_of(dev).type.device == HOST
-    f_dev = on_opencl([], sample)
-    runs_on_opencl(f_dev, MRGSample, "mrg31k3p")
+    f_dev = on_device([], sample)
+    runs_on_device(f_dev, MRGSample, "mrg31k3p")
     for _ in range(CALLS):
         np.testing.assert_array_equal(f_dev(), f_host())
         assert_same_states(host, dev)
@@ -153,10 +154,10 @@ def test_a_host_state_is_moved_to_the_device_and_its_update_back():
 def test_the_placed_node_runs_on_the_device_without_debug_mode():
     (host, f_host), _ = host_and_device(lambda s: s.uniform((10,)))
     dev = MRG_RandomStreams(1234)
-    with config.change_flags(device="opencl"):
-        f_dev = tensorjit.function([], dev.uniform((10,)), mode=FAST_OPENCL)
-    runs_on_opencl(f_dev, MRGSample, "mrg31k3p")
-    assert host_nodes_of_device_function(f_dev.fgraph, "opencl") == []
+    with config.change_flags(device=DEVICE):
+        f_dev = tensorjit.function([], dev.uniform((10,)), mode=FAST_DEVICE)
+    runs_on_device(f_dev, MRGSample, "mrg31k3p")
+    assert host_nodes_of_device_function(f_dev.fgraph, DEVICE) == []
     for _ in range(CALLS):
         np.testing.assert_array_equal(f_dev(), f_host())
         assert_same_states(host, dev)
@@ -179,11 +180,11 @@ def test_bounds_and_binomial_built_on_the_device_stream():
 
 def device_state_function(dist, dtype, ndim=1):
     """``rstate, *sizes -> (new_rstate, sample)`` with ``rstate`` a device input."""
-    rstate = TensorType("int64", (None, None), device="opencl")("rstate")
+    rstate = TensorType("int64", (None, None), device=DEVICE)("rstate")
     sizes = [T.lscalar(f"n{k}") for k in range(ndim)]
     new_state, sample = MRGSample(dist, dtype, ndim)(rstate, *sizes)
-    f = on_opencl([rstate, *sizes], [new_state, sample])
-    runs_on_opencl(f, MRGSample, "mrg31k3p")
+    f = on_device([rstate, *sizes], [new_state, sample])
+    runs_on_device(f, MRGSample, "mrg31k3p")
     return f
 
 
@@ -239,10 +240,10 @@ def test_bad_states_raise_clear_errors():
 def test_float16_stays_on_the_host_with_the_host_stream():
     host, dev = MRG_RandomStreams(3), MRG_RandomStreams(3)
     f_host = tensorjit.function([], host.uniform((20,), dtype="float16", nstreams=4))
-    with config.change_flags(device="opencl"):
+    with config.change_flags(device=DEVICE):
         sample = dev.uniform((20,), dtype="float16", nstreams=4)
-    f_dev = on_opencl([], sample)
+    f_dev = on_device([], sample)
     node = next(n for n in f_dev.kernels if isinstance(n.op, MRGSample))
-    assert not f_dev.kernels[node].name.removeprefix("debug:").startswith("opencl:")
+    assert not f_dev.kernels[node].name.removeprefix("debug:").startswith(f"{DEVICE}:")
     np.testing.assert_array_equal(f_dev(), f_host())
     assert_same_states(host, dev)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import (
-    FAST_OPENCL,
-    NEEDS_OPENCL,
+from helpers.device import (
+    FAST_DEVICE,
+    NEEDS_DEVICE,
     device_var,
-    on_opencl,
-    runs_on_opencl,
+    on_device,
+    runs_on_device,
     strided_views,
     to_device,
 )
-from helpers.opencl import (
+from helpers.device import (
     to_host as host,
 )
 
@@ -30,7 +30,7 @@ from tensorjit.tensor.math import Alloc
 from tensorjit.tensor.nnet.basic import SelectClass, SelectClassGrad
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
 DTYPES = ["float64", "float32"]
 
@@ -61,8 +61,8 @@ def test_set_and_inc_subtensor_in_every_layout(case, set_value, dtype):
     x = device_var("x", (None, None), dtype)
     y = device_var("y", tuple(1 if n == 1 else None for n in y_shape), dtype)
     build = T.set_subtensor if set_value else T.inc_subtensor
-    f = on_opencl([x, y], build(index(x), y))
-    runs_on_opencl(f, IncSubtensor, "inc_subtensor")
+    f = on_device([x, y], build(index(x), y))
+    runs_on_device(f, IncSubtensor, "inc_subtensor")
     value = rng.standard_normal((4, 5)).astype(dtype)
     delta = rng.standard_normal(y_shape).astype(dtype)
     want = value.copy()
@@ -80,8 +80,8 @@ def test_set_and_inc_subtensor_in_every_layout(case, set_value, dtype):
 def test_inc_subtensor_with_symbolic_indices_and_integers():
     x, y = device_var("x", (None, None), "int32"), device_var("y", (None,), "int32")
     i, stop = T.lscalar("i"), T.lscalar("stop")
-    f = on_opencl([x, y, i, stop], T.inc_subtensor(x[i, :stop], y))
-    runs_on_opencl(f, IncSubtensor, "inc_subtensor")
+    f = on_device([x, y, i, stop], T.inc_subtensor(x[i, :stop], y))
+    runs_on_device(f, IncSubtensor, "inc_subtensor")
     value = rng.integers(-50, 50, (3, 4)).astype("int32")
     for i_value, stop_value in [(0, 2), (-1, -1), (2, 4)]:
         delta = rng.integers(-5, 5, len(range(4)[:stop_value])).astype("int32")
@@ -96,10 +96,10 @@ def test_inc_subtensor_with_symbolic_indices_and_integers():
 
 def test_inc_subtensor_in_place_writes_into_a_strided_mutable_input():
     x, y = device_var("x", (None, None)), device_var("y", (1, None))
-    f = on_opencl([In(x, mutable=True), y], T.inc_subtensor(x[::2, 1:], y))
+    f = on_device([In(x, mutable=True), y], T.inc_subtensor(x[::2, 1:], y))
     (node,) = [n for n in f.kernels if isinstance(n.op, IncSubtensor)]
     assert node.op.inplace
-    runs_on_opencl(f, IncSubtensor, "inc_subtensor")
+    runs_on_device(f, IncSubtensor, "inc_subtensor")
     value, delta = rng.standard_normal((5, 4)), rng.standard_normal((1, 3))
     arg = strided_views(value)["negative"]
     want = value.copy()
@@ -110,7 +110,7 @@ def test_inc_subtensor_in_place_writes_into_a_strided_mutable_input():
 
 def test_inc_subtensor_value_of_a_wrong_shape_is_a_clear_error():
     x, y = device_var("x", (None, None)), device_var("y", (None,))
-    f = on_opencl([x, y], T.inc_subtensor(x[1:], y), mode=FAST_OPENCL)
+    f = on_device([x, y], T.inc_subtensor(x[1:], y), mode=FAST_DEVICE)
     with pytest.raises(ValueError, match=r"IncSubtensor.*\(3,\).*\(2, 4\)"):
         f(to_device(np.zeros((3, 4))), to_device(np.zeros(3)))
 
@@ -122,9 +122,9 @@ def test_select_class_and_its_gradient_in_every_layout(dtype, y_dtype):
     p = device_var("p", (None, None), dtype)
     y = device_var("y", (None,), y_dtype)
     picked = SelectClass()(p, y)
-    f = on_opencl([p, y], [picked, tensorjit.grad((picked**2).sum(), p)])
-    runs_on_opencl(f, SelectClass, "select_class")
-    runs_on_opencl(f, SelectClassGrad, "select_class_grad")
+    f = on_device([p, y], [picked, tensorjit.grad((picked**2).sum(), p)])
+    runs_on_device(f, SelectClass, "select_class")
+    runs_on_device(f, SelectClassGrad, "select_class_grad")
     value = rng.standard_normal((6, 4)).astype(dtype)
     labels = np.array([0, 3, 3, 1, 2, 0], y_dtype)
     rows = np.arange(6)
@@ -141,7 +141,7 @@ def test_select_class_and_its_gradient_in_every_layout(dtype, y_dtype):
 def test_select_class_over_more_leading_axes_and_empty_batches():
     x, y = device_var("x", (None, None, None)), device_var("y", (None, None), "int64")
     g = device_var("g", (None, None))
-    f = on_opencl([x, y, g], [SelectClass()(x, y), SelectClassGrad()(x, g, y)])
+    f = on_device([x, y, g], [SelectClass()(x, y), SelectClassGrad()(x, g, y)])
     value = rng.standard_normal((2, 3, 4))
     labels = rng.integers(0, 4, (2, 3))
     grads = rng.standard_normal((2, 3))
@@ -162,8 +162,8 @@ def test_select_class_over_more_leading_axes_and_empty_batches():
 def test_select_class_out_of_range_is_an_index_error(bad):
     p, y = device_var("p", (None, None)), device_var("y", (None,), "int64")
     g = device_var("g", (None,))
-    f = on_opencl([p, y], SelectClass()(p, y))
-    fg = on_opencl([p, g, y], SelectClassGrad()(p, g, y))
+    f = on_device([p, y], SelectClass()(p, y))
+    fg = on_device([p, g, y], SelectClassGrad()(p, g, y))
     value, labels = to_device(np.ones((3, 4))), to_device(np.array([0, bad, 1]))
     with pytest.raises(IndexError, match=f"class index {bad} is out of range for 4 classes"):
         f(value, labels)
@@ -175,7 +175,7 @@ def test_select_class_out_of_range_is_an_index_error(bad):
 
 def test_select_class_shape_mismatch_is_a_clear_error():
     p, y = device_var("p", (None, None)), device_var("y", (None,), "int64")
-    f = on_opencl([p, y], SelectClass()(p, y), mode=FAST_OPENCL)
+    f = on_device([p, y], SelectClass()(p, y), mode=FAST_DEVICE)
     with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
         f(to_device(np.ones((3, 4))), to_device(np.array([0, 1])))
 
@@ -187,11 +187,11 @@ def test_a_classifier_training_step_runs_its_views_allocs_and_selections_on_the_
     p = nnet.softmax(T.dot(x, w) + b)
     cost = nnet.categorical_crossentropy(p, y).mean()
     gw, gb = tensorjit.grad(cost, [w, b])
-    f = on_opencl([x, y], cost, updates=[(w, w - 0.1 * gw), (b, b - 0.1 * gb)])
-    runs_on_opencl(f, DimShuffle, "dimshuffle")
-    runs_on_opencl(f, Alloc, "alloc")
-    runs_on_opencl(f, SelectClass, "select_class")
-    runs_on_opencl(f, SelectClassGrad, "select_class_grad")
+    f = on_device([x, y], cost, updates=[(w, w - 0.1 * gw), (b, b - 0.1 * gb)])
+    runs_on_device(f, DimShuffle, "dimshuffle")
+    runs_on_device(f, Alloc, "alloc")
+    runs_on_device(f, SelectClass, "select_class")
+    runs_on_device(f, SelectClassGrad, "select_class_grad")
     data, labels = rng.standard_normal((4, 5)), np.array([0, 2, 1, 2])
     np.testing.assert_allclose(f(data, labels), np.log(3))
     probs = np.full((4, 3), 1 / 3)
@@ -205,8 +205,8 @@ def test_a_classifier_training_step_runs_its_views_allocs_and_selections_on_the_
 def test_gather_rows_by_an_index_vector_in_every_layout(dtype, x_shape):
     x = device_var("x", (None,) * len(x_shape), dtype)
     idx = device_var("idx", (None,), "int64")
-    f = on_opencl([x, idx], x[idx])
-    runs_on_opencl(f, AdvancedSubtensor, "advanced_subtensor")
+    f = on_device([x, idx], x[idx])
+    runs_on_device(f, AdvancedSubtensor, "advanced_subtensor")
     value = rng.standard_normal(x_shape).astype(dtype)
     rows = np.array([4, 0, -1, 2, 2, -5])
     for layout, arg in layouts_of(value):
@@ -218,8 +218,8 @@ def test_gather_rows_by_an_index_vector_in_every_layout(dtype, x_shape):
 def test_gather_by_row_and_column_vectors_broadcasts_a_length_1_vector():
     x = device_var("x", (None, None))
     rows, cols = device_var("rows", (None,), "int32"), device_var("cols", (None,), "int64")
-    f = on_opencl([x, rows, cols], x[rows, cols])
-    runs_on_opencl(f, AdvancedSubtensor, "advanced_subtensor")
+    f = on_device([x, rows, cols], x[rows, cols])
+    runs_on_device(f, AdvancedSubtensor, "advanced_subtensor")
     value = rng.standard_normal((4, 3))
     for r, c in [([0, 1, 2, 3], [2, 0, -1, 1]), ([3], [0, 1, 2]), ([1, 1], [2])]:
         r, c = np.array(r, "int32"), np.array(c)
@@ -230,10 +230,10 @@ def test_gather_by_row_and_column_vectors_broadcasts_a_length_1_vector():
 
 def test_p_arange_y_runs_on_the_device():
     p, y = device_var("p", (None, None)), device_var("y", (None,), "int64")
-    f = on_opencl([p, y], p[T.arange(y.shape[0]), y])
+    f = on_device([p, y], p[T.arange(y.shape[0]), y])
     ops = [type(n.op) for n in f.kernels]
     picked = AdvancedSubtensor if AdvancedSubtensor in ops else SelectClass
-    runs_on_opencl(
+    runs_on_device(
         f, picked, "advanced_subtensor" if picked is AdvancedSubtensor else "select_class"
     )
     value, labels = rng.standard_normal((5, 3)), np.array([2, 0, 1, 1, 2])
@@ -244,7 +244,7 @@ def test_p_arange_y_runs_on_the_device():
 
 def test_gather_out_of_range_is_an_index_error():
     x, idx = device_var("x", (None, None)), device_var("idx", (None,), "int64")
-    f = on_opencl([x, idx], x[idx])
+    f = on_device([x, idx], x[idx])
     value = to_device(np.zeros((3, 2)))
     for bad in (3, -4):
         with pytest.raises(IndexError, match=f"index {bad} is out of bounds for dimension 0"):
@@ -261,8 +261,8 @@ def test_scatter_rows_with_repeated_indices_in_every_layout(set_value, dtype):
     y = device_var("y", (None, None), dtype)
     idx = device_var("idx", (None,), "int64")
     build = T.set_subtensor if set_value else T.inc_subtensor
-    f = on_opencl([x, y, idx], build(x[idx], y))
-    runs_on_opencl(f, AdvancedIncSubtensor, "advanced_inc_subtensor")
+    f = on_device([x, y, idx], build(x[idx], y))
+    runs_on_device(f, AdvancedIncSubtensor, "advanced_inc_subtensor")
     value = rng.standard_normal((4, 3)).astype(dtype)
     rows = np.array([1, 3, 1, -1, 0, 1])
     delta = rng.standard_normal((6, 3)).astype(dtype)
@@ -282,10 +282,10 @@ def test_scatter_broadcasts_the_value_and_scatters_pairs():
     row = device_var("row", (1, None))
     rows, cols = device_var("rows", (None,), "int64"), device_var("cols", (None,), "int64")
     v = device_var("v", (None,))
-    f = on_opencl(
+    f = on_device(
         [x, row, rows, cols, v], [T.inc_subtensor(x[rows], row), T.inc_subtensor(x[rows, cols], v)]
     )
-    runs_on_opencl(f, AdvancedIncSubtensor, "advanced_inc_subtensor")
+    runs_on_device(f, AdvancedIncSubtensor, "advanced_inc_subtensor")
     value, r = rng.standard_normal((3, 4)), rng.standard_normal((1, 4))
     i, j, d = np.array([0, 2, 0, 0]), np.array([1, -1, 1, 3]), rng.standard_normal(4)
     a, b = f(to_device(value), to_device(r), to_device(i), to_device(j), to_device(d))
@@ -299,7 +299,7 @@ def test_scatter_broadcasts_the_value_and_scatters_pairs():
 def test_scatter_in_place_checks_every_index_before_writing():
     x, y = device_var("x", (None, None)), device_var("y", (None, None))
     idx = device_var("idx", (None,), "int64")
-    f = on_opencl([In(x, mutable=True), y, idx], T.inc_subtensor(x[idx], y))
+    f = on_device([In(x, mutable=True), y, idx], T.inc_subtensor(x[idx], y))
     (node,) = [n for n in f.kernels if isinstance(n.op, AdvancedIncSubtensor)]
     assert node.op.inplace
     value = rng.standard_normal((3, 2))

@@ -9,15 +9,18 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers.opencl import (
-    FAST_OPENCL,
-    NEEDS_OPENCL,
-    on_opencl,
-    runs_on_opencl,
+from helpers.device import (
+    DEVICE,
+    FAST_DEVICE,
+    NEEDS_DEVICE,
+    ONLY_OPENCL,
+    on_device,
+    runs_on_device,
     strided_views,
     to_device,
+    view,
 )
-from helpers.opencl import (
+from helpers.device import (
     to_host as host,
 )
 
@@ -29,13 +32,13 @@ from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.linalg import MatMul
 from tensorjit.tensor.math import Dot
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
 DTYPES = ["float64", "float32"]
 
 
 def dev(ndim: int, dtype: str, name: str):
-    return T.TensorType(dtype, (None,) * ndim, device="opencl")(name)
+    return T.TensorType(dtype, (None,) * ndim, device=DEVICE)(name)
 
 
 def tol(dtype: str) -> float:
@@ -51,7 +54,6 @@ def layouts(value):
     views = strided_views(value)
     if value.ndim == 2:
         t = to_device(np.ascontiguousarray(value.T))
-        from tensorjit.plugins.opencl_backend.arrays import view
 
         views["transposed"] = view(t, value.shape, t.strides[::-1], t.offset)
     return views
@@ -60,6 +62,7 @@ def layouts(value):
 # (x shape, y shape): small (one element per work-item) and packed (register blocks,
 # edges not multiples of the block; above blas.CPU_BLOCKING's direct_max multiply-adds)
 # products of every rank Dot takes.
+@ONLY_OPENCL
 def test_the_packed_cases_are_above_the_direct_kernel_limit():
     from tensorjit.plugins.opencl_backend.blas import CPU_BLOCKING, GPU_BLOCKING
 
@@ -82,8 +85,8 @@ DOT_SHAPES = {
 def test_dot_of_every_rank_and_layout(case, dtype):
     sx, sy = DOT_SHAPES[case]
     x, y = dev(len(sx), dtype, "x"), dev(len(sy), dtype, "y")
-    f = on_opencl([x, y], T.dot(x, y))
-    runs_on_opencl(f, Dot, "dot")
+    f = on_device([x, y], T.dot(x, y))
+    runs_on_device(f, Dot, "dot")
     a, b = data(sx, dtype), data(sy, dtype)
     want = np.dot(a.astype("float64"), b.astype("float64"))
     for (la, va), (lb, vb) in itertools.product(layouts(a).items(), layouts(b).items()):
@@ -98,8 +101,8 @@ def test_dot_of_every_rank_and_layout(case, dtype):
 )
 def test_dot_with_empty_dimensions(sx, sy):
     x, y = dev(len(sx), "float64", "x"), dev(len(sy), "float64", "y")
-    f = on_opencl([x, y], T.dot(x, y))
-    runs_on_opencl(f, Dot, "dot")
+    f = on_device([x, y], T.dot(x, y))
+    runs_on_device(f, Dot, "dot")
     a, b = np.zeros(sx), np.zeros(sy)
     out = f(to_device(a), to_device(b))
     np.testing.assert_array_equal(out, np.dot(a, b))
@@ -107,16 +110,16 @@ def test_dot_with_empty_dimensions(sx, sy):
 
 def test_dot_shape_mismatch_is_a_clear_error():
     x, y = dev(2, "float64", "x"), dev(2, "float64", "y")
-    f = on_opencl([x, y], T.dot(x, y), mode=FAST_OPENCL)
+    f = on_device([x, y], T.dot(x, y), mode=FAST_DEVICE)
     with pytest.raises(ValueError, match=r"not aligned"):
         f(to_device(np.ones((2, 3))), to_device(np.ones((4, 2))))
 
 
 def test_integer_dot_stays_on_the_host():
     x, y = T.lmatrix("x"), T.lmatrix("y")
-    f = on_opencl([x, y], T.dot(x, y))
+    f = on_device([x, y], T.dot(x, y))
     node = next(n for n in f.kernels if isinstance(n.op, Dot))
-    assert not f.kernels[node].name.removeprefix("debug:").startswith("opencl:")
+    assert not f.kernels[node].name.removeprefix("debug:").startswith(f"{DEVICE}:")
     a = np.arange(6).reshape(2, 3)
     np.testing.assert_array_equal(f(a, a.T), a @ a.T)
 
@@ -124,8 +127,8 @@ def test_integer_dot_stays_on_the_host():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_matmul_of_matrices(dtype):
     x, y = dev(2, dtype, "x"), dev(2, dtype, "y")
-    f = on_opencl([x, y], MatMul()(x, y))
-    runs_on_opencl(f, MatMul, "matmul")
+    f = on_device([x, y], MatMul()(x, y))
+    runs_on_device(f, MatMul, "matmul")
     a, b = data((40, 30), dtype), data((30, 50), dtype)
     np.testing.assert_allclose(
         f(layouts(a)["negative"], b), a @ b, rtol=tol(dtype), atol=tol(dtype)
@@ -159,8 +162,8 @@ def gemm_graph(shapes, dtype, scalars: str):
 def test_gemm_and_gemv(case, dtype, scalars):
     sx, sy = GEMM_SHAPES[case]
     inputs, out = gemm_graph((sx, sy), dtype, scalars)
-    f = on_opencl(inputs, out)
-    runs_on_opencl(f, Gemm, "gemm")
+    f = on_device(inputs, out)
+    runs_on_device(f, Gemm, "gemm")
     sz = sx[:1] + sy[1:]
     c, a, b = data(sz, dtype), data(sx, dtype), data(sy, dtype)
     want = -1.5 * (a.astype("float64") @ b) + 0.5 * c
@@ -182,8 +185,8 @@ def test_gemm_in_place_writes_into_z_through_its_strides(case):
     sx, sy = GEMM_SHAPES[case]
     z, x, y = dev(len(sy), "float64", "z"), dev(2, "float64", "x"), dev(len(sy), "float64", "y")
     out = Gemm()(z, np.asarray(2.0), x, y, np.asarray(-1.0))
-    f = on_opencl([In(z, mutable=True), x, y], out)
-    runs_on_opencl(f, Gemm, "gemm")
+    f = on_device([In(z, mutable=True), x, y], out)
+    runs_on_device(f, Gemm, "gemm")
     assert any(n.op.inplace for n in f.kernels if isinstance(n.op, Gemm))
     c, a, b = data(sx[:1] + sy[1:], "float64"), data(sx, "float64"), data(sy, "float64")
     target = layouts(c)["stepped"]
@@ -196,8 +199,8 @@ def test_gemm_in_place_writes_into_z_through_its_strides(case):
 def test_gemm_reads_float64_device_scalars_for_float32_operands():
     z, x, y = (dev(n, "float32", name) for n, name in ((1, "z"), (2, "x"), (1, "y")))
     alpha, beta = dev(0, "float64", "alpha"), dev(0, "int64", "beta")
-    f = on_opencl([z, alpha, x, y, beta], Gemm()(z, alpha, x, y, beta))
-    runs_on_opencl(f, Gemm, "gemm")
+    f = on_device([z, alpha, x, y, beta], Gemm()(z, alpha, x, y, beta))
+    runs_on_device(f, Gemm, "gemm")
     c, a, b = data(6, "float32"), data((6, 4), "float32"), data(4, "float32")
     got = f(c, to_device(np.asarray(0.5)), a, b, to_device(np.asarray(3)))
     np.testing.assert_allclose(got, 0.5 * a @ b + 3 * c, rtol=1e-5, atol=1e-5)
@@ -205,8 +208,8 @@ def test_gemm_reads_float64_device_scalars_for_float32_operands():
 
 def test_gemm_with_an_empty_inner_dimension_scales_z():
     inputs, out = gemm_graph(((3, 0), (0, 4)), "float64", "device")
-    f = on_opencl(inputs, out)
-    runs_on_opencl(f, Gemm, "gemm")
+    f = on_device(inputs, out)
+    runs_on_device(f, Gemm, "gemm")
     c = data((3, 4), "float64")
     scalars = [to_device(np.asarray(v)) for v in (-1.5, 0.5)]
     got = f(c, np.zeros((3, 0)), np.zeros((0, 4)), *scalars)
@@ -215,7 +218,7 @@ def test_gemm_with_an_empty_inner_dimension_scales_z():
 
 def test_gemm_shape_mismatch_is_a_clear_error():
     inputs, out = gemm_graph(((3, 4), (4, 5)), "float64", "constant")
-    f = on_opencl(inputs, out, mode=FAST_OPENCL)
+    f = on_device(inputs, out, mode=FAST_DEVICE)
     with pytest.raises(ValueError, match=r"Gemm.*not aligned"):
         f(np.ones((3, 5)), np.ones((3, 4)), np.ones((3, 5)))
 
@@ -225,8 +228,8 @@ def test_gemm_shape_mismatch_is_a_clear_error():
 @pytest.mark.parametrize("inplace", [False, True])
 def test_ger(dtype, inplace):
     z, x, y, alpha = dev(2, dtype, "z"), dev(1, dtype, "x"), dev(1, dtype, "y"), dev(0, dtype, "a")
-    f = on_opencl([In(z, mutable=inplace), alpha, x, y], Ger()(z, alpha, x, y))
-    runs_on_opencl(f, Ger, "ger")
+    f = on_device([In(z, mutable=inplace), alpha, x, y], Ger()(z, alpha, x, y))
+    runs_on_device(f, Ger, "ger")
     assert any(n.op.inplace == inplace for n in f.kernels if isinstance(n.op, Ger))
     c, a, b = data((7, 300), dtype), data(7, dtype), data(300, dtype)
     want = c + 0.25 * np.outer(a, b)
@@ -238,8 +241,8 @@ def test_ger(dtype, inplace):
 
 def test_ger_with_empty_vectors():
     z, x, y = dev(2, "float64", "z"), dev(1, "float64", "x"), dev(1, "float64", "y")
-    f = on_opencl([z, x, y], Ger()(z, np.asarray(2.0), x, y))
-    runs_on_opencl(f, Ger, "ger")
+    f = on_device([z, x, y], Ger()(z, np.asarray(2.0), x, y))
+    runs_on_device(f, Ger, "ger")
     assert f(np.zeros((0, 3)), np.zeros(0), np.ones(3)).shape == (0, 3)
 
 
@@ -251,9 +254,9 @@ def test_a_logistic_regression_step_runs_its_products_on_the_device():
     p = nnet.softmax(T.dot(x, w) + b)
     cost = nnet.categorical_crossentropy(p, y).mean()
     gw, gb = tensorjit.grad(cost, [w, b])
-    f = on_opencl([x, y], cost, updates=[(w, w - 0.1 * gw), (b, b - 0.1 * gb)])
-    runs_on_opencl(f, Dot, "dot")
-    runs_on_opencl(f, Gemm, "gemm")
+    f = on_device([x, y], cost, updates=[(w, w - 0.1 * gw), (b, b - 0.1 * gb)])
+    runs_on_device(f, Dot, "dot")
+    runs_on_device(f, Gemm, "gemm")
     xs, ys = data((8, 5), "float64"), np.array([0, 1, 2, 1, 0, 2, 2, 1])
     w_host, b_host = np.zeros((5, 3)), np.zeros(3)
     for _ in range(3):

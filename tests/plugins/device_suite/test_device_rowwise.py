@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.opencl import NEEDS_OPENCL, on_opencl, runs_on_opencl, strided_views
+from helpers.device import DEVICE, NEEDS_DEVICE, on_device, runs_on_device, strided_views
 
 import tensorjit
 import tensorjit.tensor as T
@@ -16,13 +16,13 @@ from tensorjit.tensor.math import Argmax, Reduce
 from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
 from tensorjit.tensor.type import TensorType
 
-pytestmark = NEEDS_OPENCL
+pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
 ROW_OPS = (Softmax, LogSoftmax)
 
 
 def device_tensor(ndim, dtype="float64", name="x"):
-    return TensorType(dtype, (None,) * ndim, device="opencl")(name)
+    return TensorType(dtype, (None,) * ndim, device=DEVICE)(name)
 
 
 def np_log_softmax(x, axis):
@@ -38,8 +38,8 @@ def np_softmax(x, axis):
 @pytest.mark.parametrize("axis", [-1, 0, 1, (0, 2), (1, 2), None], ids=str)
 def test_softmax_and_log_softmax_along_any_axes_and_layouts(axis, dtype):
     x = device_tensor(3, dtype)
-    f = on_opencl([x], [nnet.softmax(x, axis=axis), nnet.log_softmax(x, axis=axis)])
-    runs_on_opencl(f, ROW_OPS, "softmax")
+    f = on_device([x], [nnet.softmax(x, axis=axis), nnet.log_softmax(x, axis=axis)])
+    runs_on_device(f, ROW_OPS, "softmax")
     value = (rng.standard_normal((3, 4, 5)) * 4).astype(dtype)
     np_axis = tuple(range(3)) if axis is None else axis
     tol = 1e-12 if dtype == "float64" else 2e-6
@@ -52,7 +52,7 @@ def test_softmax_and_log_softmax_along_any_axes_and_layouts(axis, dtype):
 
 def test_long_rows_of_a_matrix():
     x = device_tensor(2, "float32")
-    f = on_opencl([x], [nnet.softmax(x), nnet.log_softmax(x, axis=0)])
+    f = on_device([x], [nnet.softmax(x), nnet.log_softmax(x, axis=0)])
     value = rng.standard_normal((7, 5000)).astype("float32")
     sm, lsm = f(value)
     np.testing.assert_allclose(sm, np_softmax(value.astype("float64"), 1), rtol=1e-5)
@@ -63,7 +63,7 @@ def test_long_rows_of_a_matrix():
 
 def test_large_inputs_are_stable_and_nan_rows_stay_nan():
     x = device_tensor(2)
-    f = on_opencl([x], [nnet.softmax(x), nnet.log_softmax(x)])
+    f = on_device([x], [nnet.softmax(x), nnet.log_softmax(x)])
     value = np.array([[1000.0, 999.0, -1000.0], [1.0, np.nan, 2.0], [-5.0, -5.0, -5.0]])
     sm, lsm = f(value)
     with np.errstate(invalid="ignore"):
@@ -74,8 +74,8 @@ def test_large_inputs_are_stable_and_nan_rows_stay_nan():
 
 def test_integer_inputs_give_float64():
     x = device_tensor(2, "int32")
-    f = on_opencl([x], [nnet.softmax(x), nnet.log_softmax(x, axis=0)])
-    runs_on_opencl(f, ROW_OPS, "softmax")
+    f = on_device([x], [nnet.softmax(x), nnet.log_softmax(x, axis=0)])
+    runs_on_device(f, ROW_OPS, "softmax")
     value = rng.integers(-3, 3, (4, 6)).astype("int32")
     sm, lsm = f(value)
     assert sm.dtype == lsm.dtype == np.float64
@@ -86,7 +86,7 @@ def test_integer_inputs_give_float64():
 @pytest.mark.parametrize("shape", [(0, 5), (3, 0), (1, 1), (5,)], ids=str)
 def test_empty_and_single_element_rows(shape):
     x = device_tensor(len(shape))
-    f = on_opencl([x], [nnet.softmax(x), nnet.log_softmax(x)])
+    f = on_device([x], [nnet.softmax(x), nnet.log_softmax(x)])
     value = rng.standard_normal(shape)
     sm, lsm = f(value)
     assert sm.shape == lsm.shape == shape
@@ -103,12 +103,12 @@ def test_cross_entropy_training_graph_runs_rows_and_reductions_on_the_device():
     p = nnet.softmax(T.dot(x, w) + b)
     cost = nnet.categorical_crossentropy(p, y).mean()
     gw, gb = tensorjit.grad(cost, [w, b])
-    train = on_opencl([x, y], [cost, gw, gb])
-    runs_on_opencl(train, ROW_OPS, "softmax")
-    runs_on_opencl(train, Reduce, "reduce")
-    predict = on_opencl([x], T.argmax(p, axis=1))
-    runs_on_opencl(predict, Softmax, "softmax")
-    runs_on_opencl(predict, Argmax, "argmax")
+    train = on_device([x, y], [cost, gw, gb])
+    runs_on_device(train, ROW_OPS, "softmax")
+    runs_on_device(train, Reduce, "reduce")
+    predict = on_device([x], T.argmax(p, axis=1))
+    runs_on_device(predict, Softmax, "softmax")
+    runs_on_device(predict, Argmax, "argmax")
 
     a, labels = rng.standard_normal((8, 5)), rng.integers(0, 3, 8)
     w0 = w.get_value()
@@ -124,6 +124,6 @@ def test_cross_entropy_training_graph_runs_rows_and_reductions_on_the_device():
 
 def test_softmax_of_many_rows_matches_numpy_with_strided_output_rows():
     x = device_tensor(2)
-    f = on_opencl([x], nnet.softmax(x.T, axis=1))  # rows along the input's columns
+    f = on_device([x], nnet.softmax(x.T, axis=1))  # rows along the input's columns
     value = rng.standard_normal((6, 300))
     np.testing.assert_allclose(f(value), np_softmax(value.T, 1), rtol=1e-12)
