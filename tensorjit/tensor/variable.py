@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST, default_device, kind_of, split_ordinal
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Constant, Variable
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.tensor.type import TensorType
@@ -386,9 +388,48 @@ def tensor_shared_constructor(
             value = arr  # a number is held as a 0-d array (which strict=True accepts)
     if shape is None and broadcastable is None:
         shape = (None,) * arr.ndim  # shared values may change shape, as in Theano
-    device = default_device() if target is None else split_ordinal(target)[0]
+    if target is None:
+        device = usable_default_device(name)
+    else:
+        device = split_ordinal(target)[0]
+        check_usable(device, f"shared variable {name!r}: target={target!r}")
     ttype = TensorType(arr.dtype, shape, broadcastable, device=device)
     return TensorSharedVariable(ttype, value, name, borrow, strict, allow_downcast)
+
+
+def _why_unusable(device: str) -> str | None:
+    """None when some backend of ``device`` can run here, else every backend's reason
+    (an unknown device is left to TensorType, which names the known ones)."""
+    from tensorjit.core.hooks import get_plugin_system
+
+    registry = get_plugin_system().registries.backends
+    mine = [b.name for b in registry.backends.values() if b.device == device]
+    if device == HOST or not mine or registry.for_device(device):
+        return None
+    return "; ".join(f"{name}: {registry.unavailable_reason(name)}" for name in mine)
+
+
+def check_usable(device: str, what: str) -> None:
+    """Raise a clear error when values can not live on ``device`` here."""
+    reason = _why_unusable(device)
+    if reason is not None:
+        raise RuntimeError(f"{what} can not hold values on this machine ({reason})")
+
+
+def usable_default_device(name: str | None) -> str:
+    """``config.device``'s device, or the host (with a warning) when none of its backends
+    can run here: functions compiled with that config run on the host too."""
+    device = default_device()
+    reason = _why_unusable(device)
+    if reason is None:
+        return device
+    warnings.warn(
+        f"config.device={config.device} is unusable here ({reason}): shared variable "
+        f"{name!r} lives on the host",
+        TensorjitRuntimeWarning,
+        stacklevel=4,
+    )
+    return HOST
 
 
 def accepts_tensor_value(value: Any) -> bool:

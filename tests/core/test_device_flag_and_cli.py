@@ -18,13 +18,13 @@ from tensorjit.core.config import config
 
 def test_an_unknown_device_fails_at_the_first_compile_and_says_why():
     x = T.vector("x")
-    with config.change_flags(device="cuda"):
-        with pytest.raises(ValueError, match=r"config.device is 'cuda', but no installed backend "
+    with config.change_flags(device="tpu"):
+        with pytest.raises(ValueError, match=r"config.device is 'tpu', but no installed backend "
                            r"provides that device \(known devices: cpu"):  # fmt: skip
             tensorjit.function([x], x * 2)
         out = io.StringIO()
         info(out)
-        assert "cuda       config.device names it, but no installed backend" in out.getvalue()
+        assert "tpu        config.device names it, but no installed backend" in out.getvalue()
     np.testing.assert_allclose(tensorjit.function([x], x * 2)(np.ones(2)), [2.0, 2.0])
 
 
