@@ -37,6 +37,17 @@ def compiler_reason(choice: str) -> str | None:
     return None
 
 
+def cublas_reason() -> str | None:
+    """None where libcublas loads (the CUDA toolkit, or the nvidia-cublas wheel)."""
+    from tensorjit.plugins.cuda_backend.cublas import CublasUnavailable, binding
+
+    try:
+        binding()
+    except CublasUnavailable as exc:
+        return str(exc)
+    return None
+
+
 class NoDevice(RuntimeError):
     pass
 

@@ -80,7 +80,7 @@ class CudaArray:
 
     def set(self, host: Any) -> None:
         """Write host values of this array's shape (a C-contiguous array only)."""
-        host = np.ascontiguousarray(host, dtype=self.dtype)
+        host = np.asarray(host, dtype=self.dtype, order="C")  # (0-d stays 0-d)
         if host.shape != self.shape or not self.flags.c_contiguous:
             raise ValueError(f"set() of shape {host.shape} into a CUDA array {self.shape}")
         if self.size:
@@ -111,7 +111,7 @@ class CudaArrays(ArrayKind):
         return runtime().empty(shape, dtype)
 
     def from_host(self, array: Any) -> Any:
-        host = np.ascontiguousarray(array)
+        host = np.asarray(array, order="C")
         value = self.empty(host.shape, host.dtype)
         value.set(host)
         return value

@@ -118,6 +118,33 @@ def _compiler(choice: str) -> Compiler:
     return found
 
 
+@cache
+def _architectures(used: Compiler) -> tuple[int, ...]:
+    """The virtual architectures ``used`` can target (75, 80, ...)."""
+    if used.kind == "nvcc":
+        done = subprocess.run([used.path, "--list-gpu-arch"], capture_output=True, text=True)
+        return tuple(sorted(int(n) for n in re.findall(r"compute_(\d+)", done.stdout)))
+    lib, _ = _nvrtc_library()
+    count = ctypes.c_int()
+    if lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)) != 0:
+        return ()
+    archs = (ctypes.c_int * count.value)()
+    lib.nvrtcGetSupportedArchs(archs)
+    return tuple(sorted(archs))
+
+
+def supported_arch(wanted: str) -> str:
+    """``wanted`` (``compute_90``), or the newest architecture the compiler knows below
+    it: PTX for an older architecture runs on newer GPUs (the driver compiles it), while
+    a compiler older than the GPU rejects the GPU's own."""
+    known = _architectures(compiler())
+    number = int(wanted.removeprefix("compute_"))
+    if not known or number in known:
+        return wanted
+    older = [n for n in known if n <= number]
+    return f"compute_{max(older) if older else min(known)}"
+
+
 def numbered(source: str) -> str:
     return "\n".join(f"{k + 1:4d} {line}" for k, line in enumerate(source.splitlines()))
 

@@ -234,6 +234,10 @@ class BlasPlan:
 def _float_dtype(node: Apply, operands: list) -> str | None:
     if not device_can_run(_target(), node):
         return None
+    try:
+        binding()
+    except CublasUnavailable:
+        return None  # no cuBLAS here: the products run elsewhere
     dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
     return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
 
@@ -278,7 +282,9 @@ def _scale(out: Any, beta: Any) -> None:
     """``out *= beta`` for a product over an empty inner axis, on the host: BLAS would
     return early without scaling (rare, so a sync is acceptable here)."""
     arrays = _target().arrays
-    scaled = arrays.to_host(out) * arrays.to_host(beta).reshape(())
+    b = arrays.to_host(beta).reshape(())
+    # beta == 0: out is not read (it may hold anything, as BLAS allows)
+    scaled = np.zeros(out.shape, out.dtype) if b == 0 else arrays.to_host(out) * b
     copy_into(_target(), out, arrays.from_host(scaled.astype(out.dtype)))
 
 

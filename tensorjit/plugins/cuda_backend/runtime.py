@@ -14,6 +14,7 @@ Nothing here runs at import or registration.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from typing import Any
 
@@ -22,6 +23,9 @@ import numpy as np
 from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
 
 BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
+# Transfers up to this size stage through pinned memory (kept in a pool for the next);
+# larger ones copy from pageable memory rather than pin that much for the process.
+STAGE_MAX_BYTES = 64 << 20
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
 
@@ -73,6 +77,43 @@ def describe_devices() -> list[str]:
     return lines
 
 
+class _Pushed:
+    """This thread's push of the device context: popped when the thread ends (CPython
+    frees a thread's ``threading.local`` values on that thread) or when the runtime
+    closes. pycuda aborts the process if a thread ends with its context stack not
+    empty."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    def __del__(self) -> None:
+        try:
+            self.driver.Context.pop()
+        except Exception:
+            pass
+
+
+class Block:
+    """A pooled device allocation that makes the context current in the thread that
+    frees it (pycuda's pool needs an active context to take a block back)."""
+
+    __slots__ = ("allocation", "rt")
+
+    def __init__(self, allocation: Any, rt: Runtime) -> None:
+        self.allocation, self.rt = allocation, rt
+
+    def __int__(self) -> int:
+        return int(self.allocation)
+
+    def __del__(self) -> None:
+        if not self.rt.closed:
+            try:
+                self.rt.make_current()
+            except Exception:
+                pass
+        self.allocation = None  # freed here, with the context current
+
+
 class Runtime:
     """The chosen device: its context, pools, modules and launches (target.py's
     runtime contract)."""
@@ -95,9 +136,13 @@ class Runtime:
         self.ordinal = ordinal
         self.context = self.device.retain_primary_context()
         self._current = threading.local()
+        self.closed = False
+        atexit.register(self.close)
         self.make_current()
         major, minor = self.device.compute_capability()
-        self.arch = f"compute_{major}{minor}"
+        from tensorjit.plugins.cuda_backend.compiler import supported_arch
+
+        self.arch = supported_arch(f"compute_{major}{minor}")
         attribute = driver.device_attribute
         self.compute_units = self.device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
         self.pool = tools.DeviceMemoryPool()
@@ -112,15 +157,27 @@ class Runtime:
 
     def make_current(self) -> None:
         """Push the device's context on this thread once (pycuda contexts are per
-        thread)."""
-        if not getattr(self._current, "pushed", False):
+        thread); the push is popped when the thread ends."""
+        if not self.closed and getattr(self._current, "guard", None) is None:
             self.context.push()
-            self._current.pushed = True
+            self._current.guard = _Pushed(self.driver)
+
+    def close(self) -> None:
+        """At exit: the pools stop keeping blocks (later frees go straight back to the
+        driver), and this thread's context push is popped."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.pool.stop_holding()
+            self.pinned.free_held()
+        finally:
+            self._current.guard = None
 
     # ------------------------------------------------------------ memory
-    def allocate(self, nbytes: int) -> Any:
+    def allocate(self, nbytes: int) -> Block:
         self.make_current()
-        return self.pool.allocate(max(int(nbytes), 1))
+        return Block(self.pool.allocate(max(int(nbytes), 1)), self)
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         from tensorjit.plugins.cuda_backend.arrays import CudaArray
@@ -132,18 +189,29 @@ class Runtime:
         return CudaArray(shape, dtype, base)
 
     def to_device(self, dest_pointer: int, host: np.ndarray) -> None:
-        """Copy contiguous ``host`` to device memory, staged through pinned memory."""
+        """Copy contiguous ``host`` to device memory, staged through pinned memory
+        (flat: pycuda's pinned pool does not take 0-d shapes)."""
         self.make_current()
-        staging = self.pinned.allocate(host.shape, host.dtype)
-        staging[...] = host
+        flat = np.asarray(host, order="C").reshape(-1)
+        if flat.nbytes > STAGE_MAX_BYTES:
+            self.driver.memcpy_htod(dest_pointer, flat)
+            return
+        staging = self.pinned.allocate((flat.size,), flat.dtype)
+        staging[...] = flat
         self.driver.memcpy_htod(dest_pointer, staging)
 
     def to_host(self, source_pointer: int, shape: tuple, dtype: Any) -> np.ndarray:
         """A host copy of ``shape``/``dtype`` contiguous device memory (a sync)."""
         self.make_current()
-        staging = self.pinned.allocate(shape, dtype)
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64))
+        if size * dtype.itemsize > STAGE_MAX_BYTES:
+            out = np.empty(size, dtype)
+            self.driver.memcpy_dtoh(out, source_pointer)
+            return out.reshape(shape)
+        staging = self.pinned.allocate((size,), dtype)
         self.driver.memcpy_dtoh(staging, source_pointer)
-        return np.array(staging, copy=True)
+        return staging.reshape(shape).copy()
 
     @staticmethod
     def buffer_args(value: Any) -> list[Any]:
@@ -164,9 +232,23 @@ class Runtime:
                     if name not in entry_names(ptx):
                         raise RuntimeError(f"kernel {name} is not in its program")
                     self.make_current()
-                    module = self.modules[source] = self.driver.module_from_buffer(ptx.encode())
+                    module = self.modules[source] = self._load(ptx)
                 kernel = self.kernels[key] = module.get_function(name)
         return kernel
+
+    def _load(self, ptx: str) -> Any:
+        try:
+            return self.driver.module_from_buffer(ptx.encode())
+        except self.driver.Error as exc:
+            from tensorjit.plugins.cuda_backend.compiler import compiler
+
+            version = self.driver.get_driver_version()
+            raise RuntimeError(
+                f"the CUDA driver (version {version}) could not load PTX for {self.arch} "
+                f"from {compiler().describe()}: {exc} (a compiler newer than the driver "
+                "writes PTX the driver can not read: use the toolkit's nvcc, "
+                "config.cuda_compiler=nvcc, or a matching nvidia-cuda-nvrtc)"
+            ) from None
 
     def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
         """Run ``kernel`` over at least ``work_items`` threads (none when zero); every
