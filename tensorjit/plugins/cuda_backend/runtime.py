@@ -26,6 +26,9 @@ BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
 # Transfers up to this size stage through pinned memory (kept in a pool for the next);
 # larger ones copy from pageable memory rather than pin that much for the process.
 STAGE_MAX_BYTES = 64 << 20
+# Kernel argument types (the kernel families pass pointers as np.uintp, lengths and
+# offsets as np.int64) -> struct formats of a prepared launch.
+ARG_FORMATS = {np.uintp: "P", np.int64: "q", np.int32: "i", np.float64: "d", np.float32: "f"}
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
 
@@ -149,6 +152,7 @@ class Runtime:
         self.pinned = tools.PageLockedMemoryPool()
         self.modules: dict[str, Any] = {}
         self.kernels: dict[tuple[str, str], Any] = {}
+        self.formats: dict[int, str] = {}  # id(kernel) -> its prepared argument format
         self.lock = threading.Lock()
 
     @property
@@ -250,20 +254,29 @@ class Runtime:
                 "config.cuda_compiler=nvcc, or a matching nvidia-cuda-nvrtc)"
             ) from None
 
+    def _call(self, kernel: Any, blocks: int, threads: int, args: tuple) -> None:
+        """A prepared launch: the argument layout is packed from a format fixed at the
+        kernel's first launch (pycuda's unprepared call inspects every argument each
+        time)."""
+        fmt = self.formats.get(id(kernel))
+        if fmt is None:
+            fmt = "".join(ARG_FORMATS[type(a)] for a in args)
+            kernel.prepare(fmt)
+            self.formats[id(kernel)] = fmt
+        self.make_current()
+        kernel.prepared_call((int(blocks), 1), (int(threads), 1, 1), *args)
+
     def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
         """Run ``kernel`` over at least ``work_items`` threads (none when zero); every
         kernel guards its index."""
         if work_items > 0:
-            self.make_current()
-            blocks = -(-int(work_items) // BLOCK)
-            kernel(*args, block=(BLOCK, 1, 1), grid=(blocks, 1, 1))
+            self._call(kernel, -(-int(work_items) // BLOCK), BLOCK, args)
 
     launch_chunks = launch
 
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         if groups > 0:
-            self.make_current()
-            kernel(*args, block=(int(group_size), 1, 1), grid=(int(groups), 1, 1))
+            self._call(kernel, groups, group_size, args)
 
     def synchronize(self) -> None:
         self.make_current()
