@@ -23,8 +23,10 @@ from tensorjit.plugins.c_backend import (
     codegen,
     compiler,
     construct,
+    convolution,
     indexing,
     kernels,
+    pooling,
     rowwise,
 )
 from tensorjit.tensor.allocation import ARange
@@ -120,6 +122,28 @@ SPECS = (
         plan=_exactly(rowwise.OPS, _covered_if(rowwise.supported)),
         sources=lambda node, plan: [(rowwise.source_of(node)[0], str(node.op))],
         step=_step("rowwise"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:convolution",
+        BACKEND,
+        convolution.OPS,
+        lambda node, plan: convolution.factory(node),
+        plan=_exactly(convolution.OPS, _covered_if(convolution.supported)),
+        sources=lambda node, plan: [
+            (convolution.source_of(node.outputs[0].type.dtype)[0], "convolution kernels")
+        ],
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:pooling",
+        BACKEND,
+        pooling.OPS,
+        lambda node, plan: pooling.factory(node),
+        plan=_exactly(pooling.OPS, _covered_if(pooling.supported)),
+        sources=lambda node, plan: [
+            (pooling.source_of(node.outputs[0].type.dtype)[0], "pooling kernels")
+        ],
         plugin=PLUGIN,
     ),
     KernelSpec(

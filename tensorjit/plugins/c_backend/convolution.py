@@ -1,0 +1,259 @@
+"""C kernels for 2-D convolution (``Conv2d``) and its two gradients
+(``Conv2dGradInputs``, ``Conv2dGradWeights``), float32 and float64: im2col + GEMM, one
+image at a time.
+
+For image ``n`` the windows are unrolled into ``cols`` (K x P: K = channels x filter
+rows x filter cols, P = output pixels; zeros where a window covers padding), small enough
+to stay in cache, and each op is one GEMM through the BLAS NumPy or SciPy ships (the
+pointers the BLAS kernels use, blas.py):
+
+- forward: ``out[n] (F x P) = W (F x K) cols``;
+- weights: ``dW (F x K) += g[n] (F x P) cols^T`` over the images;
+- inputs: ``dcols (K x P) = W^T g[n]``, then ``col2im`` adds each column back into the
+  window it came from.
+
+``filter_flip`` (a true convolution) uses the flipped filters, copied once per call
+(the weights gradient is flipped back). The geometry (padding of every border mode,
+strides, output size, the checks and their messages) is ``Op._geometry``'s, so the
+kernels agree with ``Op.perform`` by construction. Inputs that are not C-contiguous
+are copied first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend import blas, compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
+
+Run = Callable[[list, list], None]
+OPS = (Conv2d, Conv2dGradInputs, Conv2dGradWeights)
+FLOATS = {"float32": ("s", "float"), "float64": ("d", "double")}
+
+# n images of c channels (h x w), f filters (kh x kw), output (oh x ow), stride, the
+# padding before the first row and column.
+GEOMETRY = (
+    "int64_t n, int64_t c, int64_t h, int64_t w, int64_t f, int64_t kh, int64_t kw, "
+    "int64_t oh, int64_t ow, int64_t sh, int64_t sw, int64_t pt, int64_t pl"
+)
+SOURCE = r"""
+#include <stdint.h>
+#include <string.h>
+typedef %(I)s tj_int;
+typedef %(T)s T;
+typedef void (*tj_gemm_t)(char *, char *, tj_int *, tj_int *, tj_int *, T *, T *, tj_int *,
+                          T *, tj_int *, T *, T *, tj_int *);
+static tj_gemm_t tj_gemm;
+
+int tj_conv_init(void *gemm) { tj_gemm = (tj_gemm_t)gemm; return gemm == NULL; }
+
+/* Row-major C (m x k2) = op(A) op(B) (+ beta C): the column-major C^T = op(B)^T op(A)^T. */
+static void tj_mm(char ta, char tb, int64_t m, int64_t nn, int64_t k, const T *a,
+                  int64_t lda, const T *b, int64_t ldb, T beta, T *cc, int64_t ldc) {
+    tj_int M = (tj_int)nn, N = (tj_int)m, K = (tj_int)k;
+    tj_int la = (tj_int)lda, lb = (tj_int)ldb, lc = (tj_int)ldc;
+    T one = 1;
+    tj_gemm(&tb, &ta, &M, &N, &K, &one, (T *)b, &lb, (T *)a, &la, &beta, cc, &lc);
+}
+
+/* cols[(ci*kh + ky)*kw + kx][oy*ow + ox] = image[ci][oy*sh + ky - pt][ox*sw + kx - pl]. */
+static void tj_im2col(const T *x, T *cols, int64_t c, int64_t h, int64_t w, int64_t kh,
+                      int64_t kw, int64_t oh, int64_t ow, int64_t sh, int64_t sw,
+                      int64_t pt, int64_t pl) {
+    for (int64_t ci = 0; ci < c; ci++)
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                T *row = cols + ((ci * kh + ky) * kw + kx) * oh * ow;
+                for (int64_t oy = 0; oy < oh; oy++) {
+                    int64_t iy = oy * sh + ky - pt;
+                    T *dst = row + oy * ow;
+                    if (iy < 0 || iy >= h) {
+                        memset(dst, 0, sizeof(T) * ow);
+                        continue;
+                    }
+                    const T *src = x + (ci * h + iy) * w;
+                    for (int64_t ox = 0; ox < ow; ox++) {
+                        int64_t ix = ox * sw + kx - pl;
+                        dst[ox] = (ix >= 0 && ix < w) ? src[ix] : (T)0;
+                    }
+                }
+            }
+}
+
+/* The adjoint of im2col: every column element added back to its image pixel. */
+static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int64_t kh,
+                      int64_t kw, int64_t oh, int64_t ow, int64_t sh, int64_t sw,
+                      int64_t pt, int64_t pl) {
+    memset(x, 0, sizeof(T) * c * h * w);
+    for (int64_t ci = 0; ci < c; ci++)
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const T *row = cols + ((ci * kh + ky) * kw + kx) * oh * ow;
+                for (int64_t oy = 0; oy < oh; oy++) {
+                    int64_t iy = oy * sh + ky - pt;
+                    if (iy < 0 || iy >= h) continue;
+                    T *dst = x + (ci * h + iy) * w;
+                    const T *src = row + oy * ow;
+                    for (int64_t ox = 0; ox < ow; ox++) {
+                        int64_t ix = ox * sw + kx - pl;
+                        if (ix >= 0 && ix < w) dst[ix] += src[ox];
+                    }
+                }
+            }
+}
+
+void tj_conv_forward(const T *x, const T *wt, T *out, T *cols, %(G)s) {
+    int64_t k = c * kh * kw, p = oh * ow;
+    for (int64_t i = 0; i < n; i++) {
+        tj_im2col(x + i * c * h * w, cols, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
+        tj_mm('N', 'N', f, p, k, wt, k, cols, p, (T)0, out + i * f * p, p);
+    }
+}
+
+void tj_conv_grad_weights(const T *x, const T *g, T *gw, T *cols, %(G)s) {
+    int64_t k = c * kh * kw, p = oh * ow;
+    memset(gw, 0, sizeof(T) * f * k);
+    for (int64_t i = 0; i < n; i++) {
+        tj_im2col(x + i * c * h * w, cols, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
+        tj_mm('N', 'T', f, k, p, g + i * f * p, p, cols, p, (T)1, gw, k);
+    }
+}
+
+void tj_conv_grad_inputs(const T *wt, const T *g, T *gx, T *cols, %(G)s) {
+    int64_t k = c * kh * kw, p = oh * ow;
+    for (int64_t i = 0; i < n; i++) {
+        tj_mm('T', 'N', k, p, f, wt, k, g + i * f * p, p, (T)0, cols, p);
+        tj_col2im(cols, gx + i * c * h * w, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
+    }
+}
+"""
+CDEF = """
+int tj_conv_init(void *gemm);
+void tj_conv_forward(const {T} *x, const {T} *wt, {T} *out, {T} *cols, {G});
+void tj_conv_grad_weights(const {T} *x, const {T} *g, {T} *gw, {T} *cols, {G});
+void tj_conv_grad_inputs(const {T} *wt, const {T} *g, {T} *gx, {T} *cols, {G});
+"""
+SYMBOLS = ("tj_conv_init", "tj_conv_forward", "tj_conv_grad_weights", "tj_conv_grad_inputs")
+_LOCK = threading.Lock()
+_READY: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
+    if ilp64 is None:
+        ilp64 = blas.provider().ilp64
+    t = FLOATS[dtype][1]
+    subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
+    return SOURCE % subs, CDEF.format(T=t, G=GEOMETRY)
+
+
+def library(dtype: str) -> tuple[Any, Any]:
+    """(ffi, lib) of the kernels for ``dtype``, given the configured BLAS's GEMM."""
+    chosen = blas.provider()
+    key = (dtype, chosen.name)
+    with _LOCK:
+        ready = _READY.get(key)
+        if ready is None:
+            source, cdef = source_of(dtype, chosen.ilp64)
+            ffi, lib = compiler.load(source, cdef, SYMBOLS, f"convolution kernels ({dtype})")
+            gemm = chosen.pointers[blas.ROUTINES.index(FLOATS[dtype][0] + "gemm")]
+            if lib.tj_conv_init(ffi.cast("void *", gemm)):
+                raise RuntimeError(f"convolution kernels: no GEMM in {chosen.where}")
+            ready = _READY[key] = (ffi, lib)
+        return ready
+
+
+def supported(node: Apply) -> bool:
+    """Float operands sharing the output's dtype (mixed dtypes run Op.perform)."""
+    arrays = [v for v in node.inputs if v.type.ndim == 4]
+    dtypes = {v.type.dtype for v in arrays} | {node.outputs[0].type.dtype}
+    return len(dtypes) == 1 and dtypes <= set(FLOATS)
+
+
+def _fits(*sizes: int) -> bool:
+    return blas.provider().ilp64 or all(s < 2**31 for s in sizes)
+
+
+def factory(node: Apply) -> Run:
+    op, dtype = node.op, np.dtype(node.outputs[0].type.dtype)
+    ffi, lib = library(dtype.name)
+    t = FLOATS[dtype.name][1] + " *"
+    perform = op.perform
+
+    def ptr(a: np.ndarray) -> Any:
+        return ffi.cast(t, ffi.from_buffer(a))
+
+    def flipped(w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(op._effective(w), dtype=dtype)
+
+    def geometry(n, c, hw, f, k_hw, pads, out_hw) -> list[int]:
+        return [n, c, *hw, f, *k_hw, *out_hw, *op.subsample, pads[0][0], pads[1][0]]
+
+    if type(op) is Conv2d:
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, w = (np.ascontiguousarray(v, dtype=dtype) for v in inputs)
+            op._check_runtime_channels(x.shape[1], w.shape[1])
+            pads, _, out_hw = op._geometry(x.shape[2:], w.shape[2:])
+            n, c, f = x.shape[0], x.shape[1], w.shape[0]
+            k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
+            if not _fits(f * p, k * p, f * k):
+                return perform(node, inputs, output_storage)
+            out = output_buffer(output_storage[0][0], (n, f, *out_hw), dtype, inputs)
+            if out.size and k:
+                cols = np.empty(k * p, dtype)
+                g = geometry(n, c, x.shape[2:], f, w.shape[2:], pads, out_hw)
+                lib.tj_conv_forward(ptr(x), ptr(flipped(w)), ptr(out), ptr(cols), *g)
+            elif out.size:
+                out[...] = 0
+            output_storage[0][0] = out
+
+    elif type(op) is Conv2dGradWeights:
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, g = (np.ascontiguousarray(v, dtype=dtype) for v in inputs[:2])
+            k_hw = (int(inputs[2]), int(inputs[3]))
+            pads, _, out_hw = op._geometry(x.shape[2:], k_hw)
+            if tuple(out_hw) != g.shape[2:] or g.shape[0] != x.shape[0]:
+                return perform(node, inputs, output_storage)  # raises perform's error
+            n, c, f = x.shape[0], x.shape[1], g.shape[1]
+            k, p = c * k_hw[0] * k_hw[1], out_hw[0] * out_hw[1]
+            if not _fits(f * p, k * p, f * k):
+                return perform(node, inputs, output_storage)
+            gw = np.empty((f, c, *k_hw), dtype)
+            if gw.size and n and p:
+                cols = np.empty(k * p, dtype)
+                geo = geometry(n, c, x.shape[2:], f, k_hw, pads, out_hw)
+                lib.tj_conv_grad_weights(ptr(x), ptr(g), ptr(gw), ptr(cols), *geo)
+            else:
+                gw[...] = 0
+            output_storage[0][0] = flipped(gw)
+
+    else:
+
+        def run(inputs: list, output_storage: list) -> None:
+            w, g = (np.ascontiguousarray(v, dtype=dtype) for v in inputs[:2])
+            hw = (int(inputs[2]), int(inputs[3]))
+            op._check_runtime_channels(g.shape[1], w.shape[0])
+            pads, _, out_hw = op._geometry(hw, w.shape[2:])
+            if tuple(out_hw) != g.shape[2:]:
+                return perform(node, inputs, output_storage)  # raises perform's error
+            n, c, f = g.shape[0], w.shape[1], w.shape[0]
+            k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
+            if not _fits(f * p, k * p, f * k):
+                return perform(node, inputs, output_storage)
+            gx = output_buffer(output_storage[0][0], (n, c, *hw), dtype, inputs)
+            if gx.size and f and p:
+                cols = np.empty(k * p, dtype)
+                geo = geometry(n, c, hw, f, w.shape[2:], pads, out_hw)
+                lib.tj_conv_grad_inputs(ptr(flipped(w)), ptr(g), ptr(gx), ptr(cols), *geo)
+            elif gx.size:
+                gx[...] = 0
+            output_storage[0][0] = gx
+
+    return run

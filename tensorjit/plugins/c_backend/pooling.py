@@ -1,0 +1,200 @@
+"""C kernels for 2-D pooling (``Pool``: max, sum, average with or without padding) and
+its gradients (``MaxPoolGrad``, ``AveragePoolGrad``), float32 and float64.
+
+Every leading axis is a stack of (rows, cols) planes. A window is clipped to the image:
+padding never wins a max and adds nothing to a sum, so no padded copy is made (NumPy's
+reference pads, then views the windows). Averages divide by the count of
+``Op.perform`` (``average_inc_pad``: the window clipped to the padded image;
+``average_exc_pad``: to the image). Sums accumulate in double. The gradients write
+every image element once (zeros first), accumulating over the windows that cover it in
+window order; a max window passes its gradient to every element equal to its maximum
+(all of them on ties, as Theano). Inputs that are not C-contiguous are copied first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
+
+Run = Callable[[list, list], None]
+OPS = (Pool, MaxPoolGrad, AveragePoolGrad)
+MODES = {"max": 0, "sum": 1, "average_inc_pad": 2, "average_exc_pad": 3}
+FLOATS = {"float32": "float", "float64": "double"}
+
+# The geometry every kernel takes: planes, image (h, w), output (oh, ow), window,
+# stride, padding; window (r, c) covers image rows [r0, r1) and cols [c0, c1).
+GEOMETRY = (
+    "int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t wh, "
+    "int64_t ww, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int mode"
+)
+SOURCE = """
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+typedef %(T)s T;
+
+/* The rows (or cols) a window covers in the image, and its averaging count. */
+static inline void tj_span(int64_t k, int64_t s, int64_t win, int64_t pad, int64_t n,
+                           int mode, int64_t *lo, int64_t *hi, int64_t *count) {
+    int64_t start = k * s;                 /* in padded coordinates */
+    *lo = MAX(start - pad, 0);
+    *hi = MIN(start + win - pad, n);
+    int64_t c = mode == 2 ? MIN(start + win, n + 2 * pad) - start : *hi - *lo;
+    *count = c > 1 ? c : 1;
+}
+
+void tj_pool(const T *x, T *out, %(G)s) {
+    for (int64_t p = 0; p < planes; p++) {
+        const T *xp = x + p * h * w;
+        T *op = out + p * oh * ow;
+        for (int64_t r = 0; r < oh; r++) {
+            int64_t r0, r1, cr;
+            tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
+            for (int64_t c = 0; c < ow; c++) {
+                int64_t c0, c1, cc;
+                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
+                if (mode == 0) {
+                    T m = -INFINITY;
+                    for (int64_t i = r0; i < r1; i++)
+                        for (int64_t j = c0; j < c1; j++) {
+                            T v = xp[i * w + j];
+                            if (v > m || v != v) m = v;
+                        }
+                    op[r * ow + c] = m;
+                } else {
+                    double s = 0;
+                    for (int64_t i = r0; i < r1; i++)
+                        for (int64_t j = c0; j < c1; j++) s += xp[i * w + j];
+                    op[r * ow + c] = (T)(mode == 1 ? s : s / (double)(cr * cc));
+                }
+            }
+        }
+    }
+}
+
+void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
+    memset(gx, 0, sizeof(T) * planes * h * w);
+    for (int64_t p = 0; p < planes; p++) {
+        const T *xp = x + p * h * w, *zp = z + p * oh * ow, *gp = g + p * oh * ow;
+        T *gxp = gx + p * h * w;
+        for (int64_t r = 0; r < oh; r++) {
+            int64_t r0, r1, cr;
+            tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
+            for (int64_t c = 0; c < ow; c++) {
+                int64_t c0, c1, cc;
+                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
+                T m = zp[r * ow + c], d = gp[r * ow + c];
+                for (int64_t i = r0; i < r1; i++)
+                    for (int64_t j = c0; j < c1; j++)
+                        if (xp[i * w + j] == m) gxp[i * w + j] += d;
+            }
+        }
+    }
+}
+
+void tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
+    memset(gx, 0, sizeof(T) * planes * h * w);
+    for (int64_t p = 0; p < planes; p++) {
+        const T *gp = g + p * oh * ow;
+        T *gxp = gx + p * h * w;
+        for (int64_t r = 0; r < oh; r++) {
+            int64_t r0, r1, cr;
+            tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
+            for (int64_t c = 0; c < ow; c++) {
+                int64_t c0, c1, cc;
+                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
+                double d = mode == 1 ? (double)gp[r * ow + c]
+                                     : (double)gp[r * ow + c] / (double)(cr * cc);
+                for (int64_t i = r0; i < r1; i++)
+                    for (int64_t j = c0; j < c1; j++)
+                        gxp[i * w + j] = (T)((double)gxp[i * w + j] + d);
+            }
+        }
+    }
+}
+"""
+CDEF = """
+void tj_pool(const {T} *x, {T} *out, {G});
+void tj_max_pool_grad(const {T} *x, const {T} *z, const {T} *g, {T} *gx, {G});
+void tj_avg_pool_grad(const {T} *g, {T} *gx, {G});
+"""
+SYMBOLS = ("tj_pool", "tj_max_pool_grad", "tj_avg_pool_grad")
+
+
+def source_of(dtype: str) -> tuple[str, str]:
+    t = FLOATS[dtype]
+    return SOURCE % {"T": t, "G": GEOMETRY}, CDEF.format(T=t, G=GEOMETRY)
+
+
+@cache
+def library(dtype: str) -> tuple[Any, Any]:
+    source, cdef = source_of(dtype)
+    return compiler.load(source, cdef, SYMBOLS, f"pooling kernels ({dtype})")
+
+
+def supported(node: Apply) -> bool:
+    """Float images whose dtype every input and the output share (integer max pooling
+    and mixed dtypes run Op.perform)."""
+    dtypes = {v.type.dtype for v in node.inputs} | {node.outputs[0].type.dtype}
+    return len(dtypes) == 1 and dtypes <= set(FLOATS) and node.inputs[0].type.ndim >= 2
+
+
+def _geometry(op: Any, x: np.ndarray, out_hw: tuple[int, int]) -> list[int]:
+    h, w = x.shape[-2:]
+    planes = int(np.prod(x.shape[:-2], dtype=np.int64))
+    return [planes, h, w, *out_hw, *op.ws, *op.stride, *op.pad, MODES[op.mode]]
+
+
+def factory(node: Apply) -> Run:
+    op, dtype = node.op, np.dtype(node.outputs[0].type.dtype)
+    ffi, lib = library(dtype.name)
+    t = FLOATS[dtype.name] + " *"
+
+    def ptr(a: np.ndarray) -> Any:
+        return ffi.cast(t, ffi.from_buffer(a))
+
+    if type(op) is Pool:
+
+        def run(inputs: list, output_storage: list) -> None:
+            x = np.ascontiguousarray(inputs[0])
+            shape = op._out_shape(x.shape)
+            out = output_buffer(output_storage[0][0], shape, dtype, inputs)
+            if out.size:
+                lib.tj_pool(ptr(x), ptr(out), *_geometry(op, x, shape[-2:]))
+            output_storage[0][0] = out
+
+    elif type(op) is MaxPoolGrad:
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, z, g = (np.ascontiguousarray(v) for v in inputs)
+            out_hw = op._out_shape(x.shape)[-2:]
+            if z.shape != g.shape or g.shape[-2:] != tuple(out_hw) or g.shape[:-2] != x.shape[:-2]:
+                raise ValueError(f"{op}: pooled shapes {z.shape}/{g.shape} do not match {x.shape}")
+            gx = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
+            if gx.size:
+                lib.tj_max_pool_grad(ptr(x), ptr(z), ptr(g), ptr(gx), *_geometry(op, x, out_hw))
+            output_storage[0][0] = gx
+
+    else:
+
+        def run(inputs: list, output_storage: list) -> None:
+            x, g = inputs[0], np.ascontiguousarray(inputs[1])
+            out_hw = op._out_shape(x.shape)[-2:]
+            if g.shape[-2:] != tuple(out_hw) or g.shape[:-2] != x.shape[:-2]:
+                raise ValueError(f"{op}: output gradient shape {g.shape} does not match {x.shape}")
+            gx = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
+            if gx.size:
+                lib.tj_avg_pool_grad(ptr(g), ptr(gx), *_geometry(op, x, out_hw))
+            output_storage[0][0] = gx
+
+    return run

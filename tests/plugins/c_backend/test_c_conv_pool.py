@@ -1,0 +1,119 @@
+"""C kernels for convolution (im2col + GEMM) and pooling: every border mode, stride,
+flip, pooling mode and padding, float64 and float32, across input layouts (contiguous,
+Fortran, strided, negative strides, broadcast, empty), each compared with Op.perform by
+the test kit (and the gradients by finite differences); a LeNet-style training step in
+DebugMode runs its convolutions and poolings on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.tensor import nnet
+from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
+from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool, pool_2d
+from tensorjit.testing import check_op
+
+rng = np.random.default_rng(0)
+DTYPES = ("float64", "float32")
+CONV_CASES = [
+    ("valid", (1, 1), True),
+    ("full", (1, 1), False),
+    ("half", (2, 1), True),
+    ("same", (1, 2), False),
+    ((1, 2), (2, 2), True),
+]
+
+
+def conv_shapes(border_mode, subsample):
+    x, w = rng.standard_normal((2, 3, 7, 6)), rng.standard_normal((4, 3, 3, 2))
+    op = Conv2d(border_mode, subsample)
+    _, _, out_hw = op._geometry(x.shape[2:], w.shape[2:])
+    g = rng.standard_normal((2, 4, *out_hw))
+    return x, w, g
+
+
+def on_c(report):
+    assert "c" in report.backends, report.checks
+    return report
+
+
+@pytest.mark.parametrize("border_mode,subsample,flip", CONV_CASES)
+def test_conv2d_kernel_matches_perform(border_mode, subsample, flip):
+    x, w, _ = conv_shapes(border_mode, subsample)
+    on_c(check_op(Conv2d(border_mode, subsample, flip), x, w, dtypes=DTYPES))
+
+
+@pytest.mark.parametrize("border_mode,subsample,flip", CONV_CASES)
+def test_conv2d_gradient_kernels_match_perform(border_mode, subsample, flip):
+    x, w, g = conv_shapes(border_mode, subsample)
+    params = (border_mode, subsample, flip)
+    on_c(check_op(Conv2dGradWeights(*params), x, g, 3, 2, dtypes=DTYPES, gradients=False))
+    on_c(check_op(Conv2dGradInputs(*params), w, g, 7, 6, dtypes=DTYPES, gradients=False))
+
+
+def test_a_filter_larger_than_the_image_raises_performs_error():
+    x, w = T.tensor4("x"), T.tensor4("w")
+    f = tensorjit.function([x, w], conv2d(x, w))
+    with pytest.raises(ValueError, match="larger than the padded image"):
+        f(np.zeros((1, 1, 2, 2)), np.zeros((1, 1, 3, 3)))
+
+
+POOL_CASES = [
+    ((2, 2), True, None, (0, 0)),
+    ((3, 2), False, None, (0, 0)),
+    ((3, 3), True, (2, 1), (1, 1)),
+    ((2, 3), False, (1, 2), (0, 0)),
+]
+MODES = ("max", "sum", "average_inc_pad", "average_exc_pad")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("ws,ignore_border,stride,pad", POOL_CASES)
+def test_pooling_kernels_match_perform(ws, ignore_border, stride, pad, mode):
+    x = rng.standard_normal((2, 3, 7, 8))
+    x[0, 0, :2, :2] = 1.5  # ties in a max window
+    params = (ws, ignore_border, stride, pad, mode)
+    pool = Pool(*params)
+    on_c(check_op(pool, x, dtypes=DTYPES, gradients=mode != "max"))
+    out_shape = pool._out_shape(x.shape)
+    g = rng.standard_normal(out_shape)
+    if mode == "max":
+        storage = [[None]]
+        pool.perform(pool.make_node(T.as_tensor_variable(x)), [x], storage)
+        z = storage[0][0]
+        on_c(check_op(MaxPoolGrad(*params), x, z, g, dtypes=DTYPES, gradients=False))
+    else:
+        on_c(check_op(AveragePoolGrad(*params), x, g, dtypes=DTYPES, gradients=False))
+
+
+def test_max_pooling_propagates_nan_and_skips_padding():
+    x = np.full((1, 1, 4, 4), -np.inf)
+    x[0, 0, 0, 0] = np.nan  # in the first window only
+    xs = T.tensor4("x")
+    f = tensorjit.function([xs], pool_2d(xs, (3, 3), stride=(2, 2), pad=(1, 1)))
+    out = f(x)
+    assert np.isnan(out[0, 0, 0, 0]) and np.isneginf(out[0, 0, 1, 1])
+
+
+def test_a_lenet_step_in_debugmode_runs_convolution_and_pooling_in_c():
+    x, y = T.tensor4("x"), T.lvector("y")
+    w0 = tensorjit.shared(rng.standard_normal((4, 1, 3, 3)) * 0.3, name="w0")
+    w1 = tensorjit.shared(rng.standard_normal((6, 4, 2, 2)) * 0.3, name="w1")
+    w2 = tensorjit.shared(rng.standard_normal((6, 3)) * 0.3, name="w2")
+    h = T.tanh(pool_2d(conv2d(x, w0, border_mode="half"), (2, 2)))
+    h = T.tanh(pool_2d(conv2d(h, w1), (2, 2), ignore_border=False, mode="average_exc_pad"))
+    p = nnet.softmax(T.dot(h.flatten(2), w2))
+    cost = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
+    params = [w0, w1, w2]
+    grads = tensorjit.grad(cost, params)
+    mode = tensorjit.core.compile.mode.Mode("DebugMode", tensorjit.FAST_RUN.query, debug=True)
+    f = tensorjit.function([x, y], [cost, *grads], mode=mode)
+    names = {k.name.removeprefix("debug:") for k in f.kernels.values()}
+    assert {"c:convolution", "c:pooling"} <= names, names
+    xv, yv = rng.standard_normal((3, 1, 6, 6)), np.array([0, 2, 1])
+    host = tensorjit.function([x, y], [cost, *grads], mode=tensorjit.FAST_COMPILE)
+    for got, want in zip(f(xv, yv), host(xv, yv)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
