@@ -38,12 +38,13 @@ GEOMETRY = (
 SOURCE = """
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 typedef %(T)s T;
 
-/* The rows (or cols) a window covers in the image, and its averaging count. */
+/* The rows (or cols) window k covers in the image, and its averaging count. */
 static inline void tj_span(int64_t k, int64_t s, int64_t win, int64_t pad, int64_t n,
                            int mode, int64_t *lo, int64_t *hi, int64_t *count) {
     int64_t start = k * s;                 /* in padded coordinates */
@@ -53,33 +54,64 @@ static inline void tj_span(int64_t k, int64_t s, int64_t win, int64_t pad, int64
     *count = c > 1 ? c : 1;
 }
 
+/* The output columns [*c0, *c1) whose window holds column offset j inside the image:
+   0 <= c*sw + j - pw < w. Loops over them run along contiguous output columns (and
+   vectorise), one window offset at a time. */
+static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t ow,
+                           int64_t *c0, int64_t *c1) {
+    int64_t lo = pw - j > 0 ? (pw - j + sw - 1) / sw : 0;
+    int64_t hi = w - 1 - j + pw >= 0 ? (w - 1 - j + pw) / sw + 1 : 0;
+    *c0 = MIN(lo, ow);
+    *c1 = MAX(MIN(hi, ow), *c0);
+}
+
 void tj_pool(const T *x, T *out, %(G)s) {
+    double *acc = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
+    double *inv = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
+    for (int64_t c = 0; c < ow && mode; c++) {
+        int64_t c0, c1, cc;
+        tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
+        inv[c] = (double)cc;
+    }
     for (int64_t p = 0; p < planes; p++) {
         const T *xp = x + p * h * w;
         T *op = out + p * oh * ow;
         for (int64_t r = 0; r < oh; r++) {
             int64_t r0, r1, cr;
             tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
-            for (int64_t c = 0; c < ow; c++) {
-                int64_t c0, c1, cc;
-                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
-                if (mode == 0) {
-                    T m = -INFINITY;
-                    for (int64_t i = r0; i < r1; i++)
-                        for (int64_t j = c0; j < c1; j++) {
-                            T v = xp[i * w + j];
-                            if (v > m || v != v) m = v;
+            T *restrict orow = op + r * ow;
+            if (mode == 0) {
+                for (int64_t c = 0; c < ow; c++) orow[c] = -INFINITY;
+            } else {
+                for (int64_t c = 0; c < ow; c++) acc[c] = 0;
+            }
+            for (int64_t i = r0; i < r1; i++) {
+                const T *xrow = xp + i * w;
+                for (int64_t j = 0; j < ww; j++) {
+                    int64_t c0, c1;
+                    tj_cols(j, sw, pw, w, ow, &c0, &c1);
+                    const T *restrict src = xrow + j - pw;
+                    if (mode == 0) {
+                        #pragma omp simd
+                        for (int64_t c = c0; c < c1; c++) {
+                            T v = src[c * sw], m = orow[c];
+                            orow[c] = (v > m || v != v) ? v : m;
                         }
-                    op[r * ow + c] = m;
-                } else {
-                    double s = 0;
-                    for (int64_t i = r0; i < r1; i++)
-                        for (int64_t j = c0; j < c1; j++) s += xp[i * w + j];
-                    op[r * ow + c] = (T)(mode == 1 ? s : s / (double)(cr * cc));
+                    } else {
+                        #pragma omp simd
+                        for (int64_t c = c0; c < c1; c++) acc[c] += src[c * sw];
+                    }
                 }
+            }
+            if (mode == 1) {
+                for (int64_t c = 0; c < ow; c++) orow[c] = (T)acc[c];
+            } else if (mode) {
+                for (int64_t c = 0; c < ow; c++) orow[c] = (T)(acc[c] / ((double)cr * inv[c]));
             }
         }
     }
+    free(acc);
+    free(inv);
 }
 
 void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
@@ -90,19 +122,32 @@ void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
         for (int64_t r = 0; r < oh; r++) {
             int64_t r0, r1, cr;
             tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
-            for (int64_t c = 0; c < ow; c++) {
-                int64_t c0, c1, cc;
-                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
-                T m = zp[r * ow + c], d = gp[r * ow + c];
-                for (int64_t i = r0; i < r1; i++)
-                    for (int64_t j = c0; j < c1; j++)
-                        if (xp[i * w + j] == m) gxp[i * w + j] += d;
+            const T *zrow = zp + r * ow, *grow = gp + r * ow;
+            for (int64_t i = r0; i < r1; i++) {
+                for (int64_t j = 0; j < ww; j++) {
+                    int64_t c0, c1;
+                    tj_cols(j, sw, pw, w, ow, &c0, &c1);
+                    const T *restrict src = xp + i * w + j - pw;
+                    T *restrict dst = gxp + i * w + j - pw;
+                    /* a select, not a branch: which element holds the max is random */
+                    #pragma omp simd
+                    for (int64_t c = c0; c < c1; c++) {
+                        T add = src[c * sw] == zrow[c] ? grow[c] : (T)0;
+                        dst[c * sw] += add;
+                    }
+                }
             }
         }
     }
 }
 
 void tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
+    double *inv = (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1));
+    for (int64_t c = 0; c < ow; c++) {
+        int64_t c0, c1, cc;
+        tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
+        inv[c] = mode == 1 ? 1.0 : (double)cc;
+    }
     memset(gx, 0, sizeof(T) * planes * h * w);
     for (int64_t p = 0; p < planes; p++) {
         const T *gp = g + p * oh * ow;
@@ -110,17 +155,21 @@ void tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
         for (int64_t r = 0; r < oh; r++) {
             int64_t r0, r1, cr;
             tj_span(r, sh, wh, ph, h, mode, &r0, &r1, &cr);
-            for (int64_t c = 0; c < ow; c++) {
-                int64_t c0, c1, cc;
-                tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
-                double d = mode == 1 ? (double)gp[r * ow + c]
-                                     : (double)gp[r * ow + c] / (double)(cr * cc);
-                for (int64_t i = r0; i < r1; i++)
-                    for (int64_t j = c0; j < c1; j++)
-                        gxp[i * w + j] = (T)((double)gxp[i * w + j] + d);
+            double rows = mode == 1 ? 1.0 : (double)cr;
+            const T *grow = gp + r * ow;
+            for (int64_t i = r0; i < r1; i++) {
+                for (int64_t j = 0; j < ww; j++) {
+                    int64_t c0, c1;
+                    tj_cols(j, sw, pw, w, ow, &c0, &c1);
+                    T *restrict dst = gxp + i * w + j - pw;
+                    #pragma omp simd
+                    for (int64_t c = c0; c < c1; c++)
+                        dst[c * sw] = (T)((double)dst[c * sw] + (double)grow[c] / (rows * inv[c]));
+                }
             }
         }
     }
+    free(inv);
 }
 """
 CDEF = """
