@@ -9,13 +9,18 @@ binomial mask drawn from the graph's random streams.
 - logreg: 784 -> 10 softmax regression, minibatches of 600, lr 0.13.
 - mlp: 784 -> 500 tanh -> 10 softmax, minibatches of 20, lr 0.01, L2 1e-4.
 - dA: 784 -> 500 sigmoid, tied weights, corruption 0.3, minibatches of 20, lr 0.1.
+- lenet: 1x28x28 images -> conv 20 5x5 -> max-pool 2x2 -> tanh -> conv 50 5x5 -> max-pool
+  2x2 -> tanh -> 500 tanh -> 10 softmax (the tutorial's LeNetConvPoolLayer: a true
+  convolution, bias after pooling), minibatches of 500, lr 0.1. PyTensor 3 has no
+  conv2d/pool_2d ops (only SciPy-style ``convolve2d`` of single planes), so it has no row.
 
 Implementations, same data, same run: hand-written NumPy, tensorjit (default mode),
 PyTensor (default mode, Numba in PyTensor 3; and mode="CVM", its C backend with its C
 BLAS linked, see _competitors.py), JAX (jax.jit, the data set on the device, the
 minibatch sliced inside the step). Deterministic models must agree with NumPy on the
-first step's loss; the dA's mask is random (each library its own generator), so its loss
-must only be within 5% of NumPy's. Times are medians of samples taken round-robin.
+losses of the first three steps (the third depends on every gradient of the first); the
+dA's mask is random (each library its own generator), so its losses must only be within
+5% of NumPy's. Times are medians of samples taken round-robin.
 
 Run: .venv/bin/pip install -e ".[bench]" && taskset -c 0 .venv/bin/python
      benchmarks/tutorial.py [--threads 1] [--models logreg,mlp,dA]
@@ -37,6 +42,7 @@ PYTENSOR_BLAS = setup_pytensor_blas()  # before PyTensor is imported
 
 import numpy as np  # noqa: E402
 from _timing import median_time  # noqa: E402
+from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
 N_BATCHES = 20
 MODELS = {
@@ -44,7 +50,9 @@ MODELS = {
     "logreg": (600, 0, 0.13, 0.0),
     "mlp": (20, 500, 0.01, 1e-4),
     "dA": (20, 500, 0.1, 0.0),
+    "lenet": (500, 500, 0.1, 0.0),
 }
+KERNS, FILTER, POOL = (20, 50), 5, 2  # LeNet's filters per layer, filter and pool sizes
 N_IN, N_OUT, CORRUPTION = 784, 10, 0.3
 
 
@@ -56,12 +64,24 @@ def make_data(model: str, dtype: str, seed: int = 0):
     n = N_BATCHES * batch
     if model == "dA":
         x = rng.uniform(0, 1, (n, N_IN)).astype(dtype)  # pixel intensities
+    elif model == "lenet":
+        x = rng.standard_normal((n, 1, 28, 28)).astype(dtype)
     else:
         x = rng.standard_normal((n, N_IN)).astype(dtype)
     teacher = rng.standard_normal((N_IN, N_OUT))
-    y = np.argmax(x @ teacher, axis=1).astype(np.int64)
+    y = np.argmax(x.reshape(n, N_IN) @ teacher, axis=1).astype(np.int64)
     if model == "logreg":
         params = [np.zeros((N_IN, N_OUT)), np.zeros(N_OUT)]
+    elif model == "lenet":
+        params, channels = [], 1
+        for k in KERNS:  # the tutorial's bounds: fan_in, fan_out / pooling area
+            bound = np.sqrt(6.0 / (channels * FILTER**2 + k * FILTER**2 / POOL**2))
+            params += [rng.uniform(-bound, bound, (k, channels, FILTER, FILTER)), np.zeros(k)]
+            channels = k
+        flat = KERNS[1] * 4 * 4
+        bound = np.sqrt(6.0 / (flat + hidden))
+        params += [rng.uniform(-bound, bound, (flat, hidden)), np.zeros(hidden),
+                   np.zeros((hidden, N_OUT)), np.zeros(N_OUT)]  # fmt: skip
     elif model == "mlp":
         b1 = np.sqrt(6.0 / (N_IN + hidden))
         b2 = np.sqrt(6.0 / (hidden + N_OUT))
@@ -89,9 +109,57 @@ def numpy_step(model: str, x_all, y_all, params0, dtype):
         e[rows, y] -= 1
         return loss, e / len(y)
 
+    def conv(x, w):
+        """A true convolution ('valid'): the windows (a view) times flipped filters."""
+        win = sliding_window_view(x, w.shape[2:], axis=(2, 3))  # N, C, oh, ow, kh, kw
+        out = np.tensordot(win, w[:, :, ::-1, ::-1], ([1, 4, 5], [1, 2, 3]))
+        return out.transpose(0, 3, 1, 2), win
+
+    def conv_grads(g, win, w, x_shape):
+        gw = np.tensordot(g, win, ([0, 2, 3], [0, 2, 3]))[:, :, ::-1, ::-1]
+        spread = np.tensordot(g, w[:, :, ::-1, ::-1], (1, 0))  # N, oh, ow, C, kh, kw
+        gx = np.zeros(x_shape, g.dtype)
+        oh, ow = g.shape[2:]
+        for ky in range(w.shape[2]):
+            for kx in range(w.shape[3]):
+                gx[:, :, ky : ky + oh, kx : kx + ow] += spread[..., ky, kx].transpose(0, 3, 1, 2)
+        return gx, gw
+
+    def pool(a):
+        n, c, h, w = a.shape
+        return a.reshape(n, c, h // POOL, POOL, w // POOL, POOL).max(axis=(3, 5))
+
+    def pool_grad(a, z, g):
+        up = np.repeat(np.repeat(z, POOL, axis=2), POOL, axis=3)
+        return (a == up) * np.repeat(np.repeat(g, POOL, axis=2), POOL, axis=3)
+
+    def lenet(x, y):
+        w0, b0, w1, b1, w2, b2, w3, b3 = params
+        c0, win0 = conv(x, w0)
+        p0 = pool(c0)
+        h0 = np.tanh(p0 + b0[:, None, None])
+        c1, win1 = conv(h0, w1)
+        p1 = pool(c1)
+        h1 = np.tanh(p1 + b1[:, None, None])
+        flat = h1.reshape(len(x), -1)
+        h2 = np.tanh(flat @ w2 + b2)
+        loss, gz = softmax_grad(h2 @ w3 + b3, y)
+        g2 = (gz @ w3.T) * (1 - h2 * h2)
+        gp1 = (g2 @ w2.T).reshape(h1.shape) * (1 - h1 * h1)
+        gh0, gw1 = conv_grads(pool_grad(c1, p1, gp1), win1, w1, h0.shape)
+        gp0 = gh0 * (1 - h0 * h0)
+        _, gw0 = conv_grads(pool_grad(c0, p0, gp0), win0, w0, x.shape)
+        for param, grad in zip(params, [gw0, gp0.sum(axis=(0, 2, 3)), gw1,
+                                        gp1.sum(axis=(0, 2, 3)), flat.T @ g2, g2.sum(axis=0),
+                                        h2.T @ gz, gz.sum(axis=0)]):  # fmt: skip
+            param -= lr * grad
+        return loss
+
     def step(i):
         x = x_all[i * batch : (i + 1) * batch]
         y = y_all[i * batch : (i + 1) * batch]
+        if model == "lenet":
+            return lenet(x, y)
         if model == "logreg":
             w, b = params
             loss, gz = softmax_grad(x @ w + b, y)
@@ -131,6 +199,8 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
     if lib == "tensorjit":
         import tensorjit as th
         import tensorjit.tensor as T
+        from tensorjit.tensor.nnet.conv import conv2d
+        from tensorjit.tensor.nnet.pool import pool_2d
         from tensorjit.tensor.random import RandomStreams
 
         def softmax(v):
@@ -141,6 +211,8 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
         def binomial(streams, shape, p):
             return streams.binomial(size=shape, n=1, p=p, dtype=dtype)
     else:
+        if model == "lenet":
+            raise NotImplementedError("PyTensor 3 has no conv2d/pool_2d ops")
         import pytensor as th
         import pytensor.tensor as T
         from pytensor.tensor.random.utils import RandomStream as RandomStreams
@@ -161,7 +233,19 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
     index = T.lscalar("index")
     x, y = T.matrix("x", dtype=dtype), T.lvector("y")
     lr = np.asarray(lr, dtype)
-    if model in ("logreg", "mlp"):
+    if model == "lenet":
+        x = T.tensor4("x", dtype=dtype)
+        w0, b0, w1, b1, w2, b2, w3, b3 = params
+        layer = x
+        for w, b in ((w0, b0), (w1, b1)):  # the tutorial's LeNetConvPoolLayer
+            pooled = pool_2d(conv2d(layer, w), (POOL, POOL), ignore_border=True)
+            layer = T.tanh(pooled + b.dimshuffle("x", 0, "x", "x"))
+        hidden = T.tanh(T.dot(layer.flatten(2), w2) + b2)
+        p_y = softmax(T.dot(hidden, w3) + b3)
+        cost = -T.mean(T.log(p_y)[T.arange(y.shape[0]), y])
+        givens = {x: data_x[index * batch : (index + 1) * batch],
+                  y: data_y[index * batch : (index + 1) * batch]}  # fmt: skip
+    elif model in ("logreg", "mlp"):
         if model == "logreg":
             w, b = params
             p_y = softmax(T.dot(x, w) + b)
@@ -204,6 +288,18 @@ def jax_step(model: str, x_all, y_all, params0):
             w, b = params
             logp = jax.nn.log_softmax(x @ w + b, axis=1)
             return -jnp.mean(logp[jnp.arange(batch), y])
+        if model == "lenet":
+            w0, b0, w1, b1, w2, b2, w3, b3 = params
+            layer = x
+            for w, b in ((w0, b0), (w1, b1)):  # a true convolution: flipped filters
+                c = jax.lax.conv_general_dilated(layer, w[:, :, ::-1, ::-1], (1, 1), "VALID")
+                pooled = jax.lax.reduce_window(
+                    c, -jnp.inf, jax.lax.max, (1, 1, POOL, POOL), (1, 1, POOL, POOL), "VALID"
+                )
+                layer = jnp.tanh(pooled + b[:, None, None])
+            hidden = jnp.tanh(layer.reshape(batch, -1) @ w2 + b2)
+            logp = jax.nn.log_softmax(hidden @ w3 + b3, axis=1)
+            return -jnp.mean(logp[jnp.arange(batch), y])
         if model == "mlp":
             w1, b1, w2, b2 = params
             logp = jax.nn.log_softmax(jnp.tanh(x @ w1 + b1) @ w2 + b2, axis=1)
@@ -234,15 +330,19 @@ def jax_step(model: str, x_all, y_all, params0):
 def run(model: str, dtype: str, args) -> None:
     x_all, y_all, params0 = make_data(model, dtype)
     rtol = (1e-8 if dtype == "float64" else 1e-3) if model != "dA" else 0.05
-    reference = float(numpy_step(model, x_all, y_all, params0, dtype)(0))
+    # The first three steps' losses: the third depends on every gradient of the first
+    # (LeNet's first loss is ln 10 whatever its convolutions compute).
+    reference_step = numpy_step(model, x_all, y_all, params0, dtype)
+    references = [float(reference_step(i)) for i in range(3)]
+    reference = references[0]
     rows: list[tuple[str, object]] = []
     notes: list[str] = []
 
     def add(name: str, step) -> None:
-        first = float(step(0))
-        if not np.isclose(first, reference, rtol=rtol, atol=0):
-            raise AssertionError(f"{model} {name}: first-step loss {first} != NumPy's {reference}")
-        counter = iter(range(1, 10**9))
+        losses = [float(step(i)) for i in range(3)]
+        if not np.allclose(losses, references, rtol=rtol, atol=0):
+            raise AssertionError(f"{model} {name}: losses {losses} != NumPy's {references}")
+        counter = iter(range(3, 10**9))
         rows.append((name, lambda: step(next(counter) % N_BATCHES)))
 
     add("numpy (hand-written)", numpy_step(model, x_all, y_all, params0, dtype))
@@ -284,7 +384,7 @@ def run(model: str, dtype: str, args) -> None:
     times = {name: statistics.median(v) for name, v in samples.items()}
     numpy_time = times["numpy (hand-written)"]
     batch = MODELS[model][0]
-    print(f"\n{model} {dtype}: first-step loss {reference:.6f}")
+    print(f"\n{model} {dtype}: first-step loss {reference:.6f}, third {references[2]:.6f}")
     print(f"  {'implementation':<24}{'ms/step':>10}{'examples/s':>13}{'x numpy':>10}")
     for name, value in rows:
         if not callable(value):

@@ -186,6 +186,7 @@ def factory(node: Apply) -> Run:
     perform = op.perform
 
     def ptr(a: np.ndarray) -> Any:
+        # (the cast does not keep ``a`` alive: callers hold every array in a variable)
         return ffi.cast(t, ffi.from_buffer(a))
 
     def flipped(w: np.ndarray) -> np.ndarray:
@@ -208,7 +209,8 @@ def factory(node: Apply) -> Run:
             if out.size and k:
                 cols = np.empty(k * p, dtype)
                 g = geometry(n, c, x.shape[2:], f, w.shape[2:], pads, out_hw)
-                lib.tj_conv_forward(ptr(x), ptr(flipped(w)), ptr(out), ptr(cols), *g)
+                wf = flipped(w)
+                lib.tj_conv_forward(ptr(x), ptr(wf), ptr(out), ptr(cols), *g)
             elif out.size:
                 out[...] = 0
             output_storage[0][0] = out
@@ -251,7 +253,8 @@ def factory(node: Apply) -> Run:
             if gx.size and f and p:
                 cols = np.empty(k * p, dtype)
                 geo = geometry(n, c, hw, f, w.shape[2:], pads, out_hw)
-                lib.tj_conv_grad_inputs(ptr(flipped(w)), ptr(g), ptr(gx), ptr(cols), *geo)
+                wf = flipped(w)
+                lib.tj_conv_grad_inputs(ptr(wf), ptr(g), ptr(gx), ptr(cols), *geo)
             elif gx.size:
                 gx[...] = 0
             output_storage[0][0] = gx

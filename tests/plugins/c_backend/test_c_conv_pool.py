@@ -117,3 +117,18 @@ def test_a_lenet_step_in_debugmode_runs_convolution_and_pooling_in_c():
     host = tensorjit.function([x, y], [cost, *grads], mode=tensorjit.FAST_COMPILE)
     for got, want in zip(f(xv, yv), host(xv, yv)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_lenet_sized_layers_match_perform():
+    """Filters large enough that a freed temporary's memory is reused at once (the
+    flipped filters must stay alive while C reads them)."""
+    x, w = T.tensor4("x"), T.tensor4("w")
+    xv, wv = rng.standard_normal((6, 20, 12, 12)), rng.standard_normal((50, 20, 5, 5))
+    g = rng.standard_normal((6, 50, 8, 8))
+    out = conv2d(x, w)
+    gx, gw = tensorjit.grad((out * g).sum(), [x, w])
+    fast = tensorjit.function([x, w], [out, gx, gw])
+    slow = tensorjit.function([x, w], [out, gx, gw], mode=tensorjit.FAST_COMPILE)
+    assert "c:convolution" in {k.name for k in fast.kernels.values()}
+    for got, want in zip(fast(xv, wv), slow(xv, wv)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
