@@ -8,9 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.core.devices import ArrayKind
 from tensorjit.plugins.cuda_backend import DEVICE
-from tensorjit.plugins.device_kernels.arrays import byte_extent, is_c_contiguous
+from tensorjit.plugins.device_kernels.arrays import StridedDeviceArrays
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -92,15 +91,14 @@ class CudaArray:
         return f"CudaArray(shape={self.shape}, dtype={self.dtype}, strides={self.strides})"
 
 
-def _target() -> Any:
-    from tensorjit.plugins.cuda_backend.target import CUDA
-
-    return CUDA
-
-
-class CudaArrays(ArrayKind):
+class CudaArrays(StridedDeviceArrays):
     device = DEVICE
     type_name = "CudaArray"
+
+    def target(self) -> Any:
+        from tensorjit.plugins.cuda_backend.target import CUDA
+
+        return CUDA
 
     def is_value(self, value: Any) -> bool:
         return isinstance(value, CudaArray)
@@ -110,38 +108,10 @@ class CudaArrays(ArrayKind):
 
         return runtime().empty(shape, dtype)
 
-    def from_host(self, array: Any) -> Any:
-        host = np.asarray(array, order="C")
-        value = self.empty(host.shape, host.dtype)
-        value.set(host)
-        return value
-
-    def to_host(self, value: Any) -> np.ndarray:
-        from tensorjit.plugins.device_kernels.arrays import contiguous
-
-        if value.size == 0:
-            return np.empty(value.shape, value.dtype)
-        return contiguous(_target(), value).get()
-
-    def write_from_host(self, dest: Any, array: Any) -> bool:
-        if dest.shape != array.shape or dest.dtype != array.dtype or not is_c_contiguous(dest):
-            return False
-        dest.set(array)
-        return True
-
-    def copy(self, value: Any) -> Any:
-        from tensorjit.plugins.device_kernels.arrays import copy_to_new
-
-        return copy_to_new(_target(), value)
-
-    def may_share_memory(self, a: Any, b: Any) -> bool:
-        if a.base_data is None or b.base_data is None or a.pointer_base != b.pointer_base:
-            return False
-        (la, ha), (lb, hb) = byte_extent(a), byte_extent(b)
-        return la < hb and lb < ha
+    def buffer_address(self, value: Any) -> int | None:
+        return None if value.base_data is None else value.pointer_base
 
     def view(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
-        """A view of ``base``'s allocation (``strides`` and ``offset`` in bytes)."""
         return CudaArray(shape, base.dtype, base.base_data, strides, offset)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from tensorjit.core.devices import ArrayKind
 from tensorjit.plugins.device_kernels.target import Target
 
 
@@ -52,3 +55,51 @@ def copy_to_new(t: Target, value: Any) -> Any:
 def contiguous(t: Target, value: Any) -> Any:
     """``value`` itself when C-contiguous, else a contiguous copy."""
     return value if is_c_contiguous(value) else copy_to_new(t, value)
+
+
+class StridedDeviceArrays(ArrayKind):
+    """The array kind of a device whose values are strided views over buffers (what
+    every device backend's kind shares). A subclass gives ``is_value``, ``empty``,
+    ``view``, ``buffer_address`` (None for a value without a buffer) and ``target``."""
+
+    def target(self) -> Target:
+        raise NotImplementedError
+
+    def buffer_address(self, value: Any) -> int | None:
+        raise NotImplementedError
+
+    def view(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
+        """A view of ``base``'s buffer (``strides`` and ``offset`` in bytes)."""
+        raise NotImplementedError
+
+    def from_host(self, array: Any) -> Any:
+        host = np.asarray(array, order="C")  # (a 0-d value stays 0-d)
+        value = self.empty(host.shape, host.dtype)
+        if host.size:
+            value.set(host)
+        return value
+
+    def to_host(self, value: Any) -> np.ndarray:
+        if value.size == 0:
+            return np.empty(value.shape, value.dtype)
+        return contiguous(self.target(), value).get()
+
+    def write_from_host(self, dest: Any, array: Any) -> bool:
+        if dest.shape != array.shape or dest.dtype != array.dtype or not is_c_contiguous(dest):
+            return False
+        if dest.size:
+            dest.set(np.asarray(array, order="C"))
+        return True
+
+    def copy(self, value: Any) -> Any:
+        return copy_to_new(self.target(), value)
+
+    def may_share_memory(self, a: Any, b: Any) -> bool:
+        ida, idb = self.buffer_address(a), self.buffer_address(b)
+        if ida is None or idb is None or ida != idb:
+            return False
+        (la, ha), (lb, hb) = byte_extent(a), byte_extent(b)
+        return la < hb and lb < ha
+
+    def describe(self, value: Any) -> str:
+        return f"{self.type_name} on {self.device} of dtype {value.dtype} and shape {value.shape}"

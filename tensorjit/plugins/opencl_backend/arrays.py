@@ -6,10 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import numpy as np
-
-from tensorjit.core.devices import ArrayKind
-from tensorjit.plugins.device_kernels.arrays import byte_extent, is_c_contiguous
+from tensorjit.plugins.device_kernels.arrays import StridedDeviceArrays
 from tensorjit.plugins.opencl_backend import DEVICE
 
 
@@ -25,15 +22,14 @@ def buffer_id(value: Any) -> int | None:
     return None if base is None else base.int_ptr
 
 
-def _target() -> Any:
-    from tensorjit.plugins.opencl_backend.target import OPENCL
-
-    return OPENCL
-
-
-class OpenCLArrays(ArrayKind):
+class OpenCLArrays(StridedDeviceArrays):
     device = DEVICE
     type_name = "pyopencl.array.Array"
+
+    def target(self) -> Any:
+        from tensorjit.plugins.opencl_backend.target import OPENCL
+
+        return OPENCL
 
     def is_value(self, value: Any) -> bool:
         cls = _array_class()
@@ -44,44 +40,10 @@ class OpenCLArrays(ArrayKind):
 
         return runtime().empty(shape, dtype)
 
-    def from_host(self, array: Any) -> Any:
-        host = np.asarray(array, order="C")
-        value = self.empty(host.shape, host.dtype)
-        if host.size:
-            value.set(host)
-        return value
-
-    def to_host(self, value: Any) -> np.ndarray:
-        from tensorjit.plugins.device_kernels.arrays import contiguous
-
-        if value.size == 0:
-            return np.empty(value.shape, value.dtype)
-        return contiguous(_target(), value).get()
-
-    def write_from_host(self, dest: Any, array: Any) -> bool:
-        if dest.shape != array.shape or dest.dtype != array.dtype or not is_c_contiguous(dest):
-            return False
-        if dest.size:
-            dest.set(np.asarray(array, order="C"))
-        return True
-
-    def copy(self, value: Any) -> Any:
-        from tensorjit.plugins.device_kernels.arrays import copy_to_new
-
-        return copy_to_new(_target(), value)
-
-    def may_share_memory(self, a: Any, b: Any) -> bool:
-        ida, idb = buffer_id(a), buffer_id(b)
-        if ida is None or idb is None or ida != idb:
-            return False
-        (la, ha), (lb, hb) = byte_extent(a), byte_extent(b)
-        return la < hb and lb < ha
-
-    def describe(self, value: Any) -> str:
-        return f"{self.type_name} on opencl of dtype {value.dtype} and shape {value.shape}"
+    def buffer_address(self, value: Any) -> int | None:
+        return buffer_id(value)
 
     def view(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
-        """A view of ``base``'s buffer (``strides`` and ``offset`` in bytes)."""
         import pyopencl.array as cla
 
         return cla.Array(
