@@ -1014,9 +1014,21 @@ static PyObject *tj_row(PyArrayObject *a, npy_intp t)
                    PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0]);
 }
 
-/* Copies value into a[t] (same shape, checked by the caller). */
+/* Copies value into a[t] (same shape, checked by the caller): one memcpy when both
+   are contiguous of one dtype (a loop's buffers and its steps' new outputs are), else
+   through a row view. */
 static int tj_store_row(PyArrayObject *a, npy_intp t, PyArrayObject *value)
 {
+    if (PyArray_IS_C_CONTIGUOUS(a) && PyArray_IS_C_CONTIGUOUS(value) &&
+        PyArray_EquivTypes(PyArray_DESCR(a), PyArray_DESCR(value))) {
+        npy_intp bytes = PyArray_NBYTES(value);
+        char *dest = PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0];
+        char *src = PyArray_BYTES(value);
+        if (src + bytes <= dest || dest + bytes <= src) { /* (a step may return a row) */
+            memcpy(dest, src, (size_t)bytes);
+            return 0;
+        }
+    }
     PyObject *row = tj_row(a, t);
     if (row == NULL)
         return -1;

@@ -3,20 +3,12 @@ on the CUDA target, and the products through cuBLAS."""
 
 from __future__ import annotations
 
-import importlib
-
 from tensorjit.core.registries import KernelSpec
-
-# The shared families, each with ``specs(target) -> list[KernelSpec]`` (as OpenCL's).
-FAMILIES = ("elementwise", "views", "reductions", "rowwise", "indexing", "random")
 
 
 def specs() -> list[KernelSpec]:
     from tensorjit.plugins.cuda_backend import cublas
     from tensorjit.plugins.cuda_backend.target import CUDA
+    from tensorjit.plugins.device_kernels import family_specs
 
-    found = []
-    for family in FAMILIES:
-        module = importlib.import_module(f"tensorjit.plugins.device_kernels.{family}")
-        found.extend(module.specs(CUDA))
-    return found + cublas.specs()
+    return family_specs(CUDA) + cublas.specs()

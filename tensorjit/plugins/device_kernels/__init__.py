@@ -17,3 +17,20 @@ family:
 GEMM differs per device (OpenCL: our packed kernels; CUDA: cuBLAS), so it stays in each
 backend's package.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# The kernel families, each a module with ``specs(target) -> list[KernelSpec]``.
+FAMILIES = ("elementwise", "views", "reductions", "rowwise", "indexing", "random")
+
+
+def family_specs(target: Any) -> list:
+    """Every family's kernel specs on ``target`` (a backend adds its own GEMM)."""
+    found = []
+    for family in FAMILIES:
+        module = importlib.import_module(f"tensorjit.plugins.device_kernels.{family}")
+        found.extend(module.specs(target))
+    return found
