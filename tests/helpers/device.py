@@ -53,11 +53,6 @@ def on_device(inputs: list, outputs: Any, mode: Mode = DEBUG_DEVICE, **kwargs: A
         return tensorjit.function(inputs, outputs, mode=mode, **kwargs)
 
 
-def kernel_names(f: Any) -> dict[str, str]:
-    """Op -> kernel name of every node of a compiled function."""
-    return {str(node.op): f.kernels[node].name for node in f.kernels}
-
-
 def runs_on_device(f: Any, ops: Any, kernel: str) -> None:
     """Every node of ``ops`` in ``f`` runs the device's kernel ``kernel``."""
     nodes = [n for n in f.kernels if isinstance(n.op, ops)]
