@@ -152,8 +152,9 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
     return SOURCE % subs, CDEF.format(T=t, G=GEOMETRY)
 
 
-def library(dtype: str) -> tuple[Any, Any]:
-    """(ffi, lib) of the kernels for ``dtype``, given the configured BLAS's GEMM."""
+def library(dtype: str) -> tuple[Any, Any, bool]:
+    """(ffi, lib, ilp64) of the kernels for ``dtype``, given the configured BLAS's GEMM
+    (``ilp64``: its integers, the kernels' too, are 64-bit)."""
     chosen = blas.provider()
     key = (dtype, chosen.name)
     with _LOCK:
@@ -164,7 +165,7 @@ def library(dtype: str) -> tuple[Any, Any]:
             gemm = chosen.pointers[blas.ROUTINES.index(FLOATS[dtype][0] + "gemm")]
             if lib.tj_conv_init(ffi.cast("void *", gemm)):
                 raise RuntimeError(f"convolution kernels: no GEMM in {chosen.where}")
-            ready = _READY[key] = (ffi, lib)
+            ready = _READY[key] = (ffi, lib, chosen.ilp64)
         return ready
 
 
@@ -175,15 +176,16 @@ def supported(node: Apply) -> bool:
     return len(dtypes) == 1 and dtypes <= set(FLOATS)
 
 
-def _fits(*sizes: int) -> bool:
-    return blas.provider().ilp64 or all(s < 2**31 for s in sizes)
-
-
 def factory(node: Apply) -> Run:
     op, dtype = node.op, np.dtype(node.outputs[0].type.dtype)
-    ffi, lib = library(dtype.name)
+    ffi, lib, ilp64 = library(dtype.name)
     t = FLOATS[dtype.name][1] + " *"
     perform = op.perform
+
+    def fits(*sizes: int) -> bool:
+        """Whether the GEMMs' dimensions fit the BLAS integers the kernels were built
+        with (else Op.perform computes it)."""
+        return ilp64 or all(s < 2**31 for s in sizes)
 
     def ptr(a: np.ndarray) -> Any:
         # (the cast does not keep ``a`` alive: callers hold every array in a variable)
@@ -203,7 +205,7 @@ def factory(node: Apply) -> Run:
             pads, _, out_hw = op._geometry(x.shape[2:], w.shape[2:])
             n, c, f = x.shape[0], x.shape[1], w.shape[0]
             k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
-            if not _fits(f * p, k * p, f * k):
+            if not fits(f * p, k * p, f * k):
                 return perform(node, inputs, output_storage)
             out = output_buffer(output_storage[0][0], (n, f, *out_hw), dtype, inputs)
             if out.size and k:
@@ -225,7 +227,7 @@ def factory(node: Apply) -> Run:
                 return perform(node, inputs, output_storage)  # raises perform's error
             n, c, f = x.shape[0], x.shape[1], g.shape[1]
             k, p = c * k_hw[0] * k_hw[1], out_hw[0] * out_hw[1]
-            if not _fits(f * p, k * p, f * k):
+            if not fits(f * p, k * p, f * k):
                 return perform(node, inputs, output_storage)
             gw = np.empty((f, c, *k_hw), dtype)
             if gw.size and n and p:
@@ -247,7 +249,7 @@ def factory(node: Apply) -> Run:
                 return perform(node, inputs, output_storage)  # raises perform's error
             n, c, f = g.shape[0], w.shape[1], w.shape[0]
             k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
-            if not _fits(f * p, k * p, f * k):
+            if not fits(f * p, k * p, f * k):
                 return perform(node, inputs, output_storage)
             gx = output_buffer(output_storage[0][0], (n, c, *hw), dtype, inputs)
             if gx.size and f and p:

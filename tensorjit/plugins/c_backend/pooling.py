@@ -65,9 +65,14 @@ static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t
     *c1 = MAX(MIN(hi, ow), *c0);
 }
 
-void tj_pool(const T *x, T *out, %(G)s) {
+int tj_pool(const T *x, T *out, %(G)s) {
     double *acc = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
     double *inv = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
+    if (mode && (acc == NULL || inv == NULL)) {
+        free(acc);
+        free(inv);
+        return -1;
+    }
     for (int64_t c = 0; c < ow && mode; c++) {
         int64_t c0, c1, cc;
         tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
@@ -90,16 +95,19 @@ void tj_pool(const T *x, T *out, %(G)s) {
                 for (int64_t j = 0; j < ww; j++) {
                     int64_t c0, c1;
                     tj_cols(j, sw, pw, w, ow, &c0, &c1);
-                    const T *restrict src = xrow + j - pw;
+                    if (c0 == c1) continue;
+                    const T *restrict src = xrow + (c0 * sw + j - pw); /* column c0 */
                     if (mode == 0) {
+                        T *restrict o = orow + c0;
                         #pragma omp simd
-                        for (int64_t c = c0; c < c1; c++) {
-                            T v = src[c * sw], m = orow[c];
-                            orow[c] = (v > m || v != v) ? v : m;
+                        for (int64_t k = 0; k < c1 - c0; k++) {
+                            T v = src[k * sw], m = o[k];
+                            o[k] = (v > m || v != v) ? v : m;
                         }
                     } else {
+                        double *restrict a = acc + c0;
                         #pragma omp simd
-                        for (int64_t c = c0; c < c1; c++) acc[c] += src[c * sw];
+                        for (int64_t k = 0; k < c1 - c0; k++) a[k] += src[k * sw];
                     }
                 }
             }
@@ -112,6 +120,7 @@ void tj_pool(const T *x, T *out, %(G)s) {
     }
     free(acc);
     free(inv);
+    return 0;
 }
 
 void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
@@ -127,13 +136,16 @@ void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
                 for (int64_t j = 0; j < ww; j++) {
                     int64_t c0, c1;
                     tj_cols(j, sw, pw, w, ow, &c0, &c1);
-                    const T *restrict src = xp + i * w + j - pw;
-                    T *restrict dst = gxp + i * w + j - pw;
+                    if (c0 == c1) continue;
+                    int64_t first = i * w + c0 * sw + j - pw; /* column c0's element */
+                    const T *restrict src = xp + first;
+                    T *restrict dst = gxp + first;
+                    const T *zc = zrow + c0, *gc = grow + c0;
                     /* a select, not a branch: which element holds the max is random */
                     #pragma omp simd
-                    for (int64_t c = c0; c < c1; c++) {
-                        T add = src[c * sw] == zrow[c] ? grow[c] : (T)0;
-                        dst[c * sw] += add;
+                    for (int64_t k = 0; k < c1 - c0; k++) {
+                        T add = src[k * sw] == zc[k] ? gc[k] : (T)0;
+                        dst[k * sw] += add;
                     }
                 }
             }
@@ -141,8 +153,10 @@ void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
     }
 }
 
-void tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
+int tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
     double *inv = (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1));
+    if (inv == NULL)
+        return -1;
     for (int64_t c = 0; c < ow; c++) {
         int64_t c0, c1, cc;
         tj_span(c, sw, ww, pw, w, mode, &c0, &c1, &cc);
@@ -161,21 +175,25 @@ void tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
                 for (int64_t j = 0; j < ww; j++) {
                     int64_t c0, c1;
                     tj_cols(j, sw, pw, w, ow, &c0, &c1);
-                    T *restrict dst = gxp + i * w + j - pw;
+                    if (c0 == c1) continue;
+                    T *restrict dst = gxp + (i * w + c0 * sw + j - pw); /* column c0 */
+                    const T *gc = grow + c0;
+                    const double *ic = inv + c0;
                     #pragma omp simd
-                    for (int64_t c = c0; c < c1; c++)
-                        dst[c * sw] = (T)((double)dst[c * sw] + (double)grow[c] / (rows * inv[c]));
+                    for (int64_t k = 0; k < c1 - c0; k++)
+                        dst[k * sw] = (T)((double)dst[k * sw] + (double)gc[k] / (rows * ic[k]));
                 }
             }
         }
     }
     free(inv);
+    return 0;
 }
 """
 CDEF = """
-void tj_pool(const {T} *x, {T} *out, {G});
+int tj_pool(const {T} *x, {T} *out, {G});
 void tj_max_pool_grad(const {T} *x, const {T} *z, const {T} *g, {T} *gx, {G});
-void tj_avg_pool_grad(const {T} *g, {T} *gx, {G});
+int tj_avg_pool_grad(const {T} *g, {T} *gx, {G});
 """
 SYMBOLS = ("tj_pool", "tj_max_pool_grad", "tj_avg_pool_grad")
 
@@ -219,7 +237,8 @@ def factory(node: Apply) -> Run:
             shape = op._out_shape(x.shape)
             out = output_buffer(output_storage[0][0], shape, dtype, inputs)
             if out.size:
-                lib.tj_pool(ptr(x), ptr(out), *_geometry(op, x, shape[-2:]))
+                if lib.tj_pool(ptr(x), ptr(out), *_geometry(op, x, shape[-2:])):
+                    raise MemoryError(f"{op}: out of memory for its column sums")
             output_storage[0][0] = out
 
     elif type(op) is MaxPoolGrad:
@@ -243,7 +262,8 @@ def factory(node: Apply) -> Run:
                 raise ValueError(f"{op}: output gradient shape {g.shape} does not match {x.shape}")
             gx = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
             if gx.size:
-                lib.tj_avg_pool_grad(ptr(g), ptr(gx), *_geometry(op, x, out_hw))
+                if lib.tj_avg_pool_grad(ptr(g), ptr(gx), *_geometry(op, x, out_hw)):
+                    raise MemoryError(f"{op}: out of memory for its window counts")
             output_storage[0][0] = gx
 
     return run

@@ -151,6 +151,10 @@ class _ConvBase(Op):
 
     # -- numeric helpers shared by the three kernels
     def _geometry(self, img_hw: tuple[int, int], k_hw: tuple[int, int]):
+        if min(k_hw) < 1:
+            raise ValueError(
+                f"{self}: filters must have at least one row and one column, got {k_hw}"
+            )
         pads = [_pads(spec, k) for spec, k in zip(self.border_mode, k_hw)]
         padded = [n + p[0] + p[1] for n, p in zip(img_hw, pads)]
         for axis, (n, k) in enumerate(zip(padded, k_hw)):

@@ -208,7 +208,7 @@ class MaxPoolGrad(_PoolBase):
         x, z, g = inputs
         dtype = node.outputs[0].type.numpy_dtype
         out_hw = self._out_shape(x.shape)[-2:]
-        if z.shape != g.shape or g.shape[-2:] != tuple(out_hw):
+        if z.shape != g.shape or g.shape != x.shape[:-2] + tuple(out_hw):
             raise ValueError(f"{self}: pooled shapes {z.shape}/{g.shape} do not match {x.shape}")
         if 0 in g.shape or x.size == 0:
             output_storage[0][0] = np.zeros(x.shape, dtype=dtype)
@@ -291,7 +291,7 @@ class AveragePoolGrad(_PoolBase):
         x, g = inputs
         dtype = node.outputs[0].type.numpy_dtype
         out_hw = self._out_shape(x.shape)[-2:]
-        if g.shape[-2:] != tuple(out_hw):
+        if g.shape != x.shape[:-2] + tuple(out_hw):
             raise ValueError(f"{self}: output gradient shape {g.shape} does not match {x.shape}")
         if 0 in g.shape or x.size == 0:
             output_storage[0][0] = np.zeros(x.shape, dtype=dtype)

@@ -132,3 +132,15 @@ def test_lenet_sized_layers_match_perform():
     assert "c:convolution" in {k.name for k in fast.kernels.values()}
     for got, want in zip(fast(xv, wv), slow(xv, wv)):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_filters_without_rows_and_mismatched_pooling_gradients_raise_on_every_backend():
+    x, w = T.tensor4("x"), T.tensor4("w")
+    g = T.tensor4("g")
+    for mode in (tensorjit.FAST_RUN, tensorjit.FAST_COMPILE):
+        f = tensorjit.function([x, w], conv2d(x, w, border_mode="full"), mode=mode)
+        with pytest.raises(ValueError, match="at least one row and one column"):
+            f(np.zeros((2, 3, 5, 5)), np.zeros((4, 3, 0, 2)))
+        avg = tensorjit.function([x, g], AveragePoolGrad((2, 2))(x, g), mode=mode)
+        with pytest.raises(ValueError, match="does not match"):
+            avg(np.zeros((2, 3, 4, 4)), np.zeros((1, 3, 2, 2)))  # no silent broadcast
