@@ -206,3 +206,24 @@ def test_shape_inference_and_errors():
         g(np.zeros((4, 3)), np.zeros(2))
     with pytest.raises(ValueError, match="outputs_info"):
         scan(lambda xt: [xt, xt], sequences=[x], outputs_info=[None])
+
+
+def test_steps_returning_their_sequence_rows_keep_every_row():
+    """The compiled loop moves one row view along each sequence while nobody else
+    holds it; a step that returns its row (as a stacked output and as the carried
+    state) must still see every row, in order."""
+    X = T.matrix("X")
+    h0 = T.vector("h0")
+    (rows, last), _ = scan(
+        lambda x_t, h: (x_t, x_t[::-1] + 0 * h),
+        sequences=[X],
+        outputs_info=[None, h0],
+    )
+    f = tensorjit.function([X, h0], [rows, last, rows.sum(axis=0)])
+    (loop,) = [n.op for n in f.fgraph.toposort() if isinstance(n.op, Scan)]
+    assert loop.compiled().program_loop() is not None  # the compiled loop runs it
+    x = np.arange(12.0).reshape(4, 3)
+    got_rows, got_last, total = f(x, np.zeros(3))
+    np.testing.assert_array_equal(got_rows, x)
+    np.testing.assert_array_equal(got_last[-1], x[-1, ::-1])
+    np.testing.assert_array_equal(total, x.sum(axis=0))

@@ -1014,6 +1014,29 @@ static PyObject *tj_row(PyArrayObject *a, npy_intp t)
                    PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0]);
 }
 
+/* Row t of a, through a per-argument cache of a loop: the cached view of a is moved to
+   row t when nobody else holds it (a step that returned it, a carry, would: then a new
+   view is made), which saves creating a view per argument per step. A new reference. */
+static PyObject *tj_row_cached(PyArrayObject *a, npy_intp t, PyObject **cache,
+                               PyArrayObject **source)
+{
+    PyObject *v = *cache;
+    if (v != NULL && *source == a && Py_REFCNT(v) == 1 &&
+        PyArray_STRIDES(a)[0] % PyArray_ITEMSIZE(a) == 0) { /* every row as aligned */
+        ((PyArrayObject_fields *)v)->data = PyArray_BYTES(a) + t * PyArray_STRIDES(a)[0];
+        Py_INCREF(v);
+        return v;
+    }
+    PyObject *row = tj_row(a, t);
+    if (row == NULL)
+        return NULL;
+    Py_XDECREF(v);
+    *cache = row;
+    *source = a;
+    Py_INCREF(row);
+    return row;
+}
+
 /* Copies value into a[t] (same shape, checked by the caller): one memcpy when both
    are contiguous of one dtype (a loop's buffers and its steps' new outputs are), else
    through a row view. */
@@ -1049,7 +1072,8 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
 {
     const tj_program *p = ((tj_program_object *)self)->p;
     PyObject *seqs, *taps, *carries_in, *nonseqs, *nits = NULL, *carries = NULL, *out = NULL;
-    PyObject *argv[TJ_MAXOPS];
+    PyObject *argv[TJ_MAXOPS], *rows[TJ_MAXOPS] = {0};
+    PyArrayObject *row_sources[TJ_MAXOPS] = {0};
     Py_ssize_t n, n_seqs, n_taps, n_carries, n_nonseqs, n_args = 0, i, j, t;
     int n_mit, n_nit, declined = 0;
     if (!PyArg_ParseTuple(args, "nO!O!O!O!ii", &n, &PyList_Type, &seqs, &PyList_Type, &taps,
@@ -1084,7 +1108,8 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
     for (t = 0; t < n && !declined; t++) {
         n_args = 0;
         for (i = 0; i < n_seqs; i++) {
-            PyObject *row = tj_row((PyArrayObject *)PyList_GET_ITEM(seqs, i), t);
+            PyObject *row = tj_row_cached((PyArrayObject *)PyList_GET_ITEM(seqs, i), t,
+                                          &rows[n_args], &row_sources[n_args]);
             if (row == NULL)
                 goto done;
             argv[n_args++] = row;
@@ -1098,8 +1123,9 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
                 Py_ssize_t tap = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, j));
                 if (tap == -1 && PyErr_Occurred())
                     goto done;
-                PyObject *row = tj_row((PyArrayObject *)PyTuple_GET_ITEM(plan, 0),
-                                       t + lag + tap);
+                PyObject *row = tj_row_cached((PyArrayObject *)PyTuple_GET_ITEM(plan, 0),
+                                              t + lag + tap, &rows[n_args],
+                                              &row_sources[n_args]);
                 if (row == NULL)
                     goto done;
                 argv[n_args++] = row;
@@ -1186,6 +1212,8 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
 done:
     for (i = 0; i < n_args; i++)
         Py_DECREF(argv[i]);
+    for (i = 0; i < TJ_MAXOPS; i++)
+        Py_XDECREF(rows[i]);
     Py_XDECREF(nits);
     Py_XDECREF(carries);
     return out;
