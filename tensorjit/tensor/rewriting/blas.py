@@ -1,4 +1,10 @@
-"""``alpha * dot(x, y) + beta * z`` -> Gemm (the specialize phase)."""
+"""``alpha * dot(x, y) + beta * z`` -> Gemm (the specialize phase).
+
+A gradient summed from two products (a tied weight's) and scaled into an update,
+``w - c * Gemm(dot(p, q), a, x, y, b)``, becomes ``Gemm(Gemm(w, -c b, p, q, 1), -c a, x,
+y, 1)``: both products accumulate into ``w`` in place, with no pass over a gradient
+temporary.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor.blas import BLAS_DTYPES, Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Dot, neg
+from tensorjit.tensor.math import Dot, mul, neg
 from tensorjit.tensor.rewriting.util import fits, op_name, scalar_name, single_client
 from tensorjit.tensor.variable import constant
 
@@ -42,6 +48,62 @@ def _scaled_dot(fgraph: FunctionGraph, var: Variable, dtype: str):
     return None
 
 
+def _scaled_gemm(fgraph: FunctionGraph, var: Variable, dtype: str):
+    """(c, the Gemm's inputs) if ``var`` is ``c * Gemm(...)`` (c a broadcast scalar)
+    and both are used only here."""
+    if op_name(var) != "mul" or single_client(fgraph, var) is None:
+        return None
+    for g, s in (var.owner.inputs, var.owner.inputs[::-1]):
+        owner = g.owner
+        if owner is not None and type(owner.op) is Gemm and not owner.op.inplace:
+            c = _scalar(s, dtype)
+            if c is not None and single_client(fgraph, g) is not None:
+                return c, owner.inputs
+    return None
+
+
+def _matrix_product(fgraph: FunctionGraph, z: Variable) -> tuple | None:
+    """(p, q) with ``z == dot(p, q)`` of two matrices, ``z`` a Dot or the transpose of one
+    (``dot(a, b).T == dot(b.T, a.T)``) used only once; else None."""
+    owner = z.owner
+    if owner is not None and isinstance(owner.op, DimShuffle) and owner.op.new_order == (1, 0):
+        inner = owner.inputs[0]
+        if single_client(fgraph, inner) is None:
+            return None
+        found = _matrix_product(fgraph, inner)
+        return None if found is None else (found[1].T, found[0].T)
+    if (
+        owner is not None
+        and isinstance(owner.op, Dot)
+        and all(v.type.ndim == 2 for v in owner.inputs)
+    ):
+        return tuple(owner.inputs)
+    return None
+
+
+def _update_through_gemm(fgraph: FunctionGraph, node, dtype: str):
+    """``w - c * Gemm(z, a, x, y, b)`` (or ``w + ...``) -> ``Gemm(w -/+ (c b) z, -/+ c a,
+    x, y, 1)``, or None."""
+    name, out = scalar_name(node), node.outputs[0]
+    w, term = node.inputs
+    found = _scaled_gemm(fgraph, term, dtype)
+    if found is None or w.type.on_device(out.type.device) != out.type:
+        return None
+    c, (z, a, x, y, b) = found
+    if any(v.type.dtype != dtype for v in (z, x, y)) or z.type.ndim != out.type.ndim:
+        return None
+    c = neg(c) if name == "sub" else c
+    one = constant(np.asarray(1, dtype=dtype))
+    product = _matrix_product(fgraph, z)
+    if product is None:
+        # (z another term, as an L2 penalty's multiple of w: the gradient's own Gemm and
+        # an in-place update of w measured faster than an extra pass over w first)
+        return None
+    inner = Gemm()(w, mul(c, b), *product, one)  # a Gemm on w, then the outer one
+    new = fits(out, Gemm()(inner, mul(c, a), x, y, one))
+    return None if new is None else [new]
+
+
 @node_rewriter([Elemwise], name="local_gemm")
 def local_gemm(fgraph: FunctionGraph, node):
     name = scalar_name(node)
@@ -50,6 +112,9 @@ def local_gemm(fgraph: FunctionGraph, node):
     if name not in ("add", "sub") or dtype not in BLAS_DTYPES:
         return None
     a, b = node.inputs
+    through = _update_through_gemm(fgraph, node, dtype)
+    if through is not None:
+        return through
     for term, z, term_first in ((b, a, False), (a, b, True)):
         found = _scaled_dot(fgraph, term, dtype)
         if found is None or z.type.on_device(out.type.device) != out.type:

@@ -978,3 +978,20 @@ def test_sums_with_constants_of_unsigned_dtypes_wrap_as_numpy(dtype):
     for got, expected in zip(f(a), want):
         assert got.dtype == expected.dtype
         np.testing.assert_array_equal(got, expected)
+
+
+def test_an_update_by_a_gradient_of_two_products_is_two_gemms_on_the_weight():
+    """A tied weight's gradient (a product plus the transpose of another) scaled into
+    the update: both products accumulate into the weight, in place; no gradient temp."""
+    r = rng(3)
+    w = tensorjit.shared(r.standard_normal((6, 4)), name="w")
+    A, B, C, D = T.matrices("A", "B", "C", "D")
+    grad = T.dot(A, B) + T.dot(C, D).T
+    f = tensorjit.function([A, B, C, D], [], updates=[(w, w - 0.1 * grad)])
+    gemms = of_type(f, Gemm)
+    assert len(gemms) == 2 and all(g.op.inplace for g in gemms), gemms
+    assert of_type(f, Dot) == []
+    Av, Bv, Cv, Dv = (r.standard_normal(s) for s in [(6, 3), (3, 4), (4, 5), (5, 6)])
+    before = w.get_value()
+    f(Av, Bv, Cv, Dv)
+    np.testing.assert_allclose(w.get_value(), before - 0.1 * (Av @ Bv + (Cv @ Dv).T))
