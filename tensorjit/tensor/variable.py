@@ -400,11 +400,13 @@ def tensor_shared_constructor(
 def _why_unusable(device: str) -> str | None:
     """None when some backend of ``device`` can run here, else every backend's reason
     (an unknown device is left to TensorType, which names the known ones)."""
+    if device == HOST:
+        return None  # (the common case: no registry lookups)
     from tensorjit.core.hooks import get_plugin_system
 
     registry = get_plugin_system().registries.backends
     mine = [b.name for b in registry.backends.values() if b.device == device]
-    if device == HOST or not mine or registry.for_device(device):
+    if not mine or registry.for_device(device):
         return None
     return "; ".join(f"{name}: {registry.unavailable_reason(name)}" for name in mine)
 

@@ -9,15 +9,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.plugins.cuda_backend import DEVICE
-from tensorjit.plugins.device_kernels.arrays import StridedDeviceArrays
-
-
-def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
+from tensorjit.plugins.device_kernels.arrays import StridedDeviceArrays, c_strides
 
 
 class _Flags:

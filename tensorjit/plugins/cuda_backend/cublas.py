@@ -120,65 +120,34 @@ class Cublas:
             scalar.set(np.asarray(value, dtype))
         return scalar
 
-    def gemm(self, dtype: str, call: Any, alpha: Any, beta: Any) -> None:
-        p, f = FLOATS[dtype][0], self.ptr
-        routine = getattr(self.lib, f"cublas{p}gemm_v2")
+    def _run(self, routine: str, dtype: str, *args: Any) -> None:
+        """``cublas<S|D><routine>_v2(handle, *args)``; device addresses are given as
+        ``(address,)`` tuples and passed as pointers of ``dtype``."""
+        p = FLOATS[dtype][0]
+        values = [self.ptr(dtype, a[0]) if isinstance(a, tuple) else a for a in args]
         self.rt.make_current()
-        status = routine(
-            self.handle,
-            OPS[call.transa],
-            OPS[call.transb],
-            call.m,
-            call.n,
-            call.k,
-            f(dtype, alpha.pointer),
-            f(dtype, call.a),
-            call.lda,
-            f(dtype, call.b),
-            call.ldb,
-            f(dtype, beta.pointer),
-            f(dtype, call.c),
-            call.ldc,
-        )
-        self.check(status, f"{p}gemm")
+        self.check(getattr(self.lib, f"cublas{p}{routine}_v2")(self.handle, *values), p + routine)
+
+    def gemm(self, dtype: str, call: Any, alpha: Any, beta: Any) -> None:
+        c = call
+        self._run(
+            "gemm", dtype, OPS[c.transa], OPS[c.transb], c.m, c.n, c.k, (alpha.pointer,),
+            (c.a,), c.lda, (c.b,), c.ldb, (beta.pointer,), (c.c,), c.ldc,
+        )  # fmt: skip
 
     def gemv(self, dtype: str, call: Any, alpha: Any, beta: Any) -> None:
-        p, f = FLOATS[dtype][0], self.ptr
-        routine = getattr(self.lib, f"cublas{p}gemv_v2")
-        self.rt.make_current()
-        status = routine(
-            self.handle,
-            OPS[call.trans],
-            call.m,
-            call.n,
-            f(dtype, alpha.pointer),
-            f(dtype, call.a),
-            call.lda,
-            f(dtype, call.x),
-            call.incx,
-            f(dtype, beta.pointer),
-            f(dtype, call.y),
-            call.incy,
-        )
-        self.check(status, f"{p}gemv")
+        c = call
+        self._run(
+            "gemv", dtype, OPS[c.trans], c.m, c.n, (alpha.pointer,), (c.a,), c.lda,
+            (c.x,), c.incx, (beta.pointer,), (c.y,), c.incy,
+        )  # fmt: skip
 
     def ger(self, dtype: str, call: Any, alpha: Any) -> None:
-        p, f = FLOATS[dtype][0], self.ptr
-        routine = getattr(self.lib, f"cublas{p}ger_v2")
-        self.rt.make_current()
-        status = routine(
-            self.handle,
-            call.m,
-            call.n,
-            f(dtype, alpha.pointer),
-            f(dtype, call.x),
-            call.incx,
-            f(dtype, call.y),
-            call.incy,
-            f(dtype, call.a),
-            call.lda,
-        )
-        self.check(status, f"{p}ger")
+        c = call
+        self._run(
+            "ger", dtype, c.m, c.n, (alpha.pointer,), (c.x,), c.incx, (c.y,), c.incy,
+            (c.a,), c.lda,
+        )  # fmt: skip
 
 
 _HANDLES: dict[int, Cublas] = {}

@@ -3,12 +3,22 @@ buffer, with a byte offset: pyopencl's arrays, tensorjit's CUDA arrays)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tensorjit.core.devices import ArrayKind
 from tensorjit.plugins.device_kernels.target import Target
+
+
+def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(strides))
 
 
 def is_c_contiguous(value: Any) -> bool:

@@ -58,15 +58,6 @@ def collapse(dims: list[Dim]) -> list[Dim]:
     return out
 
 
-def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """The byte strides of a C-contiguous array of ``shape``."""
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
 def split_dims(
     shape: tuple[int, ...],
     strides: list[tuple[int, ...]],

@@ -22,13 +22,9 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.device_kernels.arrays import c_strides
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
-from tensorjit.plugins.device_kernels.reductions import (
-    Dim,
-    c_strides,
-    split_dims,
-    units_per_item,
-)
+from tensorjit.plugins.device_kernels.reductions import Dim, split_dims, units_per_item
 from tensorjit.plugins.device_kernels.target import Target
 
 I64 = np.int64

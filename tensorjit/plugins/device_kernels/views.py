@@ -20,7 +20,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.device_kernels.arrays import contiguous
+from tensorjit.plugins.device_kernels.arrays import c_strides, contiguous
 from tensorjit.plugins.device_kernels.elementwise import constant_value, copy_into, device_can_run
 from tensorjit.plugins.device_kernels.target import Target, node_label
 
@@ -51,15 +51,6 @@ class IndexInputs:
                 )
             out.append(known)
         return out
-
-
-def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
-    """Byte strides of a C-contiguous array of ``shape``."""
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(int(n), 1)
-    return tuple(reversed(strides))
 
 
 def padded(t: Target, value: Any, ndim: int) -> Any:
