@@ -73,6 +73,15 @@ def _non_negative_int(value: Any, expected: str = "a whole number >= 0") -> int:
     return number
 
 
+def _auto_or_threads(value: Any) -> str | int:
+    if value == "auto":
+        return value
+    count = _non_negative_int(value, "'auto' or a number of threads >= 1")
+    if count < 1:
+        raise ValueError(f"expected 'auto' or a number of threads >= 1, got {value!r}")
+    return count
+
+
 def _default_compiledir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "tensorjit")
@@ -172,6 +181,14 @@ _OPTIONS = [
         "cache), a number, or 0 (never)",
         _auto_or_bytes,
     ),
+    ConfigOption(
+        "threads",
+        "auto",
+        "threads of the C backend's elementwise, reduction and row kernels above a size "
+        "threshold: 'auto' (the cores this process may run on) or a number, which also "
+        "sets the threads of the BLAS the products call (NumPy's OpenBLAS)",
+        _auto_or_threads,
+    ),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption(
         "whole_graph",
@@ -240,6 +257,7 @@ class Config:
     def __init__(self, options: list[ConfigOption], flags: str = ""):
         object.__setattr__(self, "_options", {o.name: o for o in options})
         object.__setattr__(self, "_values", {o.name: o.parse(o.default) for o in options})
+        object.__setattr__(self, "_watchers", {})
         for item in split_flags(flags):
             if not item.strip():
                 continue
@@ -256,9 +274,24 @@ class Config:
                 f"unknown config option {name!r} (from {origin}); known: {sorted(self._options)}"
             )
         try:
-            self._values[name] = option.parse(value)
+            parsed = option.parse(value)
         except ValueError as exc:
             raise ValueError(f"config option {name!r} (from {origin}): {exc}") from None
+        self._store(name, parsed)
+
+    def _store(self, name: str, value: Any) -> None:
+        changed = self._values[name] != value
+        self._values[name] = value
+        if changed:
+            for callback in self._watchers.get(name, ()):
+                callback(value)
+
+    def watch(self, name: str, callback: Callable[[Any], None]) -> None:
+        """Call ``callback(new value)`` whenever option ``name`` changes (a setting that
+        must reach something outside Python, such as a thread pool's size)."""
+        if name not in self._options:
+            raise AttributeError(f"unknown config option {name!r}")
+        self._watchers.setdefault(name, []).append(callback)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -277,7 +310,8 @@ class Config:
                 self._set(name, value)
             yield
         finally:
-            self._values.update(old)
+            for name, value in old.items():
+                self._store(name, value)
 
     def items(self) -> list[tuple[str, Any, str]]:
         return [(name, self._values[name], o.doc) for name, o in self._options.items()]

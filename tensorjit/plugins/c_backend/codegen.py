@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorjit.plugins.c_backend import parallel
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
 from tensorjit.plugins.cstyle.scalar import supported_names
@@ -669,7 +670,8 @@ def elemwise_source(
     var = [i for i, k in enumerate(kinds) if k != "const"]
     function, body = element_function(C_DIALECT, scalar_op, in_dtypes, out_dtype, kinds, consts)
     tout = ctype(out_dtype)
-    lines = [inline_mode(body), PREAMBLE, STREAM_STORES, *helper_sources(body), *function]
+    lines = [inline_mode(body), PREAMBLE, parallel.DECLARATIONS, STREAM_STORES]
+    lines += [*helper_sources(body), *function]
     # Operands: the variable inputs, then the output unless it is written in place.
     ops = [(f"d{i}", in_dtypes[i], kinds[i], bcast[i]) for i in var]
     if inplace is None:
@@ -685,10 +687,10 @@ def elemwise_source(
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
     restrict = inplace is None
-    lines += contiguous_kernel(C_DIALECT, "tj_contig", ops, out_ptr, restrict, call)
+    lines += contiguous_kernel(C_DIALECT, "tj_contig_serial", ops, out_ptr, restrict, call)
     setup, load = typed_operands(C_DIALECT, ops, out_ptr, scalars, restrict)
     out_at = f"p_{out_ptr}"
-    lines.append(f"void tj_contig_stream(int64_t n, {sig}) {{")
+    lines.append(f"static void tj_contig_stream_serial(int64_t n, {sig}) {{")
     if inplace is None:
         lines += setup
         lines += [
@@ -703,13 +705,13 @@ def elemwise_source(
             "    tj_stream_fence();",
         ]
     else:
-        lines.append(f"    tj_contig(n, {', '.join(name for name, *_ in ops)});")
+        lines.append(f"    tj_contig_serial(n, {', '.join(name for name, *_ in ops)});")
     lines.append("}")
 
     # The strided entry point: nested loops over byte strides.
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st_{name}_{a}" for name, *_ in ops for a in range(ndim))
-    lines.append(f"void tj_strided({shape_args}{sig}{stride_args}) {{")
+    lines.append(f"static void tj_strided_serial({shape_args}{sig}{stride_args}) {{")
 
     def stride(name: str, b: tuple, a: int) -> str | None:
         return None if b[a] else f"st_{name}_{a}"
@@ -760,15 +762,41 @@ def elemwise_source(
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
+    lines += _parallel_entries(ops, ndim, parallel.grain_for(body))
     shape_decl = "".join("int64_t, " for _ in range(ndim))
     ptr_decl = ", ".join("char *" for _ in ops)
     stride_decl = "".join(", int64_t" for _ in ops for _ in range(ndim))
-    cdef = (
+    cdef = parallel.CDEF + (
         f"void tj_contig(int64_t, {ptr_decl});\n"
         f"void tj_contig_stream(int64_t, {ptr_decl});\n"
         f"void tj_strided({shape_decl}{ptr_decl}{stride_decl});\n"
     )
     return "\n".join(lines) + "\n", cdef
+
+
+def _parallel_entries(ops: list, ndim: int, grain: int) -> list[str]:
+    """``tj_contig``, ``tj_contig_stream`` and ``tj_strided`` over the pool: flat ranges
+    of whole cache lines; the strided kernel's outermost axis."""
+    pointers = [("char *", name) for name, *_ in ops]
+    flat_steps = {name: f"sizeof({ctype(dt)})" for name, dt, kind, _ in ops if kind == "full"}
+    flat = [("int64_t", "n"), *pointers]
+    lines = [
+        parallel.split_outer(name, flat, "n", flat_steps, "1", grain, parallel.LINE_ITEMS)
+        for name in ("tj_contig", "tj_contig_stream")
+    ]
+    shape = [("int64_t", f"n{a}") for a in range(ndim)]
+    strides = [("int64_t", f"st_{name}_{a}") for name, *_ in ops for a in range(ndim)]
+    if ndim == 0:
+        signature = ", ".join(f"{t} {n}" for t, n in pointers)
+        call = ", ".join(n for _, n in pointers)
+        lines.append(f"void tj_strided({signature}) {{ tj_strided_serial({call}); }}")
+        return lines
+    steps = {name: f"st_{name}_0" for name, _, _, b in ops if not b[0]}
+    per_item = " * ".join(f"n{a}" for a in range(1, ndim)) or "1"
+    lines.append(
+        parallel.split_outer("tj_strided", shape + pointers + strides, "n0", steps, per_item, grain)
+    )
+    return lines
 
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
@@ -825,14 +853,14 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
     }[kind]
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st{a}" for a in range(ndim))
-    lines = [PREAMBLE]
+    lines = [PREAMBLE, parallel.DECLARATIONS]
     if n_kept and n_red:
         start = "first[j]" if kind in ("max", "min") else init
         lines += _reduce_columns(
             tin, tout, tacc, start, combine, acc_dtype, out_dtype, n_kept, ndim
         )
     lines += [
-        f"void tj_reduce({shape_args}char *x, char *out{stride_args}) {{",
+        f"static void tj_reduce_serial({shape_args}char *x, char *out{stride_args}) {{",
         f"    {tout} *po = ({tout} *)out;",
         "    int64_t o = 0;",
         "    char *b_0 = x;",
@@ -890,9 +918,40 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         # No reduced axis: the store happens inside the innermost loop.
         lines = _store_inside(lines, ndim, acc_dtype, out_dtype)
     lines.append("}")
-    cdef = f"void tj_reduce({''.join('int64_t, ' for _ in range(ndim))}char *, char *"
+    lines.append(_parallel_reduce(kind, tin, tout, n_kept, ndim))
+    shape_decl = "".join("int64_t, " for _ in range(ndim))
+    cdef = parallel.CDEF + f"void tj_reduce({shape_decl}char *, char *"
     cdef += "".join(", int64_t" for _ in range(ndim)) + ");\n"
     return "\n".join(lines) + "\n", cdef
+
+
+_COMBINE = {
+    "sum": "a + b",
+    "prod": "a * b",
+    "max": "(a >= b || a != a) ? a : b",
+    "min": "(a <= b || a != a) ? a : b",
+    "all": "a && b",
+    "any": "a || b",
+}
+
+
+def _parallel_reduce(kind: str, tin: str, tout: str, n_kept: int, ndim: int) -> str:
+    """``tj_reduce`` over the pool: parts of the first kept axis (disjoint outputs), or,
+    reducing everything, of the first axis with one value per part, combined in order."""
+    params = [("int64_t", f"n{a}") for a in range(ndim)] + [("char *", "x"), ("char *", "out")]
+    params += [("int64_t", f"st{a}") for a in range(ndim)]
+    if ndim == 0:
+        return "void tj_reduce(char *x, char *out) { tj_reduce_serial(x, out); }"
+    per_item = " * ".join(f"n{a}" for a in range(1, ndim)) or "1"
+    steps = {"x": "st0"}
+    combine = None
+    if n_kept:
+        steps["out"] = " * ".join([f"sizeof({tout})"] + [f"n{a}" for a in range(1, n_kept)])
+    else:
+        combine = parallel.Combine("out", tout, _COMBINE[kind])
+    return parallel.split_outer(
+        "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN, combine=combine
+    )
 
 
 def _open_loops(lines: list[str], axes: range, ptr: str, indent: str) -> str:

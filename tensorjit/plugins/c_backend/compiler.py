@@ -49,7 +49,7 @@ CFLAGS = (
     + ("-fno-trapping-math", "-ffp-contract=off", "-fopenmp-simd")
     + (("-march=native",) if _NATIVE else ())
 )
-LIBS = ("-lm",)
+LIBS = ("-lm", "-lpthread")
 CODEGEN_VERSION = "3"  # bump when the generated code's conventions or the entry layout change
 
 
@@ -371,8 +371,14 @@ def _build(
 
 
 def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[Any, Any]:
-    """(ffi, lib) for ``source``: from memory, from the disk cache, or compiled now."""
-    return _load_entry(source, what, lambda path: _try_load(path, cdef, symbols))
+    """(ffi, lib) for ``source``: from memory, from the disk cache, or compiled now.
+    A library declaring ``tj_parallel`` (parallel.py) gets the worker pool."""
+    ffi, lib = _load_entry(source, what, lambda path: _try_load(path, cdef, symbols))
+    if "tj_parallel" in cdef:
+        from tensorjit.plugins.c_backend import threads
+
+        threads.attach(ffi, lib)
+    return ffi, lib
 
 
 def extension_flags() -> tuple[str, ...]:

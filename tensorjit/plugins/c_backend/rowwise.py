@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend import compiler, parallel
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.codegen import (
     PREAMBLE,
@@ -87,8 +87,8 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     args += [f"char *{name}" for name, _, _ in operands]
     for name, _, row in operands:
         args += [f"int64_t s_{name}_{a}" for a in range(outer + row)]
-    lines = [inline_mode(body), PREAMBLE, *helper_sources(body)]
-    lines.append(f"void tj_rows({', '.join(args)}) {{")
+    lines = [inline_mode(body), PREAMBLE, parallel.DECLARATIONS, *helper_sources(body)]
+    lines.append(f"static void tj_rows_serial({', '.join(args)}) {{")
     for name, _, _ in operands:
         lines.append(f"    char *b_{name}_0 = {name};")
     indent = "    "
@@ -111,12 +111,14 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
+    lines.append(_parallel_rows(args, operands, outer, parallel.grain_for(body)))
     defines = (
         "#define X(j) r_x[(j) * d_x]\n#define O(j) r_out[(j) * d_out]\n#define C(v) (*c_##v)\n"
     )
     n_args = len(args)
     n_strides = n_args - outer - 1 - len(operands)
-    cdef = f"void tj_rows({', '.join(['int64_t'] * (outer + 1) + ['char *'] * len(operands))}"
+    cdef = parallel.CDEF
+    cdef += f"void tj_rows({', '.join(['int64_t'] * (outer + 1) + ['char *'] * len(operands))}"
     cdef += "".join(", int64_t" for _ in range(n_strides)) + ");\n"
     # One signature for every row kernel, for whole-graph programs (program.c): the
     # shape (outer lengths, then the row length), the pointers, the strides in order.
@@ -129,6 +131,18 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     )
     cdef += UNIFORM_CDEF
     return defines + "\n".join(lines) + "\n", cdef
+
+
+def _parallel_rows(args: list[str], operands: list, outer: int, grain: int) -> str:
+    """``tj_rows`` over the pool: parts of the first outer axis (each row is one part's)."""
+    cut = [max(arg.rindex(" "), arg.rfind("*")) + 1 for arg in args]  # "char *x", "int64_t n"
+    params = [(arg[:k].strip(), arg[k:]) for arg, k in zip(args, cut)]
+    if outer == 0:
+        names = ", ".join(n for _, n in params)
+        return f"void tj_rows({', '.join(args)}) {{ tj_rows_serial({names}); }}"
+    steps = {name: f"s_{name}_0" for name, _, _ in operands}
+    per_item = " * ".join([f"n{a}" for a in range(1, outer)] + ["n"])
+    return parallel.split_outer("tj_rows", params, "n0", steps, per_item, grain)
 
 
 UNIFORM_CDEF = "void tj_rows_u(const int64_t *, char **, const int64_t *);\n"

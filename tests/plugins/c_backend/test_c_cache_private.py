@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent(
     import tensorjit, tensorjit.tensor as T
     from tensorjit.plugins.c_backend import compiler
 
-    tensorjit.config.whole_graph = False  # one cache entry: the kernel's (no program)
+    tensorjit.config.whole_graph = False  # one cache entry: the kernel's (no program,
+    tensorjit.config.threads = 1  # no thread pool)
     a, b = T.vector("a"), T.vector("b")
     k = float(sys.argv[1])
     mode = tensorjit.FAST_RUN.with_backends("c", "python")

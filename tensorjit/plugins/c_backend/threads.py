@@ -1,0 +1,140 @@
+"""How many threads the C backend's kernels (and its BLAS) use: config ``threads``.
+
+The worker pool (thread_pool.c) is built once per machine, like a kernel, and every kernel
+library's ``tj_parallel`` pointer is set to it when the library is loaded (``attach``).
+``config.threads`` applies at once to every kernel, compiled or not: "auto" is the number
+of cores this process may run on (its CPU affinity); a number also sets the threads of the
+BLAS the products call (NumPy's OpenBLAS, which NumPy's own products share).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import threading
+import warnings
+from typing import Any
+
+from tensorjit.core.config import config
+from tensorjit.core.diagnostics import TensorjitRuntimeWarning
+from tensorjit.plugins.c_backend import compiler
+
+_POOL_CDEF = (
+    "int tj_pool_parallel(void *, void *, int64_t, int64_t, int64_t);\n"
+    "int tj_pool_set_threads(int);\n"
+    "int tj_pool_threads(void);\n"
+)
+_lock = threading.Lock()
+_pool: tuple[Any, Any] | None = None
+_pool_failed = False
+_libraries: dict[int, tuple[Any, Any]] = {}  # kernel libraries attached, by id
+
+
+def available_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def thread_count() -> int:
+    """Threads per kernel under the current config."""
+    chosen = config.threads
+    return available_cores() if chosen == "auto" else int(chosen)
+
+
+def _load_pool() -> tuple[Any, Any] | None:
+    global _pool, _pool_failed
+    if _pool is not None or _pool_failed:
+        return _pool
+    with _lock:
+        if _pool is None and not _pool_failed:
+            source = (pathlib.Path(__file__).parent / "thread_pool.c").read_text()
+            try:
+                _pool = compiler.load(source, _POOL_CDEF, ("tj_pool_parallel",), "thread pool")
+            except compiler.CCompileError as exc:
+                _pool_failed = True
+                warnings.warn(
+                    f"C kernels run on one thread: {exc}", TensorjitRuntimeWarning, stacklevel=3
+                )
+                return None
+            _pool[1].tj_pool_set_threads(thread_count())
+    return _pool
+
+
+def attach(ffi: Any, lib: Any) -> None:
+    """Point a kernel library's ``tj_parallel`` at the pool; with one thread the pool is
+    not built (the library runs serially) until config ``threads`` asks for more."""
+    with _lock:
+        if id(lib) in _libraries:
+            return
+        _libraries[id(lib)] = (ffi, lib)
+    if thread_count() > 1:
+        _point(ffi, lib)
+
+
+def _point(ffi: Any, lib: Any) -> None:
+    pool = _load_pool()
+    if pool is None:
+        return
+    pool_ffi, pool_lib = pool
+    address = int(pool_ffi.cast("uintptr_t", pool_ffi.addressof(pool_lib, "tj_pool_parallel")))
+    lib.tj_parallel = ffi.cast("int (*)(void *, void *, int64_t, int64_t, int64_t)", address)
+
+
+def _apply(_value: object = None) -> None:
+    """config ``threads`` changed: the pool (built now if needed), every kernel library
+    loaded so far and the BLAS follow."""
+    count = thread_count()
+    if _pool is not None:
+        _pool[1].tj_pool_set_threads(count)
+    elif count > 1:
+        with _lock:
+            waiting = list(_libraries.values())
+        for ffi, lib in waiting:
+            _point(ffi, lib)
+    if config.threads != "auto":
+        set_blas_threads(count)
+
+
+def set_blas_threads(count: int) -> bool:
+    """Set the threads of the BLAS the products call; False if it has no such switch."""
+    from tensorjit.plugins.c_backend import blas
+
+    setter = _blas_thread_setter(blas.provider().where)
+    if setter is None:
+        return False
+    setter(count)
+    return True
+
+
+def _blas_thread_setter(where: str) -> Any:
+    # NumPy's scipy-openblas64 and SciPy's scipy-openblas32 export prefixed names.
+    path = pathlib.Path(where)
+    candidates = [path] if path.exists() else []
+    if not candidates:  # SciPy's capsules: its bundled OpenBLAS beside the package
+        import scipy
+
+        root = pathlib.Path(scipy.__file__).parent
+        candidates = sorted((root.parent / "scipy.libs").glob("libscipy_openblas*"))
+    for lib_path in candidates:
+        try:
+            lib = ctypes.CDLL(str(lib_path))
+        except OSError:
+            continue
+        for name in (
+            "scipy_openblas_set_num_threads64_",
+            "scipy_openblas_set_num_threads",
+            "openblas_set_num_threads",
+        ):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.argtypes = [ctypes.c_int]
+                fn.restype = None
+                return fn
+    return None
+
+
+config.watch("threads", _apply)
