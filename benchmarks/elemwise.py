@@ -1,4 +1,4 @@
-"""Elementwise formulae of the Theano paper's Figure 7, single thread.
+"""Elementwise formulae of the Theano paper's Figure 7, on one thread or several.
 
 For each formula, size (10^3..10^7) and dtype: NumPy, numexpr, tensorjit on its Python
 kernels (tj-py) and with the C backend (tj-c), PyTensor's C backend (pt-c,
@@ -14,6 +14,10 @@ c/rival against the fastest of pt-c, pt-numba and jax (target <= 1), c/ne agains
 numexpr (<= 0.67), c/np against NumPy (<= 0.33, multi-op formulae only) and c/copy
 against the bound (<= 1.5); "targets" lists the ones missed at 10^6 elements and above.
 --quick times 10^3 and 10^6 elements only, with 3 repeats.
+
+--threads N gives every implementation N threads and N cores (tensorjit: config
+threads=N); the copy bound is then N threads each copying a share, tj-c1 is tensorjit's
+same function on one thread, and c/c1 reads off the target of >= 1.6x that speed (<= 0.63).
 
 Run: .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/elemwise.py
      [--sizes 3,4,5,6,7] [--dtypes float64,float32] [--threads 1] [--quick]
@@ -135,14 +139,50 @@ def jax_binders(formula) -> dict[str, object]:
     return {"jax": bind}
 
 
-def copy_step(text: str, a):
+def copy_step(text: str, a, threads: int):
     """A copy moving the formula's bytes: reading k inputs and writing one output is
     (k + 1) * n element transfers, as is copying (k + 1) * n / 2 elements. The
-    destination is kept across calls, so this is the floor without allocation."""
+    destination is kept across calls, so this is the floor without allocation. With
+    several threads, each copies its share (NumPy's copy releases the GIL): the bound
+    for that many threads."""
     k = 2 if "b" in text else 1
     src = np.resize(a, (k + 1) * a.size // 2)
     dst = np.empty_like(src)
-    return functools.partial(np.copyto, dst, src)
+    if threads == 1:
+        return functools.partial(np.copyto, dst, src)
+    (first, *others) = zip(np.array_split(dst, threads), np.array_split(src, threads))
+    pool = _copy_pool(threads)
+
+    def copy() -> None:
+        futures = [pool.submit(np.copyto, d, s) for d, s in others]
+        np.copyto(*first)
+        for future in futures:
+            future.result()
+
+    return copy
+
+
+@functools.cache
+def _copy_pool(threads: int):
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(threads - 1)
+
+
+def one_thread(binder):
+    """tj-c compiled and run with the C backend on one thread (the same-run baseline)."""
+
+    def bind(a, b):
+        with tensorjit.config.change_flags(threads=1):
+            step = binder(a, b)
+
+        def run():
+            with tensorjit.config.change_flags(threads=1):
+                return step()
+
+        return run
+
+    return bind
 
 
 def ratio(times: dict[str, float], other: str | None) -> float | None:
@@ -157,7 +197,9 @@ def run_row(text, formula, binders, dtype, n, args, rng, notes) -> str:
     expected = formula(a, b)
     rtol = 100 * np.finfo(dtype).eps  # a few rounding steps, e.g. b**10 by multiplications
     steps, cells = {}, {}
-    for name in TIMED[:-1]:
+    for name in TIMED:
+        if name == "copy":
+            continue
         binder = binders[name]
         try:
             if isinstance(binder, str):
@@ -177,7 +219,7 @@ def run_row(text, formula, binders, dtype, n, args, rng, notes) -> str:
             cells[name] = f"n/a[{notes.index(note) + 1}]"
         else:
             steps[name] = step
-    steps["copy"] = copy_step(text, a)
+    steps["copy"] = copy_step(text, a, args.threads)
 
     # Round-robin samples, so a slow spell of the shared machine hits every column alike.
     samples: dict[str, list[float]] = {name: [] for name in steps}
@@ -197,6 +239,8 @@ def run_row(text, formula, binders, dtype, n, args, rng, notes) -> str:
         ("np", ratio(times, "numpy"), 1 / 3 if text not in SINGLE_OP else None),
         ("copy", ratio(times, "copy"), 1.5),
     ]
+    if "tj-c1" in times:  # two threads: >= 1.6x the one-thread speed where bandwidth allows
+        checks.append(("c1", ratio(times, "tj-c1"), 1 / 1.6))
     line += f"{best or 'n/a':>10}"
     line += "".join(f"{'-' if r is None else f'{r:.2f}':>8}" for _, r, _ in checks)
     if n >= TARGET_FROM:
@@ -226,8 +270,12 @@ def main() -> None:
     print(", ".join(f"{d} {version(d)}" for d in ("numexpr", "pytensor", "numba", "jax", "jaxlib")))
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')}")
     print("times in microseconds; ratios are tj-c time / the other's (lower: tj-c faster)")
+    tensorjit.config.threads = args.threads  # the C backend's kernels (and its BLAS)
+    if args.threads > 1:
+        TIMED.insert(TIMED.index("tj-c") + 1, "tj-c1")
     header = f"  {'n':>9}" + "".join(f"{name:>10}" for name in TIMED + ["rival"])
-    header += "".join(f"{name:>8}" for name in ["c/rival", "c/ne", "c/np", "c/copy"])
+    ratios = ["c/rival", "c/ne", "c/np", "c/copy"] + (["c/c1"] if args.threads > 1 else [])
+    header += "".join(f"{name:>8}" for name in ratios)
     header += "  targets"
     notes: list[str] = []
     rng = np.random.default_rng(0)
@@ -238,6 +286,9 @@ def main() -> None:
                 binders = {"numpy": plain(formula)}
                 binders.update(numexpr_binders(text, args.threads))
                 binders.update(tensorjit_binders(formula, dtype))
+                if args.threads > 1:
+                    with tensorjit.config.change_flags(threads=1):
+                        binders["tj-c1"] = one_thread(tensorjit_binders(formula, dtype)["tj-c"])
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # PyTensor's and JAX's set-up chatter
                     binders.update(pytensor_binders(formula, dtype))

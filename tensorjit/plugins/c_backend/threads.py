@@ -10,6 +10,7 @@ BLAS the products call (NumPy's OpenBLAS, which NumPy's own products share).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import pathlib
 import threading
@@ -110,6 +111,7 @@ def set_blas_threads(count: int) -> bool:
     return True
 
 
+@functools.cache
 def _blas_thread_setter(where: str) -> Any:
     # NumPy's scipy-openblas64 and SciPy's scipy-openblas32 export prefixed names.
     path = pathlib.Path(where)

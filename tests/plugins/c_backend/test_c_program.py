@@ -403,8 +403,10 @@ def test_only_output_steps_stream_from_the_configured_size():
             f, _ = both([x, y], outputs)
         return f._program.stream_thresholds()
 
-    default = thresholds()
+    default = thresholds(threads=1)
     assert sorted(set(default)) == [0, last_level_cache_bytes() // 2]
+    # Two threads keep outputs cached up to the whole cache (their stores are faster).
+    assert sorted(set(thresholds(threads=2))) == [0, last_level_cache_bytes()]
     assert default.count(0) >= 2  # the temporary and the sum
     assert sorted(set(thresholds(stream_min_bytes=4096))) == [0, 4096]
     assert set(thresholds(stream_min_bytes=0)) == {0}
