@@ -53,18 +53,24 @@ def split_outer(
     grain: int,
     align: int = 1,
     combine: Combine | None = None,
+    status: bool = False,
 ) -> str:
     """C of ``name(params)`` splitting the range of length parameter ``split`` over the
     pool and calling ``name_serial`` (the caller emits it) on each part.
 
     ``steps[p]``: a C expression (of the parameters) for the bytes pointer ``p`` moves per
     item of ``split``; ``per_item``: elements of work per item (the parts get at least
-    ``grain`` elements each); ``align``: part boundaries are multiples of it."""
+    ``grain`` elements each); ``align``: part boundaries are multiples of it. With
+    ``status``, the kernel returns an int (0: done) and the wrapper returns a part's
+    non-zero one."""
     names = [n for _, n in params]
+    types = dict((n, t) for t, n in params)
     fields = [f"    {t} {n};" for t, n in params]
     fields += [f"    int64_t step_{p};" for p in steps]
     if combine is not None:
         fields.append(f"    {combine.ctype} cells[TJ_MAX_PARTS];")
+    if status:
+        fields.append("    int status;")
 
     def moved(n: str) -> str:
         if n == split:
@@ -72,19 +78,26 @@ def split_outer(
         if combine is not None and n == combine.out:
             return "(char *)&a->cells[part]"
         if n in steps:
-            return f"a->{n} + lo * a->step_{n}"
+            return f"({types[n]})((char *)a->{n} + lo * a->step_{n})"
         return f"a->{n}"
 
     call_part = ", ".join(moved(n) for n in names)
-    init = ", ".join(names + [f"({e})" for e in steps.values()])
+    init = ", ".join(names + [f"({e})" for e in steps.values()] + (["0"] if status else []))
+    run_part = f"{name}_serial({call_part});"
+    if status:
+        run_part = (
+            f"int code = {name}_serial({call_part});\n"
+            "    if (code) __atomic_store_n(&a->status, code, __ATOMIC_RELAXED);"
+        )
+    ret = "int" if status else "void"
     lines = [
         "typedef struct {\n" + "\n".join(fields) + f"\n}} {name}_args;",
         f"static void {name}_part(void *c, int64_t lo, int64_t hi, int part) {{",
         f"    {name}_args *a = ({name}_args *)c;",
         "    (void)part;",
-        f"    {name}_serial({call_part});",
+        f"    {run_part}",
         "}",
-        f"void {name}({', '.join(f'{t} {n}' for t, n in params)}) {{",
+        f"{ret} {name}({', '.join(f'{t} {n}' for t, n in params)}) {{",
         f"    const int64_t per_item = {per_item};",
         f"    if (tj_parallel && {split} > 1 && per_item > 0"
         f" && {split} >= 2 * (({grain} + per_item - 1) / per_item)) {{",
@@ -104,9 +117,9 @@ def split_outer(
     else:
         lines.append("        (void)parts;")
     lines += [
-        "        return;",
+        "        return args.status;" if status else "        return;",
         "    }",
-        f"    {name}_serial({', '.join(names)});",
+        f"    {'return ' if status else ''}{name}_serial({', '.join(names)});",
         "}",
     ]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend import compiler, parallel
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 
@@ -43,6 +43,7 @@ SOURCE = """
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 typedef %(T)s T;
+%(PARALLEL)s
 
 /* The rows (or cols) window k covers in the image, and its averaging count. */
 static inline void tj_span(int64_t k, int64_t s, int64_t win, int64_t pad, int64_t n,
@@ -65,7 +66,7 @@ static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t
     *c1 = MAX(MIN(hi, ow), *c0);
 }
 
-int tj_pool(const T *x, T *out, %(G)s) {
+static int tj_pool_serial(const T *x, T *out, %(G)s) {
     double *acc = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
     double *inv = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
     if (mode && (acc == NULL || inv == NULL)) {
@@ -123,7 +124,8 @@ int tj_pool(const T *x, T *out, %(G)s) {
     return 0;
 }
 
-void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
+static void tj_max_pool_grad_serial(const T *x, const T *z, const T *g, T *gx,
+                                    %(G)s) {
     memset(gx, 0, sizeof(T) * planes * h * w);
     for (int64_t p = 0; p < planes; p++) {
         const T *xp = x + p * h * w, *zp = z + p * oh * ow, *gp = g + p * oh * ow;
@@ -153,7 +155,7 @@ void tj_max_pool_grad(const T *x, const T *z, const T *g, T *gx, %(G)s) {
     }
 }
 
-int tj_avg_pool_grad(const T *g, T *gx, %(G)s) {
+static int tj_avg_pool_grad_serial(const T *g, T *gx, %(G)s) {
     double *inv = (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1));
     if (inv == NULL)
         return -1;
@@ -198,9 +200,37 @@ int tj_avg_pool_grad(const {T} *g, {T} *gx, {G});
 SYMBOLS = ("tj_pool", "tj_max_pool_grad", "tj_avg_pool_grad")
 
 
+def _geometry_params() -> list[tuple[str, str]]:
+    return [tuple(arg.strip().rsplit(" ", 1)) for arg in GEOMETRY.split(",")]
+
+
+def _parallel_entries() -> str:
+    """The kernels over the pool: parts of the planes (each plane is one part's; the
+    gradients zero their own planes)."""
+    image, pooled = "h * w * (int64_t)sizeof(T)", "oh * ow * (int64_t)sizeof(T)"
+    per_plane = "h * w + oh * ow * wh * ww"
+    grain = parallel.CHEAP_GRAIN
+    geometry = _geometry_params()
+    kernels = [
+        ("tj_pool", [("const T *", "x"), ("T *", "out")], {"x": image, "out": pooled}, True),
+        (
+            "tj_max_pool_grad",
+            [("const T *", "x"), ("const T *", "z"), ("const T *", "g"), ("T *", "gx")],
+            {"x": image, "z": pooled, "g": pooled, "gx": image},
+            False,
+        ),
+        ("tj_avg_pool_grad", [("const T *", "g"), ("T *", "gx")], {"g": pooled, "gx": image}, True),
+    ]
+    return "".join(
+        parallel.split_outer(name, arrays + geometry, "planes", steps, per_plane, grain, status=st)
+        for name, arrays, steps, st in kernels
+    )
+
+
 def source_of(dtype: str) -> tuple[str, str]:
     t = FLOATS[dtype]
-    return SOURCE % {"T": t, "G": GEOMETRY}, CDEF.format(T=t, G=GEOMETRY)
+    source = SOURCE % {"T": t, "G": GEOMETRY, "PARALLEL": parallel.DECLARATIONS}
+    return source + _parallel_entries(), parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 
 @cache

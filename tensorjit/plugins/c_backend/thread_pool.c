@@ -20,9 +20,11 @@
 #include <string.h>
 
 #define TJ_MAX_THREADS 256
-/* Polls of a mailbox (or of the parts left) before sleeping: tens of microseconds, long
-   enough for back-to-back kernels of one program, short against BLAS's own workers. */
-#define TJ_SPIN 4000
+/* Polls of a mailbox (or of the parts left) before sleeping, about 20 us (a pause is
+   ~30 ns here, AMD EPYC): long enough for back-to-back kernels of one program, short
+   enough not to hold a core that BLAS's own workers need for the product that follows
+   (with ~110 us, a softmax before a GEMM slowed the GEMM). tj_pool_set_spin changes it. */
+static int tj_spin = 700;
 
 typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
 
@@ -64,7 +66,7 @@ static void *tj_worker_main(void *arg)
     for (;;) {
         int spins = 0;
         while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen) {
-            if (++spins < TJ_SPIN) {
+            if (++spins < tj_spin) {
                 tj_relax();
                 continue;
             }
@@ -160,7 +162,7 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     pthread_mutex_unlock(&sleep_lock);
     fn(ctx, 0, per, 0);
     for (int spins = 0; __atomic_load_n(&remaining, __ATOMIC_ACQUIRE) != 0; spins++) {
-        if (spins < TJ_SPIN) {
+        if (spins < tj_spin) {
             tj_relax();
             continue;
         }
@@ -185,3 +187,11 @@ int tj_pool_set_threads(int count)
 }
 
 int tj_pool_threads(void) { return __atomic_load_n(&n_wanted, __ATOMIC_RELAXED); }
+
+/* Polls before a waiting thread sleeps (0: sleep at once); returns the previous value. */
+int tj_pool_set_spin(int polls)
+{
+    int old = tj_spin;
+    tj_spin = polls < 0 ? 0 : polls;
+    return old;
+}

@@ -25,6 +25,7 @@ _POOL_CDEF = (
     "int tj_pool_parallel(void *, void *, int64_t, int64_t, int64_t);\n"
     "int tj_pool_set_threads(int);\n"
     "int tj_pool_threads(void);\n"
+    "int tj_pool_set_spin(int);\n"
 )
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
@@ -97,14 +98,30 @@ def _apply(_value: object = None) -> None:
         for ffi, lib in waiting:
             _point(ffi, lib)
     if config.threads != "auto":
+        if _blas_before[0] is None:
+            _blas_before[0] = blas_threads() or available_cores()
         set_blas_threads(count)
+    elif _blas_before[0] is not None:  # back to auto: the BLAS's own count again
+        set_blas_threads(_blas_before[0])
+        _blas_before[0] = None
+
+
+_blas_before: list[int | None] = [None]  # the BLAS's count before config set one
+
+
+def blas_threads() -> int | None:
+    """The threads of the BLAS the products call (None if it does not say)."""
+    from tensorjit.plugins.c_backend import blas
+
+    getter = _blas_function(blas.provider().where, "get")
+    return None if getter is None else int(getter())
 
 
 def set_blas_threads(count: int) -> bool:
     """Set the threads of the BLAS the products call; False if it has no such switch."""
     from tensorjit.plugins.c_backend import blas
 
-    setter = _blas_thread_setter(blas.provider().where)
+    setter = _blas_function(blas.provider().where, "set")
     if setter is None:
         return False
     setter(count)
@@ -112,29 +129,29 @@ def set_blas_threads(count: int) -> bool:
 
 
 @functools.cache
-def _blas_thread_setter(where: str) -> Any:
-    # NumPy's scipy-openblas64 and SciPy's scipy-openblas32 export prefixed names.
+def _blas_function(where: str, verb: str) -> Any:
+    """OpenBLAS's ``<verb>_num_threads`` in the library at ``where`` (or, for SciPy's
+    capsules, in SciPy's bundled OpenBLAS); NumPy's scipy-openblas64 and SciPy's
+    scipy-openblas32 export prefixed names."""
     path = pathlib.Path(where)
     candidates = [path] if path.exists() else []
-    if not candidates:  # SciPy's capsules: its bundled OpenBLAS beside the package
+    if not candidates:
         import scipy
 
         root = pathlib.Path(scipy.__file__).parent
         candidates = sorted((root.parent / "scipy.libs").glob("libscipy_openblas*"))
+    names = [f"scipy_openblas_{verb}_num_threads64_", f"scipy_openblas_{verb}_num_threads"]
+    names.append(f"openblas_{verb}_num_threads")
     for lib_path in candidates:
         try:
             lib = ctypes.CDLL(str(lib_path))
         except OSError:
             continue
-        for name in (
-            "scipy_openblas_set_num_threads64_",
-            "scipy_openblas_set_num_threads",
-            "openblas_set_num_threads",
-        ):
+        for name in names:
             fn = getattr(lib, name, None)
             if fn is not None:
-                fn.argtypes = [ctypes.c_int]
-                fn.restype = None
+                fn.argtypes = [ctypes.c_int] if verb == "set" else []
+                fn.restype = None if verb == "set" else ctypes.c_int
                 return fn
     return None
 
