@@ -31,6 +31,7 @@ _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
 _pool_failed = False
 _libraries: dict[int, tuple[Any, Any]] = {}  # kernel libraries attached, by id
+_pointed: set[int] = set()  # ids of those whose tj_parallel is the pool's
 
 
 def available_cores() -> int:
@@ -67,23 +68,29 @@ def _load_pool() -> tuple[Any, Any] | None:
 
 
 def attach(ffi: Any, lib: Any) -> None:
-    """Point a kernel library's ``tj_parallel`` at the pool; with one thread the pool is
-    not built (the library runs serially) until config ``threads`` asks for more."""
+    """Point a kernel library's ``tj_parallel`` at the pool; while one thread is wanted
+    and no pool is built, the library runs serially (and no pool is built) until config
+    ``threads`` asks for more."""
     with _lock:
         if id(lib) in _libraries:
             return
         _libraries[id(lib)] = (ffi, lib)
-    if thread_count() > 1:
-        _point(ffi, lib)
+    if _pool is not None or thread_count() > 1:
+        _point_all()
 
 
-def _point(ffi: Any, lib: Any) -> None:
+def _point_all() -> None:
+    """Every library attached so far gets the pool (built now if need be)."""
     pool = _load_pool()
     if pool is None:
         return
     pool_ffi, pool_lib = pool
     address = int(pool_ffi.cast("uintptr_t", pool_ffi.addressof(pool_lib, "tj_pool_parallel")))
-    lib.tj_parallel = ffi.cast("int (*)(void *, void *, int64_t, int64_t, int64_t)", address)
+    with _lock:
+        waiting = [_libraries[k] for k in _libraries.keys() - _pointed]
+        _pointed.update(_libraries)
+    for ffi, lib in waiting:
+        lib.tj_parallel = ffi.cast("int (*)(void *, void *, int64_t, int64_t, int64_t)", address)
 
 
 def _apply(_value: object = None) -> None:
@@ -92,11 +99,8 @@ def _apply(_value: object = None) -> None:
     count = thread_count()
     if _pool is not None:
         _pool[1].tj_pool_set_threads(count)
-    elif count > 1:
-        with _lock:
-            waiting = list(_libraries.values())
-        for ffi, lib in waiting:
-            _point(ffi, lib)
+    if count > 1:
+        _point_all()
     if config.threads != "auto":
         if _blas_before[0] is None:
             _blas_before[0] = blas_threads() or available_cores()
