@@ -77,7 +77,7 @@ def _auto_or_threads(value: Any) -> str | int:
     if value == "auto":
         return value
     count = _non_negative_int(value, "'auto' or a number of threads >= 1")
-    if count < 1:
+    if count < 1 or str(value).strip() != str(count):  # 2.5 or "2.0" is not a count
         raise ValueError(f"expected 'auto' or a number of threads >= 1, got {value!r}")
     return count
 
