@@ -3,10 +3,12 @@
  * A kernel splits its work with tj_pool_parallel(fn, ctx, n, grain, align): [0, n) is cut
  * into at most `threads` parts of at least `grain` items (boundaries multiples of
  * `align`), the calling thread runs part 0 and one worker each of the others, and the call
- * returns when all are done. Too little work, one thread, or a pool already busy (two
- * Python threads calling kernels at once; a kernel inside a kernel) run fn(ctx, 0, n, 0)
- * on the caller: the result never depends on whether threads were used, only on how
- * many parts there were (reductions combine per-part results in part order).
+ * returns when all are done. How [0, n) is cut depends only on n, grain, align and the
+ * thread count; when the pool is busy (two Python threads calling kernels at once; a
+ * kernel inside a kernel), its workers asleep and the work small, or a worker can not be
+ * started, the caller runs the parts itself, one after the other. So a result never
+ * depends on whether workers ran, only on the thread count (reductions combine
+ * per-part results in part order).
  *
  * Why not OpenMP: libgomp's workers spin for a long time after a region and fight
  * OpenBLAS's spinning workers for the cores (an elementwise kernel between two GEMMs ran
@@ -25,6 +27,8 @@
    enough not to hold a core that BLAS's own workers need for the product that follows
    (with ~110 us, a softmax before a GEMM slowed the GEMM). tj_pool_set_spin changes it. */
 static int tj_spin = 700;
+/* Multiplies every kernel's grain (tj_pool_set_grain_scale), to tune without rebuilding. */
+static int tj_grain_scale = 1;
 
 typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
 
@@ -42,6 +46,11 @@ static int n_started = 0;      /* workers running: workers[1 .. n_started] */
 static int n_wanted = 1;       /* threads per kernel, the caller included */
 static unsigned next_ticket = 0;
 static int remaining = 0;      /* posted parts not finished (atomic) */
+static int n_asleep = 0;       /* workers that stopped spinning (atomic) */
+/* A sleeping worker costs ~10-50 us to wake (and its 20 us of spinning afterwards can
+   hold a core BLAS's workers want): it is only woken for parts of at least this many
+   grains. Work that small runs on the caller instead; spinning workers take any part. */
+#define TJ_WAKE_GRAINS 8
 
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;  /* held while a job runs */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -71,8 +80,10 @@ static void *tj_worker_main(void *arg)
                 continue;
             }
             pthread_mutex_lock(&sleep_lock);
+            __atomic_add_fetch(&n_asleep, 1, __ATOMIC_RELAXED);
             while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen)
                 pthread_cond_wait(&wake, &sleep_lock);
+            __atomic_sub_fetch(&n_asleep, 1, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&sleep_lock);
         }
         seen = __atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE);
@@ -93,6 +104,7 @@ static void tj_after_fork_child(void)
 {
     n_started = 0;
     remaining = 0;
+    n_asleep = 0;
     memset(workers, 0, sizeof workers);
     pthread_mutex_init(&busy, NULL);
     pthread_mutex_init(&sleep_lock, NULL);
@@ -122,8 +134,14 @@ static int tj_start_workers(int count)
     return n_started;
 }
 
+static inline int64_t tj_part_end(int64_t k, int64_t per, int64_t n)
+{
+    return (k + 1) * per < n ? (k + 1) * per : n;
+}
+
 int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t align)
 {
+    grain *= __atomic_load_n(&tj_grain_scale, __ATOMIC_RELAXED);
     if (grain < 1)
         grain = 1;
     if (align < 1)
@@ -131,36 +149,49 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     int parts = __atomic_load_n(&n_wanted, __ATOMIC_RELAXED);
     if (n / grain < parts)
         parts = (int)(n / grain);
-    if (parts <= 1 || pthread_mutex_trylock(&busy) != 0) {
-        fn(ctx, 0, n, 0);
-        return 1;
-    }
-    if (tj_start_workers(parts - 1) < parts - 1)
-        parts = n_started + 1;
-    int64_t per = (n + parts - 1) / parts;
+    int64_t per = parts > 1 ? (n + parts - 1) / parts : n;
     per = (per + align - 1) / align * align;
-    parts = (int)((n + per - 1) / per);  /* rounding up to `align` may leave fewer */
-    if (parts <= 1) {
-        pthread_mutex_unlock(&busy);
+    if (parts <= 1 || per >= n) {
         fn(ctx, 0, n, 0);
         return 1;
     }
-    __atomic_store_n(&remaining, parts - 1, __ATOMIC_RELAXED);
-    for (int k = 1; k < parts; k++) {
+    parts = (int)((n + per - 1) / per); /* rounding up to `align` may leave fewer */
+    /* The parts are fixed now, whoever runs them: a reduction combines the same values
+       whether workers ran them or the caller did, one after the other. */
+    int helpers = parts - 1;
+    if (n / grain < (int64_t)parts * TJ_WAKE_GRAINS &&
+        __atomic_load_n(&n_asleep, __ATOMIC_RELAXED) > 0)
+        helpers = 0;
+    if (helpers && pthread_mutex_trylock(&busy) != 0)
+        helpers = 0;
+    else if (helpers && tj_start_workers(helpers) < helpers) {
+        helpers = n_started;
+        if (helpers == 0)
+            pthread_mutex_unlock(&busy);
+    }
+    if (helpers == 0) {
+        for (int k = 0; k < parts; k++)
+            fn(ctx, k * per, tj_part_end(k, per, n), k);
+        return parts;
+    }
+    __atomic_store_n(&remaining, helpers, __ATOMIC_RELAXED);
+    for (int k = 1; k <= helpers; k++) {
         tj_worker *w = &workers[k];
         w->fn = fn;
         w->ctx = ctx;
         w->lo = k * per;
-        w->hi = (k + 1) * per < n ? (k + 1) * per : n;
+        w->hi = tj_part_end(k, per, n);
         w->part = k;
         if (++next_ticket == 0)
             next_ticket = 1;
         __atomic_store_n(&w->ticket, next_ticket, __ATOMIC_RELEASE);
     }
-    pthread_mutex_lock(&sleep_lock);  /* wakes workers that stopped spinning */
+    pthread_mutex_lock(&sleep_lock); /* wakes workers that stopped spinning */
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&sleep_lock);
     fn(ctx, 0, per, 0);
+    for (int k = helpers + 1; k < parts; k++) /* parts no worker could take */
+        fn(ctx, k * per, tj_part_end(k, per, n), k);
     for (int spins = 0; __atomic_load_n(&remaining, __ATOMIC_ACQUIRE) != 0; spins++) {
         if (spins < tj_spin) {
             tj_relax();
@@ -193,5 +224,13 @@ int tj_pool_set_spin(int polls)
 {
     int old = tj_spin;
     tj_spin = polls < 0 ? 0 : polls;
+    return old;
+}
+
+/* Multiplies the grain every kernel asks for (>= 1); returns the previous value. */
+int tj_pool_set_grain_scale(int scale)
+{
+    int old = tj_grain_scale;
+    __atomic_store_n(&tj_grain_scale, scale < 1 ? 1 : scale, __ATOMIC_RELAXED);
     return old;
 }

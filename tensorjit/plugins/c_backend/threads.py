@@ -26,6 +26,7 @@ _POOL_CDEF = (
     "int tj_pool_set_threads(int);\n"
     "int tj_pool_threads(void);\n"
     "int tj_pool_set_spin(int);\n"
+    "int tj_pool_set_grain_scale(int);\n"
 )
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
