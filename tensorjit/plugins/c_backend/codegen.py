@@ -918,7 +918,20 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         # No reduced axis: the store happens inside the innermost loop.
         lines = _store_inside(lines, ndim, acc_dtype, out_dtype)
     lines.append("}")
-    lines.append(_parallel_reduce(kind, tin, tout, n_kept, ndim))
+    if n_kept == 0 and ndim:
+        # Parts of a full reduction keep the accumulator's type (a float32 sum adds in
+        # double): the same kernel, storing acc unconverted; the wrapper converts once.
+        start = next(k for k, line in enumerate(lines) if "tj_reduce_serial(" in line)
+        serial = "\n".join(lines[start:])
+        stored = f"po[o++] = {convert('acc', acc_dtype, out_dtype)};"
+        lines.append(
+            serial.replace("tj_reduce_serial(", "tj_reduce_acc(")
+            .replace(f"{tout} *po = ({tout} *)out;", f"{tacc} *po = ({tacc} *)out;")
+            .replace(stored, "po[o++] = acc;")
+        )
+    lines.append(
+        _parallel_reduce(kind, tout, tacc, convert("acc", acc_dtype, out_dtype), n_kept, ndim)
+    )
     shape_decl = "".join("int64_t, " for _ in range(ndim))
     cdef = parallel.CDEF + f"void tj_reduce({shape_decl}char *, char *"
     cdef += "".join(", int64_t" for _ in range(ndim)) + ");\n"
@@ -935,9 +948,10 @@ _COMBINE = {
 }
 
 
-def _parallel_reduce(kind: str, tin: str, tout: str, n_kept: int, ndim: int) -> str:
+def _parallel_reduce(kind: str, tout: str, tacc: str, store: str, n_kept: int, ndim: int) -> str:
     """``tj_reduce`` over the pool: parts of the first kept axis (disjoint outputs), or,
-    reducing everything, of the first axis with one value per part, combined in order."""
+    reducing everything, of the first axis with one accumulator per part (``tj_reduce_acc``),
+    combined in order and converted once (``store``, a C expression of ``acc``)."""
     params = [("int64_t", f"n{a}") for a in range(ndim)] + [("char *", "x"), ("char *", "out")]
     params += [("int64_t", f"st{a}") for a in range(ndim)]
     if ndim == 0:
@@ -948,7 +962,7 @@ def _parallel_reduce(kind: str, tin: str, tout: str, n_kept: int, ndim: int) -> 
     if n_kept:
         steps["out"] = " * ".join([f"sizeof({tout})"] + [f"n{a}" for a in range(1, n_kept)])
     else:
-        combine = parallel.Combine("out", tout, _COMBINE[kind])
+        combine = parallel.Combine("out", tacc, _COMBINE[kind], "tj_reduce_acc", tout, store)
     return parallel.split_outer(
         "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN, combine=combine
     )

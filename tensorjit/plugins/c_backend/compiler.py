@@ -374,9 +374,10 @@ def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[A
     """(ffi, lib) for ``source``: from memory, from the disk cache, or compiled now.
     A library declaring ``tj_parallel`` (parallel.py) gets the worker pool."""
     ffi, lib = _load_entry(source, what, lambda path: _try_load(path, cdef, symbols))
-    if "tj_parallel" in cdef:
-        from tensorjit.plugins.c_backend import threads
+    # Imported with the first kernel of any kind: config threads reaches the BLAS too.
+    from tensorjit.plugins.c_backend import threads
 
+    if "tj_parallel" in cdef:
         threads.attach(ffi, lib)
     return ffi, lib
 

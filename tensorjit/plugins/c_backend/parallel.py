@@ -20,7 +20,7 @@ from dataclasses import dataclass
 # The pool's entry, as every kernel library sees it (NULL: run serially).
 DECLARATIONS = """typedef void (*tj_task_fn)(void *, int64_t, int64_t, int);
 int (*tj_parallel)(tj_task_fn, void *, int64_t, int64_t, int64_t) = 0;
-#define TJ_MAX_PARTS 256
+#define TJ_MAX_PARTS 256 /* thread_pool.c's TJ_MAX_THREADS: no call has more parts */
 """
 CDEF = "extern int (*tj_parallel)(void *, void *, int64_t, int64_t, int64_t);\n"
 
@@ -39,12 +39,18 @@ LINE_ITEMS = 64
 
 @dataclass(frozen=True)
 class Combine:
-    """A full reduction split over parts: ``out`` (a pointer parameter) receives one
-    ``ctype`` value; ``expr`` combines ``a`` (earlier parts) with ``b`` (the next)."""
+    """A full reduction split over parts: each part runs ``kernel`` (same parameters as
+    the serial one), which stores one ``ctype`` value (the accumulator's type) at
+    ``out``; ``expr`` combines ``a`` (earlier parts) with ``b`` (the next), and
+    ``store`` (a C expression of ``acc``) is what the wrapper writes at ``out``, of
+    type ``out_ctype``."""
 
     out: str
     ctype: str
     expr: str
+    kernel: str
+    out_ctype: str
+    store: str = "acc"
 
 
 def split_outer(
@@ -70,10 +76,10 @@ def split_outer(
     types = dict((n, t) for t, n in params)
     fields = [f"    {t} {n};" for t, n in params]
     fields += [f"    int64_t step_{p};" for p in steps]
+    if status:  # initialised to 0 after the steps, so before the cells
+        fields.append("    int status;")
     if combine is not None:
         fields.append(f"    {combine.ctype} cells[TJ_MAX_PARTS];")
-    if status:
-        fields.append("    int status;")
 
     def moved(n: str) -> str:
         if n == split:
@@ -86,10 +92,11 @@ def split_outer(
 
     call_part = ", ".join(moved(n) for n in names)
     init = ", ".join(names + [f"({e})" for e in steps.values()] + (["0"] if status else []))
-    run_part = f"{name}_serial({call_part});"
+    serial = f"{name}_serial" if combine is None else combine.kernel
+    run_part = f"{serial}({call_part});"
     if status:
         run_part = (
-            f"int code = {name}_serial({call_part});\n"
+            f"int code = {serial}({call_part});\n"
             "    if (code) __atomic_store_n(&a->status, code, __ATOMIC_RELAXED);"
         )
     ret = "int" if status else "void"
@@ -115,7 +122,7 @@ def split_outer(
             f"            {combine.ctype} a = acc, b = args.cells[k];",
             f"            acc = {combine.expr};",
             "        }",
-            f"        *({combine.ctype} *){combine.out} = acc;",
+            f"        *({combine.out_ctype} *){combine.out} = {combine.store};",
         ]
     else:
         lines.append("        (void)parts;")

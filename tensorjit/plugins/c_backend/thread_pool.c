@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TJ_MAX_THREADS 256
+#define TJ_MAX_THREADS 256 /* parts never exceed it: parallel.py's TJ_MAX_PARTS */
 /* Polls of a mailbox (or of the parts left) before sleeping, about 20 us (a pause is
    ~30 ns here, AMD EPYC): long enough for back-to-back kernels of one program, short
    enough not to hold a core that BLAS's own workers need for the product that follows
@@ -35,6 +35,7 @@ typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
 typedef struct {
     pthread_t thread;
     unsigned ticket;           /* set by the caller (release) when a part is posted */
+    int asleep;                /* stopped spinning, waits on `wake` (atomic) */
     tj_task_fn fn;
     void *ctx;
     int64_t lo, hi;
@@ -44,9 +45,7 @@ typedef struct {
 static tj_worker workers[TJ_MAX_THREADS];
 static int n_started = 0;      /* workers running: workers[1 .. n_started] */
 static int n_wanted = 1;       /* threads per kernel, the caller included */
-static unsigned next_ticket = 0;
 static int remaining = 0;      /* posted parts not finished (atomic) */
-static int n_asleep = 0;       /* workers that stopped spinning (atomic) */
 /* A sleeping worker costs ~10-50 us to wake (and its 20 us of spinning afterwards can
    hold a core BLAS's workers want): it is only woken for parts of at least this many
    grains. Work that small runs on the caller instead; spinning workers take any part. */
@@ -57,6 +56,7 @@ static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static int atfork_installed = 0;
+static int create_failed = 0;  /* pthread_create failed once: no more attempts */
 
 static inline void tj_relax(void)
 {
@@ -75,15 +75,15 @@ static void *tj_worker_main(void *arg)
     for (;;) {
         int spins = 0;
         while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen) {
-            if (++spins < tj_spin) {
+            if (++spins < __atomic_load_n(&tj_spin, __ATOMIC_RELAXED)) {
                 tj_relax();
                 continue;
             }
             pthread_mutex_lock(&sleep_lock);
-            __atomic_add_fetch(&n_asleep, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->asleep, 1, __ATOMIC_RELAXED);
             while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen)
                 pthread_cond_wait(&wake, &sleep_lock);
-            __atomic_sub_fetch(&n_asleep, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->asleep, 0, __ATOMIC_RELAXED);
             pthread_mutex_unlock(&sleep_lock);
         }
         seen = __atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE);
@@ -104,7 +104,6 @@ static void tj_after_fork_child(void)
 {
     n_started = 0;
     remaining = 0;
-    n_asleep = 0;
     memset(workers, 0, sizeof workers);
     pthread_mutex_init(&busy, NULL);
     pthread_mutex_init(&sleep_lock, NULL);
@@ -120,15 +119,17 @@ static int tj_start_workers(int count)
             return n_started;
         atfork_installed = 1;
     }
-    while (n_started < count) {
+    while (n_started < count && !create_failed) {
         tj_worker *w = &workers[n_started + 1];
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         int failed = pthread_create(&w->thread, &attr, tj_worker_main, w);
         pthread_attr_destroy(&attr);
-        if (failed)
+        if (failed) {
+            create_failed = 1;
             break;
+        }
         n_started++;
     }
     return n_started;
@@ -141,9 +142,10 @@ static inline int64_t tj_part_end(int64_t k, int64_t per, int64_t n)
 
 int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t align)
 {
-    grain *= __atomic_load_n(&tj_grain_scale, __ATOMIC_RELAXED);
+    int64_t scale = __atomic_load_n(&tj_grain_scale, __ATOMIC_RELAXED);
     if (grain < 1)
         grain = 1;
+    grain = grain > INT64_MAX / scale ? INT64_MAX : grain * scale;
     if (align < 1)
         align = 1;
     int parts = __atomic_load_n(&n_wanted, __ATOMIC_RELAXED);
@@ -159,9 +161,11 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     /* The parts are fixed now, whoever runs them: a reduction combines the same values
        whether workers ran them or the caller did, one after the other. */
     int helpers = parts - 1;
-    if (n / grain < (int64_t)parts * TJ_WAKE_GRAINS &&
-        __atomic_load_n(&n_asleep, __ATOMIC_RELAXED) > 0)
-        helpers = 0;
+    if (n / grain < (int64_t)parts * TJ_WAKE_GRAINS) {
+        for (int k = 1; k <= helpers && k <= n_started; k++)
+            if (__atomic_load_n(&workers[k].asleep, __ATOMIC_RELAXED))
+                helpers = 0;
+    }
     if (helpers && pthread_mutex_trylock(&busy) != 0)
         helpers = 0;
     else if (helpers && tj_start_workers(helpers) < helpers) {
@@ -182,9 +186,8 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
         w->lo = k * per;
         w->hi = tj_part_end(k, per, n);
         w->part = k;
-        if (++next_ticket == 0)
-            next_ticket = 1;
-        __atomic_store_n(&w->ticket, next_ticket, __ATOMIC_RELEASE);
+        unsigned ticket = w->ticket + 1; /* only this caller (holding busy) writes it */
+        __atomic_store_n(&w->ticket, ticket ? ticket : 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_lock(&sleep_lock); /* wakes workers that stopped spinning */
     pthread_cond_broadcast(&wake);
@@ -193,7 +196,7 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     for (int k = helpers + 1; k < parts; k++) /* parts no worker could take */
         fn(ctx, k * per, tj_part_end(k, per, n), k);
     for (int spins = 0; __atomic_load_n(&remaining, __ATOMIC_ACQUIRE) != 0; spins++) {
-        if (spins < tj_spin) {
+        if (spins < __atomic_load_n(&tj_spin, __ATOMIC_RELAXED)) {
             tj_relax();
             continue;
         }
@@ -222,15 +225,11 @@ int tj_pool_threads(void) { return __atomic_load_n(&n_wanted, __ATOMIC_RELAXED);
 /* Polls before a waiting thread sleeps (0: sleep at once); returns the previous value. */
 int tj_pool_set_spin(int polls)
 {
-    int old = tj_spin;
-    tj_spin = polls < 0 ? 0 : polls;
-    return old;
+    return __atomic_exchange_n(&tj_spin, polls < 0 ? 0 : polls, __ATOMIC_RELAXED);
 }
 
 /* Multiplies the grain every kernel asks for (>= 1); returns the previous value. */
 int tj_pool_set_grain_scale(int scale)
 {
-    int old = tj_grain_scale;
-    __atomic_store_n(&tj_grain_scale, scale < 1 ? 1 : scale, __ATOMIC_RELAXED);
-    return old;
+    return __atomic_exchange_n(&tj_grain_scale, scale < 1 ? 1 : scale, __ATOMIC_RELAXED);
 }

@@ -57,14 +57,15 @@ def _load_pool() -> tuple[Any, Any] | None:
         if _pool is None and not _pool_failed:
             source = (pathlib.Path(__file__).parent / "thread_pool.c").read_text()
             try:
-                _pool = compiler.load(source, _POOL_CDEF, ("tj_pool_parallel",), "thread pool")
-            except compiler.CCompileError as exc:
+                pool = compiler.load(source, _POOL_CDEF, ("tj_pool_parallel",), "thread pool")
+            except (compiler.CCompileError, compiler.CompilerUnavailable, OSError) as exc:
                 _pool_failed = True
                 warnings.warn(
                     f"C kernels run on one thread: {exc}", TensorjitRuntimeWarning, stacklevel=3
                 )
                 return None
-            _pool[1].tj_pool_set_threads(thread_count())
+            pool[1].tj_pool_set_threads(thread_count())
+            _pool = pool
     return _pool
 
 
@@ -98,8 +99,9 @@ def _apply(_value: object = None) -> None:
     """config ``threads`` changed: the pool (built now if needed), every kernel library
     loaded so far and the BLAS follow."""
     count = thread_count()
-    if _pool is not None:
-        _pool[1].tj_pool_set_threads(count)
+    with _lock:  # not between _load_pool's build and its own set
+        if _pool is not None:
+            _pool[1].tj_pool_set_threads(count)
     if count > 1:
         _point_all()
     if config.threads != "auto":
@@ -162,3 +164,5 @@ def _blas_function(where: str, verb: str) -> Any:
 
 
 config.watch("threads", _apply)
+if config.threads != "auto":  # set (TENSORJIT_FLAGS or code) before this module loaded
+    _apply()

@@ -784,3 +784,23 @@ def test_a_thread_count_also_sets_the_blas_threads():
     finally:
         assert threads.set_blas_threads(original)
     assert blas_threads() == original
+
+
+@NEEDS_C
+@pytest.mark.parametrize("path", ["per_node", "program"])
+def test_float32_full_reductions_combine_parts_in_double(path):
+    # Each part's float32 sum/product stays a double until the parts are combined, as
+    # on one thread: rounding a part to float32 first lost the 1 below (1e8 + 1 - 1e8)
+    # and made the product 0 * inf = NaN.
+    v = T.vector("v", dtype="float32")
+    a = np.ones(400_000, np.float32)
+    a[:50], a[-50:] = 0.1, 10.0
+    b = np.zeros(400_000, np.float32)
+    b[0], b[1], b[200_000] = 1e8, 1.0, -1e8
+    flags = {"whole_graph": path == "program"}
+    for count in (1, 2, 3):
+        with tensorjit.config.change_flags(threads=count, **flags):
+            prod = tensorjit.function([v], T.prod(v), mode=C_ONLY)
+            total = tensorjit.function([v], T.sum(v), mode=C_ONLY)
+            assert prod(a) == np.float32(np.prod(a.astype(np.float64)))
+            assert total(b) == np.float32(1.0)
