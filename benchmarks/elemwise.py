@@ -170,14 +170,13 @@ def _copy_pool(threads: int):
 
 
 def one_thread(binder):
-    """tj-c compiled with config threads=1 and run with the worker pool held to one
-    thread (the same-run baseline). The pool is set directly, a C call: changing the
+    """tj-c (``binder``, compiled with config threads=1) run with the worker pool held
+    to one thread (the same-run baseline). The pool is set directly, a C call: changing the
     config also sets the BLAS's threads, which costs ~10 us, as much as a 10^5 step."""
     from tensorjit.plugins.c_backend import threads
 
     def bind(a, b):
-        with tensorjit.config.change_flags(threads=1):
-            step = binder(a, b)
+        step = binder(a, b)
         pool = threads._load_pool()
         if pool is None:
             return step

@@ -918,9 +918,11 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         # No reduced axis: the store happens inside the innermost loop.
         lines = _store_inside(lines, ndim, acc_dtype, out_dtype)
     lines.append("}")
-    if n_kept == 0 and ndim:
+    part_kernel = "tj_reduce_serial"
+    if n_kept == 0 and ndim and tacc != tout:
         # Parts of a full reduction keep the accumulator's type (a float32 sum adds in
         # double): the same kernel, storing acc unconverted; the wrapper converts once.
+        part_kernel = "tj_reduce_acc"
         start = next(k for k, line in enumerate(lines) if "tj_reduce_serial(" in line)
         serial = "\n".join(lines[start:])
         stored = f"po[o++] = {convert('acc', acc_dtype, out_dtype)};"
@@ -929,9 +931,8 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
             .replace(f"{tout} *po = ({tout} *)out;", f"{tacc} *po = ({tacc} *)out;")
             .replace(stored, "po[o++] = acc;")
         )
-    lines.append(
-        _parallel_reduce(kind, tout, tacc, convert("acc", acc_dtype, out_dtype), n_kept, ndim)
-    )
+    store = convert("acc", acc_dtype, out_dtype)
+    lines.append(_parallel_reduce(kind, tout, tacc, store, part_kernel, n_kept, ndim))
     shape_decl = "".join("int64_t, " for _ in range(ndim))
     cdef = parallel.CDEF + f"void tj_reduce({shape_decl}char *, char *"
     cdef += "".join(", int64_t" for _ in range(ndim)) + ");\n"
@@ -948,10 +949,13 @@ _COMBINE = {
 }
 
 
-def _parallel_reduce(kind: str, tout: str, tacc: str, store: str, n_kept: int, ndim: int) -> str:
+def _parallel_reduce(
+    kind: str, tout: str, tacc: str, store: str, part_kernel: str, n_kept: int, ndim: int
+) -> str:
     """``tj_reduce`` over the pool: parts of the first kept axis (disjoint outputs), or,
-    reducing everything, of the first axis with one accumulator per part (``tj_reduce_acc``),
-    combined in order and converted once (``store``, a C expression of ``acc``)."""
+    reducing everything, of the first axis with one accumulator per part (``part_kernel``
+    stores it), combined in order and converted once (``store``, a C expression of
+    ``acc``)."""
     params = [("int64_t", f"n{a}") for a in range(ndim)] + [("char *", "x"), ("char *", "out")]
     params += [("int64_t", f"st{a}") for a in range(ndim)]
     if ndim == 0:
@@ -962,7 +966,7 @@ def _parallel_reduce(kind: str, tout: str, tacc: str, store: str, n_kept: int, n
     if n_kept:
         steps["out"] = " * ".join([f"sizeof({tout})"] + [f"n{a}" for a in range(1, n_kept)])
     else:
-        combine = parallel.Combine("out", tacc, _COMBINE[kind], "tj_reduce_acc", tout, store)
+        combine = parallel.Combine("out", tacc, _COMBINE[kind], part_kernel, tout, store)
     return parallel.split_outer(
         "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN, combine=combine
     )

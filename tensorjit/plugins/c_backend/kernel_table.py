@@ -74,6 +74,22 @@ def _step(name: str) -> Callable[[Any, Apply, Any], Any]:
     return lambda tables, node, plan: getattr(tables, name)(node, plan)
 
 
+def _per_dtype_library(name: str, module: Any) -> KernelSpec:
+    """The spec of per-node kernels that ``module`` keeps in one library per float dtype
+    (``OPS``, ``supported``, ``factory``, ``source_of(dtype)``); no program step."""
+    return KernelSpec(
+        f"c:{name}",
+        BACKEND,
+        module.OPS,
+        lambda node, plan: module.factory(node),
+        plan=_exactly(module.OPS, _covered_if(module.supported)),
+        sources=lambda node, plan: [
+            (module.source_of(node.outputs[0].type.dtype)[0], f"{name} kernels")
+        ],
+        plugin=PLUGIN,
+    )
+
+
 SPECS = (
     KernelSpec(
         "c:elemwise",
@@ -124,28 +140,8 @@ SPECS = (
         step=_step("rowwise"),
         plugin=PLUGIN,
     ),
-    KernelSpec(
-        "c:convolution",
-        BACKEND,
-        convolution.OPS,
-        lambda node, plan: convolution.factory(node),
-        plan=_exactly(convolution.OPS, _covered_if(convolution.supported)),
-        sources=lambda node, plan: [
-            (convolution.source_of(node.outputs[0].type.dtype)[0], "convolution kernels")
-        ],
-        plugin=PLUGIN,
-    ),
-    KernelSpec(
-        "c:pooling",
-        BACKEND,
-        pooling.OPS,
-        lambda node, plan: pooling.factory(node),
-        plan=_exactly(pooling.OPS, _covered_if(pooling.supported)),
-        sources=lambda node, plan: [
-            (pooling.source_of(node.outputs[0].type.dtype)[0], "pooling kernels")
-        ],
-        plugin=PLUGIN,
-    ),
+    _per_dtype_library("convolution", convolution),
+    _per_dtype_library("pooling", pooling),
     KernelSpec(
         "c:indexing",
         BACKEND,

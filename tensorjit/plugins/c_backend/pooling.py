@@ -31,10 +31,9 @@ FLOATS = {"float32": "float", "float64": "double"}
 
 # The geometry every kernel takes: planes, image (h, w), output (oh, ow), window,
 # stride, padding; window (r, c) covers image rows [r0, r1) and cols [c0, c1).
-GEOMETRY = (
-    "int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t wh, "
-    "int64_t ww, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int mode"
-)
+GEOMETRY_PARAMS = [("int64_t", n) for n in "planes h w oh ow wh ww sh sw ph pw".split()]
+GEOMETRY_PARAMS.append(("int", "mode"))
+GEOMETRY = ", ".join(f"{t} {n}" for t, n in GEOMETRY_PARAMS)
 SOURCE = """
 #include <math.h>
 #include <stdint.h>
@@ -200,17 +199,12 @@ int tj_avg_pool_grad(const {T} *g, {T} *gx, {G});
 SYMBOLS = ("tj_pool", "tj_max_pool_grad", "tj_avg_pool_grad")
 
 
-def _geometry_params() -> list[tuple[str, str]]:
-    return [tuple(arg.strip().rsplit(" ", 1)) for arg in GEOMETRY.split(",")]
-
-
 def _parallel_entries() -> str:
     """The kernels over the pool: parts of the planes (each plane is one part's; the
     gradients zero their own planes)."""
     image, pooled = "h * w * (int64_t)sizeof(T)", "oh * ow * (int64_t)sizeof(T)"
     per_plane = "h * w + oh * ow * wh * ww"
     grain = parallel.CHEAP_GRAIN
-    geometry = _geometry_params()
     kernels = [
         ("tj_pool", [("const T *", "x"), ("T *", "out")], {"x": image, "out": pooled}, True),
         (
@@ -222,7 +216,9 @@ def _parallel_entries() -> str:
         ("tj_avg_pool_grad", [("const T *", "g"), ("T *", "gx")], {"g": pooled, "gx": image}, True),
     ]
     return "".join(
-        parallel.split_outer(name, arrays + geometry, "planes", steps, per_plane, grain, status=st)
+        parallel.split_outer(
+            name, arrays + GEOMETRY_PARAMS, "planes", steps, per_plane, grain, status=st
+        )
         for name, arrays, steps, st in kernels
     )
 

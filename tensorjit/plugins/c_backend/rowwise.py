@@ -83,10 +83,11 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     ``operands`` are (name, dtype, has_row_axis); row operands get ``ndim`` strides (the
     row axis last), cell operands ``ndim - 1``."""
     outer = ndim - 1
-    args = [f"int64_t n{a}" for a in range(outer)] + ["int64_t n"]
-    args += [f"char *{name}" for name, _, _ in operands]
+    params = [("int64_t", f"n{a}") for a in range(outer)] + [("int64_t", "n")]
+    params += [("char *", name) for name, _, _ in operands]
     for name, _, row in operands:
-        args += [f"int64_t s_{name}_{a}" for a in range(outer + row)]
+        params += [("int64_t", f"s_{name}_{a}") for a in range(outer + row)]
+    args = [f"{t} {n}" for t, n in params]
     lines = [inline_mode(body), PREAMBLE, parallel.DECLARATIONS, *helper_sources(body)]
     lines.append(f"static void tj_rows_serial({', '.join(args)}) {{")
     for name, _, _ in operands:
@@ -111,7 +112,7 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
-    lines.append(_parallel_rows(args, operands, outer, parallel.grain_for(body)))
+    lines.append(_parallel_rows(params, operands, outer, parallel.grain_for(body)))
     defines = (
         "#define X(j) r_x[(j) * d_x]\n#define O(j) r_out[(j) * d_out]\n#define C(v) (*c_##v)\n"
     )
@@ -133,13 +134,12 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     return defines + "\n".join(lines) + "\n", cdef
 
 
-def _parallel_rows(args: list[str], operands: list, outer: int, grain: int) -> str:
+def _parallel_rows(params: list[tuple[str, str]], operands: list, outer: int, grain: int) -> str:
     """``tj_rows`` over the pool: parts of the first outer axis (each row is one part's)."""
-    cut = [max(arg.rindex(" "), arg.rfind("*")) + 1 for arg in args]  # "char *x", "int64_t n"
-    params = [(arg[:k].strip(), arg[k:]) for arg, k in zip(args, cut)]
     if outer == 0:
+        signature = ", ".join(f"{t} {n}" for t, n in params)
         names = ", ".join(n for _, n in params)
-        return f"void tj_rows({', '.join(args)}) {{ tj_rows_serial({names}); }}"
+        return f"void tj_rows({signature}) {{ tj_rows_serial({names}); }}"
     steps = {name: f"s_{name}_0" for name, _, _ in operands}
     per_item = " * ".join([f"n{a}" for a in range(1, outer)] + ["n"])
     return parallel.split_outer("tj_rows", params, "n0", steps, per_item, grain)

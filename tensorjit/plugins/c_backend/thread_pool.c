@@ -25,10 +25,8 @@
 /* Polls of a mailbox (or of the parts left) before sleeping, about 20 us (a pause is
    ~30 ns here, AMD EPYC): long enough for back-to-back kernels of one program, short
    enough not to hold a core that BLAS's own workers need for the product that follows
-   (with ~110 us, a softmax before a GEMM slowed the GEMM). tj_pool_set_spin changes it. */
-static int tj_spin = 700;
-/* Multiplies every kernel's grain (tj_pool_set_grain_scale), to tune without rebuilding. */
-static int tj_grain_scale = 1;
+   (with ~110 us, a softmax before a GEMM slowed the GEMM). */
+#define TJ_SPIN 700
 
 typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
 
@@ -75,7 +73,7 @@ static void *tj_worker_main(void *arg)
     for (;;) {
         int spins = 0;
         while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen) {
-            if (++spins < __atomic_load_n(&tj_spin, __ATOMIC_RELAXED)) {
+            if (++spins < TJ_SPIN) {
                 tj_relax();
                 continue;
             }
@@ -142,10 +140,8 @@ static inline int64_t tj_part_end(int64_t k, int64_t per, int64_t n)
 
 int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t align)
 {
-    int64_t scale = __atomic_load_n(&tj_grain_scale, __ATOMIC_RELAXED);
     if (grain < 1)
         grain = 1;
-    grain = grain > INT64_MAX / scale ? INT64_MAX : grain * scale;
     if (align < 1)
         align = 1;
     int parts = __atomic_load_n(&n_wanted, __ATOMIC_RELAXED);
@@ -196,7 +192,7 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     for (int k = helpers + 1; k < parts; k++) /* parts no worker could take */
         fn(ctx, k * per, tj_part_end(k, per, n), k);
     for (int spins = 0; __atomic_load_n(&remaining, __ATOMIC_ACQUIRE) != 0; spins++) {
-        if (spins < __atomic_load_n(&tj_spin, __ATOMIC_RELAXED)) {
+        if (spins < TJ_SPIN) {
             tj_relax();
             continue;
         }
@@ -218,18 +214,4 @@ int tj_pool_set_threads(int count)
         count = TJ_MAX_THREADS;
     __atomic_store_n(&n_wanted, count, __ATOMIC_RELAXED);
     return count;
-}
-
-int tj_pool_threads(void) { return __atomic_load_n(&n_wanted, __ATOMIC_RELAXED); }
-
-/* Polls before a waiting thread sleeps (0: sleep at once); returns the previous value. */
-int tj_pool_set_spin(int polls)
-{
-    return __atomic_exchange_n(&tj_spin, polls < 0 ? 0 : polls, __ATOMIC_RELAXED);
-}
-
-/* Multiplies the grain every kernel asks for (>= 1); returns the previous value. */
-int tj_pool_set_grain_scale(int scale)
-{
-    return __atomic_exchange_n(&tj_grain_scale, scale < 1 ? 1 : scale, __ATOMIC_RELAXED);
 }

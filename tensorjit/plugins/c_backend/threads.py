@@ -24,9 +24,6 @@ from tensorjit.plugins.c_backend import compiler
 _POOL_CDEF = (
     "int tj_pool_parallel(void *, void *, int64_t, int64_t, int64_t);\n"
     "int tj_pool_set_threads(int);\n"
-    "int tj_pool_threads(void);\n"
-    "int tj_pool_set_spin(int);\n"
-    "int tj_pool_set_grain_scale(int);\n"
 )
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
