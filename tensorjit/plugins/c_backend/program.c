@@ -507,6 +507,40 @@ static int tj_dot(const tj_step *s, PyObject **v)
     return 0;
 }
 
+/* dest = src (same shape): one memcpy when both are C-contiguous of one dtype (a fresh
+   output and most operands are), else NumPy's assignment. 0, or -1 with an error set. */
+static int tj_copy_into(PyArrayObject *dest, PyArrayObject *src)
+{
+    if (PyArray_IS_C_CONTIGUOUS(dest) && PyArray_IS_C_CONTIGUOUS(src) &&
+        PyArray_TYPE(dest) == PyArray_TYPE(src) && !tj_overlap(dest, src)) {
+        memcpy(PyArray_BYTES(dest), PyArray_BYTES(src), (size_t)PyArray_NBYTES(src));
+        return 0;
+    }
+    return PyArray_CopyInto(dest, src);
+}
+
+/* 1 when operand j of step s may be overwritten although the step was not planned in
+   place: its slot dies with this step and the slot's reference is the only one (so
+   the value is this call's own temporary, or a loop's carry handed over to the call;
+   a caller's, a shared variable's or a constant's value is always held elsewhere too)
+   and the array owns its memory (a view would be held by nobody but could share it). */
+static int tj_dead_and_unshared(const tj_step *s, PyObject **v, int j)
+{
+    int slot = s->ops[j], i;
+    PyArrayObject *a = (PyArrayObject *)v[slot];
+    if (Py_REFCNT(a) != 1 || !PyArray_CheckExact((PyObject *)a) || PyArray_BASE(a) != NULL ||
+        !PyArray_CHKFLAGS(a, NPY_ARRAY_OWNDATA | NPY_ARRAY_WRITEABLE | NPY_ARRAY_ALIGNED) ||
+        PyArray_TYPE(a) != s->typenum)
+        return 0;
+    for (i = 0; i < s->n_ops; i++)
+        if (i != j && s->ops[i] == slot)
+            return 0;
+    for (i = 0; i < s->n_free; i++)
+        if (s->free_slots[i] == slot)
+            return 1;
+    return 0;
+}
+
 /* 1 when a gemm or ger step's operands are not aligned. */
 static int tj_gemm_ger_misfit(const tj_step *s, PyObject **v)
 {
@@ -545,12 +579,15 @@ static int tj_gemm_ger(const tj_step *s, PyObject **v)
                 goto done;
             y = (PyArrayObject *)copies[1];
         }
+    } else if (tj_dead_and_unshared(s, v, 0) && z != x && z != y) {
+        target = z; /* nobody else can see z: update it in place instead of a copy */
+        Py_INCREF(target);
     } else {
         target = (PyArrayObject *)tj_empty(PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
         if (target == NULL)
             goto done;
         /* Gemm with beta 0 does not read the target. */
-        if ((!gemm || beta != 0.0) && PyArray_CopyInto(target, z) < 0)
+        if ((!gemm || beta != 0.0) && tj_copy_into(target, z) < 0)
             goto done;
     }
     if (gemm) {
@@ -866,8 +903,12 @@ static void tj_restore(PyObject **saved, const int *slots, int n, PyObject **v)
 
 /* Runs the program on n_args argument values: a new list of outputs, Py_None (a new
    reference) when declined, or NULL with an exception set. A call that fails or
-   declines after overwriting values in place puts back what it saved (commit.py). */
-static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize_t n_args)
+   declines after overwriting values in place puts back what it saved (commit.py).
+   handed: the caller gives its references to the arguments away (a loop does, for its
+   carries: a carry nobody else holds may then be updated in place, see
+   tj_dead_and_unshared); they are released once every argument has its slot. */
+static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize_t n_args,
+                            int handed)
 {
     PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL, **saved = NULL;
     int i, k, unsaved = 0, declined = 0, n_saved = 0, *saved_slots = NULL;
@@ -890,6 +931,11 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         }
         Py_INCREF(args[i]);
         v[p->inputs[i].slot] = args[i];
+    }
+    if (handed) {
+        for (i = 0; i < n_args; i++)
+            Py_DECREF(args[i]);
+        handed = 0;
     }
     for (i = 0; i < p->n_shared; i++) {
         PyObject *cell = p->cells[i], *o;
@@ -978,6 +1024,8 @@ done:
         Py_XDECREF(v[i]);
     if (v != stack)
         PyMem_Free(v);
+    for (i = 0; handed && i < n_args; i++) /* declined before the release above */
+        Py_DECREF(args[i]);
     if (declined) {
         Py_RETURN_NONE;
     }
@@ -1000,7 +1048,7 @@ static PyObject *tj_program_call(PyObject *self, PyObject *args, PyObject *kwarg
     if (seq == NULL)
         return NULL;
     PyObject *result = tj_execute(((tj_program_object *)self)->p, PySequence_Fast_ITEMS(seq),
-                                  PySequence_Fast_GET_SIZE(seq));
+                                  PySequence_Fast_GET_SIZE(seq), 0);
     Py_DECREF(seq);
     return result;
 }
@@ -1131,17 +1179,16 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
                 argv[n_args++] = row;
             }
         }
-        for (i = 0; i < n_carries; i++) {
-            argv[n_args] = PyList_GET_ITEM(carries, i);
-            Py_INCREF(argv[n_args++]);
+        for (i = 0; i < n_carries; i++) { /* moved out of the list: see tj_execute */
+            argv[n_args++] = PyList_GET_ITEM(carries, i);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(carries, i, Py_None);
         }
         for (i = 0; i < n_nonseqs; i++) {
             argv[n_args] = PyList_GET_ITEM(nonseqs, i);
             Py_INCREF(argv[n_args++]);
         }
-        PyObject *results = tj_execute(p, argv, n_args);
-        for (i = 0; i < n_args; i++)
-            Py_DECREF(argv[i]);
+        PyObject *results = tj_execute(p, argv, n_args, 1);
         n_args = 0;
         if (results == NULL)
             goto done;

@@ -155,10 +155,12 @@ class _Tables:
         self.notes = []
         for k, (node, kernel) in enumerate(zip(plan.nodes, plan.kernels)):
             step = list(self._step(node, kernel))
+            # Inputs die too: a loop hands its carries over (program.c), and a carry
+            # whose slot dies at a BLAS update can then be updated in place.
             dead = [
                 self.slots[v]
                 for v in (*node.inputs, *node.outputs)
-                if v.owner is not None and last_use[v] == k and v not in wanted
+                if v in self.slots and last_use[v] == k and v not in wanted
             ]
             step.append(sorted(set(dead)))
             self.steps.append(tuple(step))
@@ -171,6 +173,9 @@ class _Tables:
         kinds = {node: step[0] for node, step in zip(plan.nodes, self.steps)}
         commits = commit_plan(plan.nodes, lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER))
         snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
+        # A failed call copies saved values back into their slots: those stay alive.
+        kept = {slot for _, slot in snapshots}
+        self.steps = [(*step[:-1], [s for s in step[-1] if s not in kept]) for step in self.steps]
         self.commit = (commits.first, list(commits.prechecks), snapshots)
 
     def arguments(self) -> tuple:
