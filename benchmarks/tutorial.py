@@ -9,6 +9,10 @@ binomial mask drawn from the graph's random streams.
 - logreg: 784 -> 10 softmax regression, minibatches of 600, lr 0.13.
 - mlp: 784 -> 500 tanh -> 10 softmax, minibatches of 20, lr 0.01, L2 1e-4.
 - dA: 784 -> 500 sigmoid, tied weights, corruption 0.3, minibatches of 20, lr 0.1.
+- rnn: the Elman network of the tutorials' slot-filling RNN (rnnslu), without its word
+  embeddings: 16 inputs -> 32 sigmoid hidden units carried through ``scan`` -> 10-class
+  softmax at every step, inside the step as the tutorial writes it; one sequence of 200
+  steps a minibatch, the initial state h0 learnt too, lr 0.1.
 - lenet: 1x28x28 images -> conv 20 5x5 -> max-pool 2x2 -> tanh -> conv 50 5x5 -> max-pool
   2x2 -> tanh -> 500 tanh -> 10 softmax (the tutorial's LeNetConvPoolLayer: a true
   convolution, bias after pooling), minibatches of 500, lr 0.1. PyTensor 3 has no
@@ -51,7 +55,9 @@ MODELS = {
     "mlp": (20, 500, 0.01, 1e-4),
     "dA": (20, 500, 0.1, 0.0),
     "lenet": (500, 500, 0.1, 0.0),
+    "rnn": (200, 32, 0.1, 0.0),  # batch: the sequence's length
 }
+RNN_IN = 16
 KERNS, FILTER, POOL = (20, 50), 5, 2  # LeNet's filters per layer, filter and pool sizes
 N_IN, N_OUT, CORRUPTION = 784, 10, 0.3
 
@@ -66,6 +72,15 @@ def make_data(model: str, dtype: str, seed: int = 0):
         x = rng.uniform(0, 1, (n, N_IN)).astype(dtype)  # pixel intensities
     elif model == "lenet":
         x = rng.standard_normal((n, 1, 28, 28)).astype(dtype)
+    elif model == "rnn":
+        x = rng.standard_normal((n, RNN_IN)).astype(dtype)
+        # labels that need the recurrence: a teacher of the last few inputs
+        window = x + np.roll(x, 1, axis=0) + 0.5 * np.roll(x, 2, axis=0)
+        y = np.argmax(window @ rng.standard_normal((RNN_IN, N_OUT)), axis=1).astype(np.int64)
+        params = [rng.uniform(-0.2, 0.2, shape) for shape in  # the tutorial's 0.2 * U(-1, 1)
+                  ((RNN_IN, hidden), (hidden, hidden), (hidden, N_OUT))]  # fmt: skip
+        params += [np.zeros(hidden), np.zeros(N_OUT), np.zeros(hidden)]  # bh, b, h0
+        return x, y, [p.astype(dtype) for p in params]
     else:
         x = rng.standard_normal((n, N_IN)).astype(dtype)
     teacher = rng.standard_normal((N_IN, N_OUT))
@@ -155,11 +170,35 @@ def numpy_step(model: str, x_all, y_all, params0, dtype):
             param -= lr * grad
         return loss
 
+    def rnn(x, y):
+        """Forward through time, then backpropagation through time; the output layer and
+        the weight gradients are one product each over all steps."""
+        wx, wh, w, bh, b, h0 = params
+        hs = np.empty((len(x) + 1, len(h0)), dtype)
+        hs[0] = h0
+        pre = x @ wx + bh
+        for t in range(len(x)):
+            hs[t + 1] = 1 / (1 + np.exp(-(pre[t] + hs[t] @ wh)))
+        loss, gz = softmax_grad(hs[1:] @ w + b, y)
+        back = gz @ w.T
+        da = np.empty_like(back)
+        dh = np.zeros_like(h0)
+        for t in range(len(x) - 1, -1, -1):
+            h = hs[t + 1]
+            da[t] = (dh + back[t]) * h * (1 - h)
+            dh = wh @ da[t]
+        for param, grad in zip(params, [x.T @ da, hs[:-1].T @ da, hs[1:].T @ gz,
+                                        da.sum(axis=0), gz.sum(axis=0), dh]):  # fmt: skip
+            param -= lr * grad
+        return loss
+
     def step(i):
         x = x_all[i * batch : (i + 1) * batch]
         y = y_all[i * batch : (i + 1) * batch]
         if model == "lenet":
             return lenet(x, y)
+        if model == "rnn":
+            return rnn(x, y)
         if model == "logreg":
             w, b = params
             loss, gz = softmax_grad(x @ w + b, y)
@@ -201,6 +240,7 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
         import tensorjit.tensor as T
         from tensorjit.tensor.nnet.conv import conv2d
         from tensorjit.tensor.nnet.pool import pool_2d
+        from tensorjit.scan import scan
         from tensorjit.tensor.random import RandomStreams
 
         def softmax(v):
@@ -217,6 +257,8 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
         import pytensor.tensor as T
         from pytensor.tensor.random.utils import RandomStream as RandomStreams
         from pytensor.tensor.special import softmax as _softmax
+
+        scan = th.scan
 
         def softmax(v):
             return _softmax(v, axis=-1)
@@ -242,6 +284,17 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
             layer = T.tanh(pooled + b.dimshuffle("x", 0, "x", "x"))
         hidden = T.tanh(T.dot(layer.flatten(2), w2) + b2)
         p_y = softmax(T.dot(hidden, w3) + b3)
+        cost = -T.mean(T.log(p_y)[T.arange(y.shape[0]), y])
+        givens = {x: data_x[index * batch : (index + 1) * batch],
+                  y: data_y[index * batch : (index + 1) * batch]}  # fmt: skip
+    elif model == "rnn":
+        wx, wh, w, bh, b, h0 = params
+
+        def recurrence(x_t, h_tm1):  # the tutorial's step: state, then this step's softmax
+            h_t = sigmoid(T.dot(x_t, wx) + T.dot(h_tm1, wh) + bh)
+            return [h_t, softmax(T.dot(h_t, w) + b)]
+
+        (_, p_y), _ = scan(recurrence, sequences=x, outputs_info=[h0, None])
         cost = -T.mean(T.log(p_y)[T.arange(y.shape[0]), y])
         givens = {x: data_x[index * batch : (index + 1) * batch],
                   y: data_y[index * batch : (index + 1) * batch]}  # fmt: skip
@@ -299,6 +352,15 @@ def jax_step(model: str, x_all, y_all, params0):
                 layer = jnp.tanh(pooled + b[:, None, None])
             hidden = jnp.tanh(layer.reshape(batch, -1) @ w2 + b2)
             logp = jax.nn.log_softmax(hidden @ w3 + b3, axis=1)
+            return -jnp.mean(logp[jnp.arange(batch), y])
+        if model == "rnn":
+            wx, wh, w, bh, b, h0 = params
+
+            def recurrence(h, x_t):
+                h = jax.nn.sigmoid(x_t @ wx + h @ wh + bh)
+                return h, jax.nn.log_softmax(h @ w + b)
+
+            _, logp = jax.lax.scan(recurrence, h0, x)
             return -jnp.mean(logp[jnp.arange(batch), y])
         if model == "mlp":
             w1, b1, w2, b2 = params

@@ -297,11 +297,13 @@ class Scan(Op):
                     )
                 nits[k][t] = value
             carries = list(results[n_mit + n_nit :])
-        for k in range(n_nit):
-            if nits[k] is None:  # no step ran: an empty result of the static shape we know
-                static = nit_vars[k].type.shape[1:]
-                shape = (0, *(0 if s is None else s for s in static))
-                nits[k] = np.empty(shape, dtype=nit_vars[k].type.dtype)
+        if any(nit is None for nit in nits):
+            rows = self._step_shapes(fn, seqs, tap_plan, carries, nonseqs)
+            for k in range(n_nit):
+                if nits[k] is None:  # no step ran: an empty result, rows shaped as a step's
+                    static = nit_vars[k].type.shape[1:]
+                    row = rows[k] if rows is not None else (0 if s is None else s for s in static)
+                    nits[k] = np.empty((0, *row), dtype=nit_vars[k].type.dtype)
         carry_types = node.outputs[n_mit + n_nit :]
         for k, value in enumerate(carries):
             if isinstance(carry_types[k].type, TensorType) and k < len(carries):
@@ -309,6 +311,24 @@ class Scan(Op):
             carries[k] = value
         for cell, value in zip(output_storage, [*bufs, *nits, *carries]):
             cell[0] = value
+
+    def _step_shapes(self, fn, seqs, tap_plan, carries, nonseqs) -> list[tuple] | None:
+        """The row shapes of the outputs without recurrence when no step ran: one step
+        on zero rows (the sequences have none) gives them, so that an empty result
+        still has the trailing lengths a product after the loop expects. None when the
+        step fails on such values (the static shapes are used then)."""
+        nit_types = self.inner_outputs[self.n_mit : self.n_mit + self.n_nit]
+        if all(None not in o.type.shape for o in nit_types):
+            return [tuple(o.type.shape) for o in nit_types]
+        args = [np.zeros(s.shape[1:], dtype=s.dtype) for s in seqs]
+        for buf, lag, taps in tap_plan:
+            args.extend(buf[lag + tap] for tap in taps)
+        try:
+            with np.errstate(all="ignore"):
+                results = fn(*args, *carries, *nonseqs)
+        except Exception:  # noqa: BLE001 - only a shape is wanted; fall back to static ones
+            return None
+        return [np.shape(r) for r in results[self.n_mit : self.n_mit + self.n_nit]]
 
     # ------------------------------------------------------------ gradient
     def L_op(self, inputs, outputs, output_grads):

@@ -8,6 +8,9 @@ mutated) and replaces the old node's outputs with variables of exactly the same 
   they used.
 - ``scan_hoist_invariants``: inner nodes computed from non-sequences (and constants)
   alone are computed once, outside the loop, and passed in as new non-sequences.
+- ``scan_push_out_sums``, ``scan_push_out_seqs``, ``scan_push_out_nits`` (tag
+  ``scan_push_out``, module ``pushout``): work that does not need the recurrence leaves
+  the loop, before or after it.
 - ``scan_keep_last_state``: an output with history of which only ``out[-1]`` is read
   (directly, or as ``out[lag:][-1]``, the form ``scan()`` returns) becomes a state
   carried from step to step: the loop keeps ``lag`` rows instead of ``lag + n_steps``.
@@ -17,7 +20,6 @@ mutated) and replaces the old node's outputs with variables of exactly the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,120 +29,13 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.graph.traversal import ancestors, clone_replace, toposort
 from tensorjit.core.rewrites.basic import node_rewriter
 from tensorjit.core.rewrites.db import RewriteDB
+from tensorjit.scan.loop import Carry, Loop, with_type
 from tensorjit.scan.op import Scan
+from tensorjit.scan.pushout import REWRITES as PUSH_OUT_REWRITES
 from tensorjit.tensor.subtensor import Subtensor
 from tensorjit.tensor.type import TensorType
 
 PLUGIN = "scan"
-
-
-# ======================================================================= loop layout
-@dataclass
-class _Mit:
-    taps: tuple[int, ...]
-    ins: list[Variable]  # inner tap inputs, one per tap
-    out: Variable  # inner output
-    init: Variable  # outer initial rows
-    old: int | None  # index of the old node's output it computes (None: new)
-
-
-@dataclass
-class _Carry:
-    inner: Variable
-    out: Variable
-    init: Variable
-    old: int | None
-
-
-@dataclass
-class _Loop:
-    """A Scan node taken apart into editable groups (see ``tensorjit.scan.op``)."""
-
-    op: Scan
-    n_steps: Variable
-    seqs: list[tuple[Variable, Variable]]  # (inner, outer)
-    mits: list[_Mit]
-    nits: list[tuple[Variable, int | None]]  # (inner output, old output index)
-    carries: list[_Carry]
-    nonseqs: list[tuple[Variable, Variable]]  # (inner, outer)
-    extra: dict[Variable, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, node: Apply) -> _Loop:
-        op: Scan = node.op
-        n_steps, seqs, inits, carry_inits, nonseqs = op.outer_groups(node.inputs)
-        seq_idx, tap_idx, carry_idx, nonseq_idx = op.inner_slices()
-        ins, outs = op.inner_inputs, op.inner_outputs
-        n_mit, n_nit = op.n_mit, op.n_nit
-        return cls(
-            op,
-            n_steps,
-            [(ins[i], s) for i, s in zip(seq_idx, seqs)],
-            [
-                _Mit(op.mit_taps[h], [ins[i] for i in tap_idx[h]], outs[h], inits[h], h)
-                for h in range(n_mit)
-            ],
-            [(outs[n_mit + k], n_mit + k) for k in range(n_nit)],
-            [
-                _Carry(ins[i], outs[n_mit + n_nit + k], carry_inits[k], n_mit + n_nit + k)
-                for k, i in enumerate(carry_idx)
-            ],
-            [(ins[i], w) for i, w in zip(nonseq_idx, nonseqs)],
-        )
-
-    def inner_outputs(self) -> list[Variable]:
-        outs = [m.out for m in self.mits] + [o for o, _ in self.nits]
-        return outs + [c.out for c in self.carries]
-
-    def set_inner_outputs(self, new: list[Variable]) -> None:
-        it = iter(new)
-        for m in self.mits:
-            m.out = next(it)
-        self.nits = [(next(it), old) for _, old in self.nits]
-        for c in self.carries:
-            c.out = next(it)
-
-    def build(self) -> tuple[Scan, list[Variable]]:
-        """A new Scan node for this layout; returns the op and its outputs."""
-        inner_inputs = [v for v, _ in self.seqs]
-        for m in self.mits:
-            inner_inputs.extend(m.ins)
-        inner_inputs += [c.inner for c in self.carries] + [v for v, _ in self.nonseqs]
-        old = self.op
-        op = Scan(
-            inner_inputs,
-            self.inner_outputs(),
-            len(self.seqs),
-            [m.taps for m in self.mits],
-            len(self.nits),
-            len(self.carries),
-            len(self.nonseqs),
-            old.truncate_gradient,
-            old.name,
-        )
-        outs = op(
-            self.n_steps,
-            *(s for _, s in self.seqs),
-            *(m.init for m in self.mits),
-            *(c.init for c in self.carries),
-            *(w for _, w in self.nonseqs),
-        )
-        return op, outs if isinstance(outs, list) else [outs]
-
-    def replacements(self, node: Apply, new_outs: list[Variable]) -> dict | None:
-        """{old output: new output} for the outputs that kept an ``old`` index; None when
-        a type would change (the rewrite then does not apply)."""
-        olds = [m.old for m in self.mits] + [o for _, o in self.nits]
-        olds += [c.old for c in self.carries]
-        result = {}
-        for old_index, new in zip(olds, new_outs):
-            if old_index is None:
-                continue
-            old = node.outputs[old_index]
-            if old.type != new.type:
-                return None
-            result[old] = new
-        return result
 
 
 def _used(fgraph: FunctionGraph, var: Variable) -> bool:
@@ -151,7 +46,7 @@ def _used(fgraph: FunctionGraph, var: Variable) -> bool:
 @node_rewriter([Scan])
 def scan_remove_unused_outputs(fgraph: FunctionGraph, node: Apply):
     """Drop outputs that have no clients and that no kept output's recurrence reads."""
-    loop = _Loop.of(node)
+    loop = Loop.of(node)
     keep_mit = [_used(fgraph, node.outputs[m.old]) for m in loop.mits]
     keep_nit = [_used(fgraph, node.outputs[o]) for _, o in loop.nits]
     keep_carry = [_used(fgraph, node.outputs[c.old]) for c in loop.carries]
@@ -193,7 +88,7 @@ def scan_remove_unused_outputs(fgraph: FunctionGraph, node: Apply):
 @node_rewriter([Scan])
 def scan_hoist_invariants(fgraph: FunctionGraph, node: Apply):
     """Compute inner nodes that read only non-sequences and constants once, outside."""
-    loop = _Loop.of(node)
+    loop = Loop.of(node)
     if not loop.nonseqs:
         return None
     inner_outs = loop.inner_outputs()
@@ -300,28 +195,13 @@ def _last_row_readers(
     return readers or None
 
 
-def _with_type(var: Variable, type_: TensorType) -> Variable | None:
-    """``var`` with exactly the type ``type_`` (a reshape declares its static shape)."""
-    if var.type == type_:
-        return var
-    if not isinstance(var.type, TensorType) or var.type.ndim != type_.ndim:
-        return None
-    if var.type.dtype != type_.dtype:
-        return None
-    from tensorjit.tensor.shape_ops import reshape
-
-    dims = [s if s is not None else var.shape[d] for d, s in enumerate(type_.shape)]
-    out = reshape(var, dims, ndim=type_.ndim)
-    return out if out.type == type_ else None
-
-
 @node_rewriter([Scan])
 def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
     """An output with history read only as ``out[-1]`` becomes a carried state."""
     from tensorjit.tensor.math import minimum
     from tensorjit.tensor.shape_ops import concatenate, expand_dims
 
-    loop = _Loop.of(node)
+    loop = Loop.of(node)
     lags = node.op.lags
     chosen = []
     for h, m in enumerate(loop.mits):
@@ -331,17 +211,17 @@ def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
     if not chosen:
         return None
     tap_repl: dict[Variable, Variable] = {}
-    new_carries: list[tuple[_Carry, list[tuple[Variable, bool]], int]] = []
+    new_carries: list[tuple[Carry, list[tuple[Variable, bool]], int]] = []
     for h, readers in chosen:
         m, lag = loop.mits[h], lags[h]
         if lag == 1:  # the state is the last row itself
-            carry = _Carry(m.ins[0], m.out, m.init[0], None)
+            carry = Carry(m.ins[0], m.out, m.init[0], None)
         else:  # the state is a window of the last ``lag`` rows
             row = m.ins[0].type
             window = TensorType(row.dtype, (lag, *row.shape))("window")
             for tap, v in zip(m.taps, m.ins):
                 tap_repl[v] = window[lag + tap]
-            carry = _Carry(window, m.out, m.init, None)
+            carry = Carry(window, m.out, m.init, None)
         new_carries.append((carry, readers, lag))
     if tap_repl:
         loop.set_inner_outputs(clone_replace(loop.inner_outputs(), tap_repl)[0])
@@ -364,9 +244,9 @@ def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
                 # ``buf[lag:][-1]`` fails when no step ran: so does ``[last][start:][-1]``
                 # with ``start = 1 - min(n_steps, 1)``.
                 start = 1 - minimum(node.inputs[0], 1)
-                value = _with_type(expand_dims(last, 0)[start:][-1], reader.type)
+                value = with_type(expand_dims(last, 0)[start:][-1], reader.type)
             else:
-                value = _with_type(last, reader.type)
+                value = with_type(last, reader.type)
             if value is None:
                 return None
             result[reader] = value
@@ -374,14 +254,23 @@ def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
 
 
 # ======================================================================= registration
+# (name, rewriter, phase, tags besides "fast_run" and "scan"), in the order they run
+# within a phase: a history read only at its end becomes a state before accumulations
+# leave the loop, and they leave before sequence-only nodes do, so that an accumulated
+# outer product is still recognisable as one.
 REWRITES = [
-    ("scan_remove_unused_outputs", scan_remove_unused_outputs, "canonicalize"),
-    ("scan_hoist_invariants", scan_hoist_invariants, "canonicalize"),
-    ("scan_keep_last_state", scan_keep_last_state, "specialize"),
+    ("scan_remove_unused_outputs", scan_remove_unused_outputs, "canonicalize", ()),
+    ("scan_hoist_invariants", scan_hoist_invariants, "canonicalize", ()),
+    ("scan_keep_last_state", scan_keep_last_state, "canonicalize", ()),
+    *((name, rw, phase, ("scan_push_out",)) for name, rw, phase in PUSH_OUT_REWRITES),
 ]
 
 
 def register(db: RewriteDB) -> None:
-    """Register the scan rewrites into ``db`` (tags ``fast_run`` and ``scan``)."""
-    for name, rewriter, phase in REWRITES:
-        db.register(name, rewriter, phase, "fast_run", "scan", plugin=PLUGIN)
+    """Register the scan rewrites into ``db`` (tags ``fast_run``, ``scan`` and their own).
+    Positions keep their order (a phase otherwise sorts by name)."""
+    for k, (name, rewriter, phase, tags) in enumerate(REWRITES):
+        position = k * 1e-3
+        db.register(
+            name, rewriter, phase, "fast_run", "scan", *tags, position=position, plugin=PLUGIN
+        )

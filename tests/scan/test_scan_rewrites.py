@@ -14,6 +14,7 @@ from tensorjit.tensor.elemwise import Elemwise
 
 RNG = np.random.default_rng(2024)
 NO_SCAN_REWRITES = tensorjit.FAST_RUN.excluding("scan")
+NO_PUSH_OUT = tensorjit.FAST_RUN.excluding("scan_push_out")
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +22,9 @@ def scan_rewrites():
     """Register the scan rewrites unless a plugin already did; remove what we added."""
     db = registries().rewrites
     added = []
-    for name, rewriter, phase in rewriting.REWRITES:
-        if name not in db.entries:
-            db.register(name, rewriter, phase, "fast_run", "scan", plugin=rewriting.PLUGIN)
-            added.append(name)
+    if not any(name in db.entries for name, *_ in rewriting.REWRITES):
+        rewriting.register(db)
+        added = [name for name, *_ in rewriting.REWRITES]
     yield
     for name in added:
         del db.entries[name]
@@ -66,9 +66,9 @@ def has_scalar_op(nodes, name):
 # ======================================================================= registration
 def test_rewrites_registered_with_tags():
     db = registries().rewrites
-    for name, _, phase in rewriting.REWRITES:
+    for name, _, phase, tags in rewriting.REWRITES:
         entry = db.entries[name]
-        assert {"fast_run", "scan", phase} <= entry.tags
+        assert {"fast_run", "scan", phase, *tags} <= entry.tags
 
 
 # ======================================================================= unused outputs
@@ -98,6 +98,8 @@ def test_unused_recurrence_and_input_are_removed():
         non_sequences=[w, v],
     )
     f, g = both([x, h0, w, v], ys, on_unused_input="ignore")
+    assert not scan_nodes(f)  # what is left, x_t * w, runs before the loop: no loop at all
+    f = tensorjit.function([x, h0, w, v], ys, on_unused_input="ignore", mode=NO_PUSH_OUT)
     node = only_scan(f)
     assert node.op.n_mit == 0 and node.op.n_nit == 1
     assert node.op.n_nonseqs == 1  # v only fed the dropped recurrence
@@ -114,8 +116,10 @@ def test_shared_updates_stay():
     xv = RNG.normal(size=(4, 3))
     np.testing.assert_allclose(f(xv), g(xv))
     np.testing.assert_allclose(acc.get_value(), 2 * xv.sum(0))
+    # the state only accumulates: its sum is computed after the loop, as is 2 * x_t
+    assert not scan_nodes(f)
     # without the updates the state is dropped from the loop
-    h = tensorjit.function([x], ys)
+    h = tensorjit.function([x], ys, mode=NO_PUSH_OUT)
     assert only_scan(h).op.n_carry == 0
     np.testing.assert_allclose(h(xv), 2 * xv)
 

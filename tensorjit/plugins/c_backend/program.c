@@ -91,6 +91,7 @@ typedef struct {
                                     (restored if the call fails later), or -1 */
     size_t stream_min_bytes;     /* elemwise: see streaming.c */
     int n_free, *free_slots;     /* slots dead after this step */
+    PyObject **spare;            /* the program's spare array for slot `out` */
 } tj_step;
 
 typedef struct {
@@ -106,11 +107,60 @@ typedef struct {
     /* All-or-nothing calls (core/compile/commit.py): before step first_commit, the
        steps in prechecks are checked; n_snapshots steps save their input first. */
     int first_commit, n_prechecks, *prechecks, n_snapshots;
+    /* Per slot a step writes (spare_ok): the array it held when it died, if nobody else
+       held it then (see tj_take). */
+    PyObject **spare;
+    char *spare_ok;
 } tj_program;
 
 /* ------------------------------------------------------------------ output memory */
 
 #include "output_pool.c" /* tj_empty, pool_info, release_pool */
+
+/* ------------------------------------------------------------------ temporaries */
+/* A program's temporaries come from a pool of one array per slot: when a value dies
+   (its last reader ran, or the call ended) and nobody else holds its array, the program
+   keeps the array for that slot, and the step that computes the slot again (next call,
+   or a loop's next step) takes it back if its dtype and shape still fit instead of
+   creating one. Outputs handed to the caller are held by the caller, so they are never
+   kept; views (they have a base) neither. Arrays above TJ_SPARE_MAX bytes are left to
+   the output pool's few large blocks. All of it runs under the GIL. */
+#define TJ_SPARE_MAX ((size_t)4 << 20)
+
+static int tj_spare_fits(PyObject *o)
+{
+    if (!PyArray_CheckExact(o) || Py_REFCNT(o) != 1)
+        return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    return PyArray_BASE(a) == NULL &&
+           PyArray_CHKFLAGS(a, NPY_ARRAY_OWNDATA | NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE) &&
+           (size_t)PyArray_NBYTES(a) <= TJ_SPARE_MAX;
+}
+
+/* A new C-ordered array for step s's output: the slot's spare when it fits. */
+static PyObject *tj_take(const tj_step *s, int nd, const npy_intp *dims, int typenum)
+{
+    PyObject *o = s->spare != NULL ? *s->spare : NULL;
+    if (o != NULL && Py_REFCNT(o) == 1 && PyArray_TYPE((PyArrayObject *)o) == typenum &&
+        PyArray_NDIM((PyArrayObject *)o) == nd &&
+        (nd == 0 || memcmp(dims, PyArray_DIMS((PyArrayObject *)o), nd * sizeof(npy_intp)) == 0)) {
+        *s->spare = NULL;
+        return o;
+    }
+    return tj_empty(nd, (npy_intp *)dims, typenum);
+}
+
+/* Empties a slot: its array becomes the slot's spare when nobody else holds it. */
+static void tj_release(const tj_program *p, PyObject **v, int slot)
+{
+    PyObject *o = v[slot];
+    v[slot] = NULL;
+    if (o != NULL && p->spare_ok[slot] && tj_spare_fits(o)) {
+        Py_XSETREF(p->spare[slot], o);
+        return;
+    }
+    Py_XDECREF(o);
+}
 
 /* ------------------------------------------------------------------ running */
 
@@ -214,7 +264,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
         out = t;
         Py_INCREF(out);
     } else {
-        out = (PyArrayObject *)tj_empty(nd, (npy_intp *)shape, s->typenum);
+        out = (PyArrayObject *)tj_take(s, nd, (npy_intp *)shape, s->typenum);
         if (out == NULL)
             goto error;
     }
@@ -269,7 +319,7 @@ static int tj_reduce(const tj_step *s, PyObject **v)
         if (i < s->n_kept)
             shape[i] = all[i];
     }
-    out = (PyArrayObject *)tj_empty(s->n_kept, shape, s->typenum);
+    out = (PyArrayObject *)tj_take(s, s->n_kept, shape, s->typenum);
     if (out == NULL)
         return -1;
     PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
@@ -490,7 +540,7 @@ static int tj_dot(const tj_step *s, PyObject **v)
         shape[nd++] = PyArray_DIMS(x)[0];
     if (ny == 2)
         shape[nd++] = PyArray_DIMS(y)[1];
-    PyArrayObject *out = (PyArrayObject *)tj_empty(nd, shape, s->typenum);
+    PyArrayObject *out = (PyArrayObject *)tj_take(s, nd, shape, s->typenum);
     if (out == NULL)
         return -1;
     call = nx == 2 ? (ny == 2 ? TJ_CALL_GEMM : TJ_CALL_GEMV)
@@ -583,7 +633,7 @@ static int tj_gemm_ger(const tj_step *s, PyObject **v)
         target = z; /* nobody else can see z: update it in place instead of a copy */
         Py_INCREF(target);
     } else {
-        target = (PyArrayObject *)tj_empty(PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
+        target = (PyArrayObject *)tj_take(s, PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
         if (target == NULL)
             goto done;
         /* Gemm with beta 0 does not read the target. */
@@ -654,8 +704,8 @@ static int tj_rowwise(const tj_step *s, PyObject **v)
     }
     if (s->needs_elements && !tj_classes_in_range(a[1], shape[n_outer]))
         return TJ_BAD_CLASS;
-    out = (PyArrayObject *)(s->full[n_in] ? tj_empty(nd, PyArray_DIMS(x), s->typenum)
-                                          : tj_empty(n_outer, outer, s->typenum));
+    out = (PyArrayObject *)(s->full[n_in] ? tj_take(s, nd, PyArray_DIMS(x), s->typenum)
+                                          : tj_take(s, n_outer, outer, s->typenum));
     if (out == NULL)
         return TJ_ERROR;
     a[n_in] = out;
@@ -694,7 +744,7 @@ static int tj_alloc(const tj_step *s, PyObject **v)
         if (d != 1 && d != shape[lead + i])
             return TJ_DECLINED;
     }
-    out = (PyArrayObject *)tj_empty(nd, shape, s->typenum);
+    out = (PyArrayObject *)tj_take(s, nd, shape, s->typenum);
     if (out == NULL)
         return TJ_ERROR;
     if (PyArray_SIZE(out) > 0 && PyArray_CopyInto(out, value) < 0) {
@@ -732,7 +782,7 @@ static int tj_arange(const tj_step *s, PyObject **v)
     n = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
     if (n < 0)
         n = 0;
-    PyArrayObject *out = (PyArrayObject *)tj_empty(1, &n, s->typenum);
+    PyArrayObject *out = (PyArrayObject *)tj_take(s, 1, &n, s->typenum);
     if (out == NULL)
         return TJ_ERROR;
     char *p = PyArray_BYTES(out);
@@ -789,7 +839,7 @@ static int tj_pair_take(const tj_step *s, PyObject **v)
     npy_intp n = tj_pair_count(x, r, c), k;
     if (n < 0)
         return TJ_DECLINED;
-    PyArrayObject *out = (PyArrayObject *)tj_empty(1, &n, s->typenum);
+    PyArrayObject *out = (PyArrayObject *)tj_take(s, 1, &n, s->typenum);
     if (out == NULL)
         return TJ_ERROR;
     size_t item = (size_t)PyArray_ITEMSIZE(out);
@@ -833,7 +883,7 @@ static int tj_pair_scatter(const tj_step *s, PyObject **v)
             g_stride = PyArray_NDIM(g) == 1 ? PyArray_STRIDES(g)[0] : 0;
         }
     } else {
-        target = (PyArrayObject *)tj_empty(2, PyArray_DIMS(z), s->typenum);
+        target = (PyArrayObject *)tj_take(s, 2, PyArray_DIMS(z), s->typenum);
         if (target == NULL)
             goto done;
         if (PyArray_CopyInto(target, z) < 0) {
@@ -1003,7 +1053,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         }
         unsaved |= s->destroys && s->snapshot < 0;
         for (i = 0; i < s->n_free; i++)
-            Py_CLEAR(v[s->free_slots[i]]);
+            tj_release(p, v, s->free_slots[i]);
     }
     result = PyList_New(p->n_outputs);
     if (result == NULL)
@@ -1021,7 +1071,7 @@ done:
     PyMem_Free(saved);
     PyMem_Free(saved_slots);
     for (i = 0; i < p->n_slots; i++)
-        Py_XDECREF(v[i]);
+        tj_release(p, v, i);
     if (v != stack)
         PyMem_Free(v);
     for (i = 0; handed && i < n_args; i++) /* declined before the release above */
@@ -1243,6 +1293,16 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
             Py_INCREF(value);
             PyList_SetItem(carries, i, value);
         }
+        /* Rows already copied into the loop's buffers: their arrays serve the next step
+           (held by the results list alone, they are the program's to reuse). */
+        for (i = 0; i < n_mit + n_nit && !declined; i++) {
+            PyObject *value = PyList_GET_ITEM(results, i);
+            int slot = p->outputs[i];
+            if (p->spare_ok[slot] && p->spare[slot] == NULL && tj_spare_fits(value)) {
+                Py_INCREF(value);
+                p->spare[slot] = value;
+            }
+        }
         Py_DECREF(results);
     }
     if (declined) {
@@ -1324,6 +1384,11 @@ static void tj_program_free(tj_program *p)
     PyMem_Free(p->steps);
     PyMem_Free(p->outputs);
     PyMem_Free(p->prechecks);
+    if (p->spare)
+        for (int i = 0; i < p->n_slots; i++)
+            Py_XDECREF(p->spare[i]);
+    PyMem_Free(p->spare);
+    PyMem_Free(p->spare_ok);
     Py_XDECREF(p->notes);
     Py_XDECREF(p->keep);
     PyMem_Free(p);
@@ -1523,6 +1588,19 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         for (int i = 0; i < p->n_outputs; i++)
             if (p->steps[k].out == p->outputs[i])
                 p->steps[k].stream_min_bytes = (size_t)stream_min_bytes;
+    p->spare = PyMem_Calloc(p->n_slots ? p->n_slots : 1, sizeof(PyObject *));
+    p->spare_ok = PyMem_Calloc(p->n_slots ? p->n_slots : 1, 1);
+    if (p->spare == NULL || p->spare_ok == NULL)
+        goto error;
+    for (int k = 0; k < p->n_steps; k++) {
+        tj_step *s = &p->steps[k];
+        if (s->out < 0 || s->out >= p->n_slots) {
+            PyErr_SetString(PyExc_ValueError, "a step's output slot is out of range");
+            goto error;
+        }
+        p->spare_ok[s->out] = 1;
+        s->spare = &p->spare[s->out];
+    }
     tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);
     if (program == NULL)
         goto error;

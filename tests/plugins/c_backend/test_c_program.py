@@ -371,6 +371,56 @@ def test_large_outputs_reuse_the_memory_of_freed_ones():
     assert pool.pool_info() == (0, 0)
 
 
+def test_temporaries_come_back_to_the_program_on_later_calls():
+    """Temporaries dead at the end of a call stay with the program for the next call
+    (program.c, tj_take): a later call allocates its outputs only, and outputs are still
+    fresh arrays whatever the program reuses."""
+    import tracemalloc
+
+    x, w = T.matrix("x"), T.matrix("w")
+    hidden = T.tanh(T.dot(x, w))  # two temporaries: the product, then its tanh
+    f, g = both([x, w], T.dot(hidden, w.T).sum(axis=0))
+    xv, wv = RNG.standard_normal((64, 256)), RNG.standard_normal((256, 256)) / 16
+    temporaries = 2 * 64 * 256 * 8
+    outs = [f(xv, wv), f(xv, wv)]
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        outs.append(f(xv, wv))
+        extra = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    # without reuse the products' temporaries (three of 64x256: the product, the tanh,
+    # the second product) would be allocated again
+    assert extra < temporaries, extra
+    for a in outs:
+        np.testing.assert_allclose(a, g(xv, wv), rtol=1e-12)
+    assert not any(np.shares_memory(a, b) for a in outs for b in outs if a is not b)
+    # other shapes: the kept arrays do not fit, fresh ones are made
+    agree(f, g, xv[:5], wv)
+    agree(f, g, xv, wv)
+
+
+def test_temporaries_reused_by_two_threads_stay_correct():
+    x = T.vector("x")
+    f, g = both([x], (T.exp(T.dot(x, T.ones((x.shape[0], x.shape[0])))) * 2).sum())
+    values = [RNG.standard_normal(n) / 50 for n in (300, 301, 300, 299)]
+    results = {}
+
+    def work(k):
+        results[k] = [float(f(values[(k + i) % 4])) for i in range(40)]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(2):
+        want = [float(g(values[(k + i) % 4])) for i in range(40)]
+        np.testing.assert_allclose(results[k], want, rtol=1e-12)
+
+
 def test_pool_keeps_the_latest_freed_blocks_when_full():
     from tensorjit.plugins.c_backend.program import _interpreter
 
