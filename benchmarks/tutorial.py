@@ -238,10 +238,13 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
     if lib == "tensorjit":
         import tensorjit as th
         import tensorjit.tensor as T
+        from tensorjit.scan import scan
         from tensorjit.tensor.nnet.conv import conv2d
         from tensorjit.tensor.nnet.pool import pool_2d
-        from tensorjit.scan import scan
         from tensorjit.tensor.random import RandomStreams
+
+        def scan_outputs(*args, **kwargs):
+            return scan(*args, **kwargs)[0]
 
         def softmax(v):
             return T.nnet.softmax(v)
@@ -258,7 +261,8 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
         from pytensor.tensor.random.utils import RandomStream as RandomStreams
         from pytensor.tensor.special import softmax as _softmax
 
-        scan = th.scan
+        def scan_outputs(*args, **kwargs):  # PyTensor 3 warns unless told this
+            return th.scan(*args, **kwargs, return_updates=False)
 
         def softmax(v):
             return _softmax(v, axis=-1)
@@ -294,7 +298,7 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
             h_t = sigmoid(T.dot(x_t, wx) + T.dot(h_tm1, wh) + bh)
             return [h_t, softmax(T.dot(h_t, w) + b)]
 
-        (_, p_y), _ = scan(recurrence, sequences=x, outputs_info=[h0, None])
+        _, p_y = scan_outputs(recurrence, sequences=x, outputs_info=[h0, None])
         cost = -T.mean(T.log(p_y)[T.arange(y.shape[0]), y])
         givens = {x: data_x[index * batch : (index + 1) * batch],
                   y: data_y[index * batch : (index + 1) * batch]}  # fmt: skip

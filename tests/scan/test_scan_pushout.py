@@ -169,6 +169,7 @@ def test_sequences_longer_than_the_steps_and_backwards():
 
 def test_output_after_the_loop_from_two_taps():
     x, h0 = T.matrix("x"), T.matrix("h0")
+
     def step(x_t, h2, h1):
         h = T.tanh(x_t + h1 - 0.5 * h2)
         return [h, T.exp(h)]
