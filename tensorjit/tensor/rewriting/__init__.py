@@ -29,6 +29,7 @@ from tensorjit.tensor.rewriting.stabilize import (
 )
 from tensorjit.tensor.rewriting.structure import (
     local_dimshuffle_lift,
+    local_elemwise_alloc,
     local_reduce_of_new_axes,
     local_reshape_chain,
     local_subtensor_of_makevector,
@@ -55,6 +56,7 @@ REWRITES = [
         ("fast_compile", "shape"),
     ),
     ("local_useless_alloc", local_useless_alloc, "canonicalize", ("fast_compile",)),
+    ("local_elemwise_alloc", local_elemwise_alloc, "canonicalize", ("fast_compile",)),
     ("local_shape_i", local_shape_i, "canonicalize", ("fast_compile", "shape")),
     ("local_shape", local_shape, "canonicalize", ("fast_compile", "shape")),
     ("local_log_stable", local_log_stable, "stabilize", ()),
@@ -70,6 +72,9 @@ REWRITES = [
     ("local_gemm", local_gemm, "specialize", ("blas",)),
     ("local_ger", local_ger, "specialize", ("blas",)),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),
+    # Fused operands: a broadcast alloc may only be covered by an operand of another
+    # node of the fused group (2 * alloc(c, *w.shape) * w).
+    ("fused_elemwise_alloc", local_elemwise_alloc, "fusion", ()),
 ]
 
 

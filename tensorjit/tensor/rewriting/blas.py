@@ -3,7 +3,9 @@
 A gradient summed from two products (a tied weight's) and scaled into an update,
 ``w - c * Gemm(dot(p, q), a, x, y, b)``, becomes ``Gemm(Gemm(w, -c b, p, q, 1), -c a, x,
 y, 1)``: both products accumulate into ``w`` in place, with no pass over a gradient
-temporary.
+temporary. An L2 penalty's ``w - c * Gemm(k * w, a, x, y, b)`` becomes
+``Gemm(w * (1 - c b k), -c a, x, y, 1)``: w decays in place, then the product
+accumulates into it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,14 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor.blas import BLAS_DTYPES, Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Dot, mul, neg
-from tensorjit.tensor.rewriting.util import fits, op_name, scalar_name, single_client
+from tensorjit.tensor.math import Alloc, Dot, mul, neg
+from tensorjit.tensor.rewriting.util import (
+    fits,
+    is_length_of,
+    op_name,
+    scalar_name,
+    single_client,
+)
 from tensorjit.tensor.variable import constant
 
 
@@ -81,6 +89,38 @@ def _matrix_product(fgraph: FunctionGraph, z: Variable) -> tuple | None:
     return None
 
 
+def _multiple_of(fgraph: FunctionGraph, z: Variable, w: Variable, dtype: str):
+    """The 0-d ``k`` when ``z == k * w``: a product whose factors are ``w`` once and
+    broadcast scalars (constants, padded 0-d values, or such a value allocated to w's
+    shape, as the gradient of ``l2 * sum(w ** 2)`` is); else None."""
+    factors, stack, seen_w = [], [z], False
+    while stack:
+        v = stack.pop()
+        if v is w and not seen_w:
+            seen_w = True
+            continue
+        if op_name(v) == "mul" and single_client(fgraph, v) is not None:
+            stack.extend(v.owner.inputs)
+            continue
+        if v.owner is not None and isinstance(v.owner.op, Alloc):
+            value, dims = v.owner.inputs[0], v.owner.inputs[1:]
+            if len(dims) != w.type.ndim or not all(
+                is_length_of(fgraph, d, w, axis) for axis, d in enumerate(dims)
+            ):
+                return None
+            v = value
+        k = _scalar(v, dtype)
+        if k is None:
+            return None
+        factors.append(k)
+    if not seen_w or not factors:
+        return None
+    product = factors[0]
+    for k in factors[1:]:
+        product = mul(product, k)
+    return product
+
+
 def _update_through_gemm(fgraph: FunctionGraph, node, dtype: str):
     """``w - c * Gemm(z, a, x, y, b)`` (or ``w + ...``) -> ``Gemm(w -/+ (c b) z, -/+ c a,
     x, y, 1)``, or None."""
@@ -96,9 +136,14 @@ def _update_through_gemm(fgraph: FunctionGraph, node, dtype: str):
     one = constant(np.asarray(1, dtype=dtype))
     product = _matrix_product(fgraph, z)
     if product is None:
-        # (z another term, as an L2 penalty's multiple of w: the gradient's own Gemm and
-        # an in-place update of w measured faster than an extra pass over w first)
-        return None
+        # z = k * w (an L2 penalty's gradient): w's decay is one in-place pass over w,
+        # then the product accumulates into w (OpenBLAS's own beta != 1 pass is slower)
+        k = _multiple_of(fgraph, z, w, dtype)
+        if k is None:
+            return None
+        decayed = mul(w, one + mul(mul(c, b), k))
+        new = fits(out, Gemm()(decayed, mul(c, a), x, y, one))
+        return None if new is None else [new]
     inner = Gemm()(w, mul(c, b), *product, one)  # a Gemm on w, then the outer one
     new = fits(out, Gemm()(inner, mul(c, a), x, y, one))
     return None if new is None else [new]

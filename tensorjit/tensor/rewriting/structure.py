@@ -5,9 +5,9 @@ from __future__ import annotations
 from tensorjit.core.graph.basic import Constant
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
-from tensorjit.tensor.elemwise import DimShuffle
+from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Reduce
-from tensorjit.tensor.rewriting.util import fits
+from tensorjit.tensor.rewriting.util import fits, is_length_of
 from tensorjit.tensor.shape_ops import MakeVector, Reshape
 from tensorjit.tensor.subtensor import Subtensor
 
@@ -83,6 +83,42 @@ def local_useless_alloc(fgraph: FunctionGraph, node):
     if value.type == node.outputs[0].type and len(node.inputs) == 1:
         return [value]
     return None
+
+
+@node_rewriter([Elemwise], name="local_elemwise_alloc")
+def local_elemwise_alloc(fgraph: FunctionGraph, node):
+    """An operand that is a broadcast value allocated to the shape of another operand
+    (the gradient of ``c * sum(w**2)`` is ``2 * w * alloc(c, *w.shape)``) -> the value
+    itself, broadcast by the elementwise op: no array of that shape is filled."""
+    if node.op.inplace is not None or len(node.inputs) < 2:
+        return None
+    new_inputs = list(node.inputs)
+    for k, operand in enumerate(node.inputs):
+        alloc = operand.owner
+        if alloc is None or not isinstance(alloc.op, Alloc):
+            continue
+        value, dims = alloc.inputs[0], alloc.inputs[1:]
+        if any(s != 1 for s in value.type.shape):
+            continue  # only values broadcast along every axis (scalars and the like)
+        others = [x for j, x in enumerate(node.inputs) if j != k]
+        if all(
+            operand.type.shape[axis] == 1
+            or any(
+                x.type.shape[axis] != 1 and is_length_of(fgraph, dims[axis], x, axis)
+                for x in others
+            )
+            for axis in range(operand.type.ndim)
+        ):
+            pad = operand.type.ndim - value.type.ndim
+            new_inputs[k] = (
+                DimShuffle(value.type.ndim, ("x",) * pad + tuple(range(value.type.ndim)))(value)
+                if pad
+                else value
+            )
+    if new_inputs == list(node.inputs):
+        return None
+    new = fits(node.outputs[0], node.op.make_node(*new_inputs).outputs[0])
+    return None if new is None else [new]
 
 
 @node_rewriter([Reduce], name="local_reduce_of_new_axes")

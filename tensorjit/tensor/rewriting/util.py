@@ -7,6 +7,9 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
 from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.rewriting.shape import shape_of
+from tensorjit.tensor.shape_ops import Shape
+from tensorjit.tensor.subtensor import Subtensor
 
 
 def scalar_name(node: Apply | None) -> str | None:
@@ -70,3 +73,16 @@ def same_expression(a: Variable, b: Variable) -> bool:
 def order_key(var: Variable) -> tuple:
     """A deterministic order for the terms of a sum or product (constants last)."""
     return (isinstance(var, Constant), int(var.auto_name[1:]))
+
+
+def is_length_of(fgraph: FunctionGraph, dim, x, axis: int) -> bool:
+    """``dim`` is provably ``x.shape[axis]``: x's static length, or the same expression
+    as the length infer_shape gives x (e.g. both read one input's shape)."""
+    if isinstance(dim, Constant):
+        return x.type.shape[axis] is not None and int(dim.data) == x.type.shape[axis]
+    node = dim.owner  # v.shape[i]: what infer_shape says of it
+    if node is not None and isinstance(node.op, Subtensor) and node.op.entries == ("i",):
+        shape, index = node.inputs[0].owner, node.inputs[1]
+        if shape is not None and isinstance(shape.op, Shape) and isinstance(index, Constant):
+            dim = shape_of(fgraph, shape.inputs[0])[int(index.data)]
+    return same_expression(dim, shape_of(fgraph, x)[axis])

@@ -78,6 +78,8 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_reduce_of_new_axes",
         "local_subtensor_of_makevector",
         "local_useless_alloc",
+        "local_elemwise_alloc",
+        "fused_elemwise_alloc",
         "local_shape_i",
         "local_shape",
         "local_log_stable",
@@ -995,3 +997,74 @@ def test_an_update_by_a_gradient_of_two_products_is_two_gemms_on_the_weight():
     before = w.get_value()
     f(Av, Bv, Cv, Dv)
     np.testing.assert_allclose(w.get_value(), before - 0.1 * (Av @ Bv + (Cv @ Dv).T))
+
+
+def test_an_l2_penalty_update_decays_the_weight_then_accumulates_into_it():
+    """``w - c * (x^T g + 2 l2 w)`` (the gradient of ``l2 * sum(w**2)`` plus a product):
+    w decays in place, then the product accumulates into it; no gradient temporary."""
+    r = rng(4)
+    w = tensorjit.shared(r.standard_normal((5, 3)), name="w")
+    x, y = T.matrices("x", "y")
+    cost = (T.dot(x, w) * y).sum() + np.float64(1e-2) * (w**2).sum()
+    f = tensorjit.function([x, y], cost, updates=[(w, w - 0.5 * tensorjit.grad(cost, w))])
+    (gemm,) = of_type(f, Gemm)
+    assert gemm.op.inplace
+    assert of_type(f, Alloc) == []  # the penalty's gradient allocates nothing
+    before = w.get_value()
+    xv, yv = r.standard_normal((4, 5)), r.standard_normal((4, 3))
+    cost_value = f(xv, yv)
+    np.testing.assert_allclose(cost_value, (xv @ before * yv).sum() + 1e-2 * (before**2).sum())
+    want = before - 0.5 * (xv.T @ yv + 2e-2 * before)
+    np.testing.assert_allclose(w.get_value(), want, rtol=1e-12)
+
+
+def test_a_penalty_on_another_weight_is_not_a_decay():
+    r = rng(5)
+    w = tensorjit.shared(r.standard_normal((3, 3)), name="w")
+    v = tensorjit.shared(r.standard_normal((3, 3)), name="v")
+    x, y = T.matrices("x", "y")
+    grad = T.dot(x.T, y) + 0.1 * v  # a multiple of v, not of w
+    f = tensorjit.function([x, y], [], updates=[(w, w - 0.5 * grad)])
+    before, vv = w.get_value(), v.get_value()
+    xv, yv = r.standard_normal((4, 3)), r.standard_normal((4, 3))
+    f(xv, yv)
+    np.testing.assert_allclose(w.get_value(), before - 0.5 * (xv.T @ yv + 0.1 * vv))
+
+
+# ---------------------------------------------------------------- local_elemwise_alloc
+
+
+def test_broadcast_alloc_in_an_elementwise_op_is_the_value_broadcast():
+    x = T.matrix("x")
+    c = T.scalar("c")
+    expr = x * T.alloc(c, x.shape[0], x.shape[1]) + 1
+    f, g = compile_pair([x, c], expr)
+    assert of_type(f, Alloc) == []
+    assert f.profile.applied["local_elemwise_alloc"] >= 1
+    xv = rng(6).standard_normal((3, 4))
+    np.testing.assert_allclose(assert_same_values(f, g, xv, 2.5), xv * 2.5 + 1)
+    # a shape other than x's: the alloc decides the shape (broadcasting x) and stays
+    v = T.vector("v")
+    f, g = compile_pair([v, c], v * T.alloc(c, 3, v.shape[0]))
+    assert len(of_type(f, Alloc)) == 1
+    np.testing.assert_allclose(assert_same_values(f, g, np.arange(4.0), 2.0),
+                               np.broadcast_to(np.arange(4.0) * 2, (3, 4)))  # fmt: skip
+    # a length that only matches at run time is not assumed: the mismatch still raises
+    y = T.matrix("y")
+    f = tensorjit.function([x, y, c], x * T.alloc(c, y.shape[0], y.shape[1]), mode=ISOLATED)
+    assert len(of_type(f, Alloc)) == 1
+    with pytest.raises(ValueError):
+        f(xv, np.ones((2, 4)), 1.0)
+
+
+def test_fused_alloc_covered_by_another_node_of_the_group():
+    """``2 * alloc(c, *w.shape) * w``: the product with the alloc alone has its shape,
+    so only the fused group (one Composite node) can drop it."""
+    w = T.matrix("w")
+    c = T.scalar("c")
+    expr = (2.0 * T.alloc(c, w.shape[0], w.shape[1])) * T.exp(w)
+    f = tensorjit.function([w, c], expr, mode=FAST_RUN.excluding("inplace"))
+    assert of_type(f, Alloc) == []
+    assert f.profile.applied["fused_elemwise_alloc"] + f.profile.applied["local_elemwise_alloc"]
+    wv = rng(7).standard_normal((3, 5))
+    np.testing.assert_allclose(f(wv, 0.25), 0.5 * np.exp(wv), rtol=1e-12)
