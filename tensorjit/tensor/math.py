@@ -408,6 +408,44 @@ class Reduce(Op):
         )
 
 
+# A mapped reduction's elementwise map: its NumPy form.
+REDUCE_MAPS = {"sqr": np.square, "abs": np.abs}
+
+
+class MappedReduce(Reduce):
+    """``Reduce(kind, axis)`` of ``sqr(x)`` or ``abs(x)`` in one pass, with no array of
+    mapped values (an L2 or L1 penalty's ``sum(w ** 2)``). Made by the rewrite
+    ``local_reduce_of_map`` from graphs whose gradients are already built."""
+
+    __props__ = ("kind", "axis", "dtype", "map")
+
+    def __init__(self, kind: str, axis: tuple[int, ...], dtype: str | None, map: str):
+        if map not in REDUCE_MAPS:
+            raise ValueError(f"unknown map {map!r} of a reduction; known: {sorted(REDUCE_MAPS)}")
+        super().__init__(kind, axis, dtype)
+        self.map = map
+
+    def __str__(self) -> str:
+        return f"{self.kind}{{{self.map}, axis={self.axis}}}"
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        if np.dtype(x.type.dtype).kind not in "fi":
+            raise TypeError(f"{self}: a real input is needed, got {x.describe()}")
+        return super().make_node(x)
+
+    def perform(self, node, inputs, output_storage):
+        super().perform(node, [REDUCE_MAPS[self.map](inputs[0])], output_storage)
+
+    def L_op(self, inputs, outputs, output_grads):
+        from tensorjit.core.gradient import grad
+
+        (x,) = inputs
+        mapped = _elemwise(self.map)(x)
+        unfused = Reduce(self.kind, self.axis, self.dtype)(mapped)
+        return grad(None, [x], known_grads={unfused: output_grads[0]})
+
+
 def _keepdims_pattern(ndim: int, axis: tuple[int, ...]) -> tuple:
     pattern: list[Any] = []
     k = 0

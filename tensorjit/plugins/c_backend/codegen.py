@@ -804,7 +804,7 @@ REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
 
 def _sum_run(tin: str, tacc: str, in_dtype: str, acc_dtype: str) -> list[str]:
     """``tj_sum_run(p, n)``: the sum of n contiguous elements, in eight partial sums."""
-    term = convert("p[i + K]", in_dtype, acc_dtype)
+    term = convert("TJ_MAP(p[i + K])", in_dtype, acc_dtype)
     adds = " ".join(f"a{k} = a{k} + {term.replace('K', str(k))};" for k in range(8))
     return [
         f"static {tacc} tj_sum_run(const {tin} *p, int64_t n) {{",
@@ -812,17 +812,27 @@ def _sum_run(tin: str, tacc: str, in_dtype: str, acc_dtype: str) -> list[str]:
         "    int64_t i = 0;",
         f"    for (; i + 8 <= n; i += 8) {{ {adds} }}",
         f"    {tacc} acc = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));",
-        f"    for (; i < n; i++) acc = acc + {convert('p[i]', in_dtype, acc_dtype)};",
+        f"    for (; i < n; i++) acc = acc + {convert('TJ_MAP(p[i])', in_dtype, acc_dtype)};",
         "    return acc;",
         "}",
     ]
 
 
-def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: int) -> tuple:
+# The elementwise maps a reduction may apply to each element as it reads it
+# (tensor.math.MappedReduce), as C macros of the element.
+REDUCE_MAPS = {None: "(v)", "sqr": "((v) * (v))", "abs": "((v) < 0 ? -(v) : (v))"}
+
+
+def reduce_source(
+    kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: int, map: str | None = None
+) -> tuple:
     """(C source, cdef) of ``tj_reduce(n..., x, out, strides...)``: the input's axes come
-    kept ones first, then reduced ones; the output is C-contiguous."""
+    kept ones first, then reduced ones; the output is C-contiguous. ``map``: applied to
+    each element as it is read (REDUCE_MAPS)."""
     if kind not in REDUCE_KINDS:
         raise Unsupported(f"reduction {kind}")
+    if map not in REDUCE_MAPS or (map == "abs" and in_dtype.startswith("u")):
+        raise Unsupported(f"reduction of {map}({in_dtype})")
     tin, tout = ctype(in_dtype), ctype(out_dtype)
     if kind in ("sum", "prod"):
         acc_dtype = "float64" if out_dtype == "float32" else out_dtype
@@ -848,14 +858,14 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         "prod": "1",
         "all": "1",
         "any": "0",
-        "max": f"*(const {tin} *)b_{n_kept}",
-        "min": f"*(const {tin} *)b_{n_kept}",
+        "max": f"TJ_MAP(*(const {tin} *)b_{n_kept})",
+        "min": f"TJ_MAP(*(const {tin} *)b_{n_kept})",
     }[kind]
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st{a}" for a in range(ndim))
-    lines = [PREAMBLE, parallel.DECLARATIONS]
+    lines = [f"{PREAMBLE}\n#define TJ_MAP(v) {REDUCE_MAPS[map]}", parallel.DECLARATIONS]
     if n_kept and n_red:
-        start = "first[j]" if kind in ("max", "min") else init
+        start = "TJ_MAP(first[j])" if kind in ("max", "min") else init
         lines += _reduce_columns(
             tin, tout, tacc, start, combine, acc_dtype, out_dtype, n_kept, ndim
         )
@@ -890,7 +900,7 @@ def reduce_source(kind: str, in_dtype: str, out_dtype: str, n_kept: int, n_red: 
         lines.append(f"{indent}char *b_{a + 1} = b_{a} + i{a} * st{a};")
     if n_kept == ndim:
         lines.append(f"{indent}{tacc} acc = {init};")
-    body = f"{{ const {tin} v = *(const {tin} *)b_{ndim}; {combine} }}"
+    body = f"{{ const {tin} v = TJ_MAP(*(const {tin} *)b_{ndim}); {combine} }}"
     if runs:
         last = ndim - 1
         if last == n_kept:
@@ -1015,7 +1025,7 @@ def _reduce_columns(
         f"{inner}const {tin} *row = (const {tin} *)c_{ndim};",
         f"{inner}for (int64_t j = 0; j < len; j++) {{",
         f"{inner}    {tacc} acc = accs[j];",
-        f"{inner}    const {tin} v = row[j];",
+        f"{inner}    const {tin} v = TJ_MAP(row[j]);",
         f"{inner}    {combine}",
         f"{inner}    accs[j] = acc;",
         f"{inner}}}",

@@ -32,7 +32,7 @@ from tensorjit.plugins.c_backend import (
 from tensorjit.tensor.allocation import ARange
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Alloc, Dot, Reduce
+from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.subtensor import Subtensor
 
@@ -104,9 +104,9 @@ SPECS = (
     KernelSpec(
         "c:reduce",
         BACKEND,
-        (Reduce,),
+        (Reduce, MappedReduce),
         kernels.reduce_factory,
-        plan=_exactly((Reduce,), kernels.reduce_plan),
+        plan=_exactly((Reduce, MappedReduce), kernels.reduce_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("reduce"),
         plugin=PLUGIN,

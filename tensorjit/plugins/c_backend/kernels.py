@@ -183,6 +183,7 @@ def reduce_plan(node: Apply) -> ReducePlan:
         node.outputs[0].type.dtype,
         len(kept),
         len(op.axis),
+        getattr(op, "map", None),  # a MappedReduce's sqr/abs
     )
     source += _uniform_reduce(ndim)
     cdef += UNIFORM_REDUCE_CDEF

@@ -404,8 +404,10 @@ def _dtypes_supported(t: Target, *dtypes: str) -> bool:
 
 
 def reduce_plan(t: Target, node: Apply) -> ReducePlan | None:
-    if not device_can_run(t, node):
-        return None
+    from tensorjit.tensor.math import Reduce
+
+    if type(node.op) is not Reduce or not device_can_run(t, node):
+        return None  # a subclass (MappedReduce's map) is not what these kernels compute
     op = node.op
     in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
     if not _dtypes_supported(t, in_dtype, out_dtype):

@@ -20,7 +20,7 @@ from tensorjit.tensor.rewriting.algebra import (
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
-from tensorjit.tensor.rewriting.specialize import local_pow_specialize
+from tensorjit.tensor.rewriting.specialize import local_pow_specialize, local_reduce_of_map
 from tensorjit.tensor.rewriting.stabilize import (
     local_exp_over_1_plus_exp,
     local_expm1,
@@ -69,6 +69,7 @@ REWRITES = [
     ("late_canonical_sum", canonical_sum, "specialize", ("algebra",)),
     ("late_canonical_product", canonical_product, "specialize", ("algebra",)),
     ("local_pow_specialize", local_pow_specialize, "specialize", ()),
+    ("local_reduce_of_map", local_reduce_of_map, "specialize", ()),
     ("local_gemm", local_gemm, "specialize", ("blas",)),
     ("local_ger", local_ger, "specialize", ("blas",)),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),

@@ -4,8 +4,8 @@ A gradient summed from two products (a tied weight's) and scaled into an update,
 ``w - c * Gemm(dot(p, q), a, x, y, b)``, becomes ``Gemm(Gemm(w, -c b, p, q, 1), -c a, x,
 y, 1)``: both products accumulate into ``w`` in place, with no pass over a gradient
 temporary. An L2 penalty's ``w - c * Gemm(k * w, a, x, y, b)`` becomes
-``Gemm(w * (1 - c b k), -c a, x, y, 1)``: w decays in place, then the product
-accumulates into it.
+``Gemm(w, -c a, x, y, 1 - c b k)``: w decays and the product accumulates into it, in
+place, in one node.
 """
 
 from __future__ import annotations
@@ -136,13 +136,13 @@ def _update_through_gemm(fgraph: FunctionGraph, node, dtype: str):
     one = constant(np.asarray(1, dtype=dtype))
     product = _matrix_product(fgraph, z)
     if product is None:
-        # z = k * w (an L2 penalty's gradient): w's decay is one in-place pass over w,
-        # then the product accumulates into w (OpenBLAS's own beta != 1 pass is slower)
+        # z = k * w (an L2 penalty's gradient): one Gemm on w whose beta is w's decay
+        # (a single in-place update of w: a decay pass before it would be a second one,
+        # which all-or-nothing calls would have to snapshot)
         k = _multiple_of(fgraph, z, w, dtype)
         if k is None:
             return None
-        decayed = mul(w, one + mul(mul(c, b), k))
-        new = fits(out, Gemm()(decayed, mul(c, a), x, y, one))
+        new = fits(out, Gemm()(w, mul(c, a), x, y, one + mul(mul(c, b), k)))
         return None if new is None else [new]
     inner = Gemm()(w, mul(c, b), *product, one)  # a Gemm on w, then the outer one
     new = fits(out, Gemm()(inner, mul(c, a), x, y, one))

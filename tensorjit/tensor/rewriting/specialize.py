@@ -1,4 +1,5 @@
-"""Faster equivalent forms (the specialize phase): powers."""
+"""Faster equivalent forms (the specialize phase): powers, reductions of squares and
+absolute values in one pass."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.rewriting.shape import shape_of
-from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name
+from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name, single_client
 from tensorjit.tensor.variable import constant
 
 MAX_MUL_POWER = 6  # x**n for integer |n| <= this becomes multiplications
@@ -57,3 +58,26 @@ def _power_by_squaring(x, n: int):
         if n:
             square = tm.sqr(square)
     return result
+
+
+@node_rewriter([tm.Reduce], name="local_reduce_of_map")
+def local_reduce_of_map(fgraph: FunctionGraph, node):
+    """sum/max/... of ``sqr(x)`` or ``abs(x)`` read by nothing else -> one MappedReduce:
+    the mapped values are never stored (an L2 penalty's ``sum(w ** 2)`` reads w once).
+    Host functions only: device backends have no kernel for it."""
+    from tensorjit.core.compile.linker import BackendChoice
+    from tensorjit.core.devices import HOST
+
+    choice = fgraph.get_feature(BackendChoice)
+    if type(node.op) is not tm.Reduce or (choice is not None and choice.default_device != HOST):
+        return None
+    mapped = node.inputs[0]
+    name = scalar_name(mapped.owner)
+    if name not in tm.REDUCE_MAPS or single_client(fgraph, mapped) is not node:
+        return None
+    (x,) = mapped.owner.inputs
+    if x.type.dtype != mapped.type.dtype or x.type.numpy_dtype.kind not in "fi":
+        return None
+    new = tm.MappedReduce(node.op.kind, node.op.axis, node.op.dtype, name)(x)
+    new = fits(node.outputs[0], new)
+    return None if new is None else [new]

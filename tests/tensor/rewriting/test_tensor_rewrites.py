@@ -17,7 +17,7 @@ from tensorjit.core.rewrites import RewriteQuery
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Alloc, Dot, Reduce
+from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.rewriting import REWRITES
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -90,6 +90,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "late_canonical_sum",
         "late_canonical_product",
         "local_pow_specialize",
+        "local_reduce_of_map",
         "local_gemm",
         "local_ger",
         "elemwise_fusion",
@@ -1068,3 +1069,49 @@ def test_fused_alloc_covered_by_another_node_of_the_group():
     assert f.profile.applied["fused_elemwise_alloc"] + f.profile.applied["local_elemwise_alloc"]
     wv = rng(7).standard_normal((3, 5))
     np.testing.assert_allclose(f(wv, 0.25), 0.5 * np.exp(wv), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- local_reduce_of_map
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64"])
+def test_sum_of_squares_and_of_absolute_values_read_once(dtype):
+    w = T.matrix("w", dtype=dtype)
+    exprs = [T.sqr(w).sum(), abs(w).sum(axis=0), T.sqr(w).max(axis=1), T.sqr(w).min(axis=0)]
+    if dtype != "int64":  # (integer powers stay powers)
+        exprs.append((w**2).sum())
+    r = rng(8)
+    value = (r.standard_normal((7, 300)) * 10).astype(dtype)
+    for expr in exprs:
+        f, g = compile_pair([w], expr)
+        (node,) = nodes(f)  # the map is not computed on its own
+        assert isinstance(node.op, MappedReduce)
+        assert f.profile.applied["local_reduce_of_map"] == 1
+        for layout in (value, np.asfortranarray(value), value[::2, ::-3], value.T.copy().T):
+            assert_same_values(f, g, layout, rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_a_map_read_elsewhere_stays_and_grads_go_through_the_mapped_reduction():
+    w = T.matrix("w")
+    sq = w**2
+    f = tensorjit.function([w], [sq.sum(), sq], mode=ISOLATED)
+    assert not of_type(f, MappedReduce)  # the squares are an output too
+    wv = rng(9).standard_normal((3, 4))
+    np.testing.assert_allclose(f(wv)[0], (wv**2).sum())
+    for op in (MappedReduce("sum", (0, 1), None, "sqr"), MappedReduce("max", (1,), None, "abs")):
+        tensorjit.verify_grad(lambda x, op=op: op(x), [wv])
+    with pytest.raises(ValueError, match="unknown map"):
+        MappedReduce("sum", (0,), None, "exp")
+
+
+def test_no_mapped_reduction_for_a_device_function():
+    from helpers.device import DEVICE, REASON
+
+    if REASON is not None:
+        pytest.skip(f"no {DEVICE} device here (hardware/driver absent): {REASON}")
+    w = T.matrix("w")
+    with tensorjit.config.change_flags(device=DEVICE):
+        f = tensorjit.function([w], (w**2).sum())
+    assert not of_type(f, MappedReduce)
+    wv = rng(10).standard_normal((3, 4))
+    np.testing.assert_allclose(f(wv), (wv**2).sum(), rtol=1e-12)
