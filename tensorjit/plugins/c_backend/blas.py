@@ -32,6 +32,7 @@ from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend import compiler
 from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.plugins.c_backend.skinny import skinny_source
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 
@@ -156,6 +157,8 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
         tj_scale_{p}(c, m, n, cs0, cs1, beta);
         return 0;
     }
+    if ({SKINNY} && tj_skinny_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta) == 0)
+        return 0;  /* few columns: one pass over A (skinny.py; float64 only) */
     if (!tj_layout(m, n, cs0, cs1, z, c, &tc, &ldc))
         return 4;
     flip = tc == 'T';  /* row-major C: compute C.T = B.T . A.T */
@@ -294,7 +297,8 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
         # str.format would trip over C braces: substitute the few names directly.
-        text = _TEMPLATE.replace("{p}", p).replace("{T}", ctype)
+        text = skinny_source(p, ctype) + _TEMPLATE.replace("{p}", p).replace("{T}", ctype)
+        text = text.replace("{SKINNY}", "1" if ctype == "double" else "0")
         for name, i in index.items():
             text = text.replace("{" + name + "}", str(i))
         parts.append(text)

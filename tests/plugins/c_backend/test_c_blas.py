@@ -400,3 +400,49 @@ def test_misaligned_operands_are_copied_not_refused():
     got_m, got_v = f(x, y, z)
     np.testing.assert_allclose(got_m, x @ y, **TOL["float64"])
     np.testing.assert_allclose(got_v, x @ z, **TOL["float64"])
+
+
+# ---------------------------------------------------------------- few columns (skinny.py)
+SKINNY_SHAPES = [(600, 784, 10), (61, 777, 16), (9, 4000, 1), (300, 130, 3), (257, 129, 13)]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])  # float32: sgemm, the same layouts
+@pytest.mark.parametrize("m,k,n", SKINNY_SHAPES)
+def test_products_with_few_columns_read_the_matrix_once_and_agree(dtype, m, k, n):
+    """X . W and X^T . G with n <= 16 columns (skinny.py), against NumPy in float64 and
+    against Op.perform (DebugMode): every layout of X, odd tails of rows and lengths."""
+    x, w, g = T.matrix("x", dtype=dtype), T.matrix("w", dtype=dtype), T.matrix("g", dtype=dtype)
+    f = compile_c([x, w, g], [T.dot(x, w), T.dot(x.T, g)])
+    xv = RNG.standard_normal((m, k)).astype(dtype)
+    wv, gv = RNG.standard_normal((k, n)).astype(dtype), RNG.standard_normal((m, n)).astype(dtype)
+    tol = TOL[dtype]["rtol"] * np.sqrt(max(m, k)) * 4
+    for layout in (xv, np.asfortranarray(xv), xv[:, ::-1], np.pad(xv, ((0, 0), (0, 3)))[:, :k]):
+        forward, backward = f(layout, wv, gv)
+        exact = layout.astype(np.float64)
+        np.testing.assert_allclose(forward, exact @ wv, rtol=tol, atol=tol)
+        np.testing.assert_allclose(backward, exact.T @ gv, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_few_column_updates_keep_blas_semantics(dtype):
+    """Gemm's beta (0 does not read the target, others scale it), alpha 0 (BLAS: A and B
+    are not read, so their NaNs do not show) and NaN/inf in X propagating as BLAS's."""
+    z, x, w = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("w", dtype=dtype)
+    a, b = T.scalar("a", dtype=dtype), T.scalar("b", dtype=dtype)
+    f = compile_c([z, a, x, w, b], Gemm()(z, a, x, w, b))
+    m, k, n = 200, 300, 7
+    zv = RNG.standard_normal((m, n)).astype(dtype)
+    xv, wv = RNG.standard_normal((m, k)).astype(dtype), RNG.standard_normal((k, n)).astype(dtype)
+    tol = TOL[dtype]["rtol"] * 100
+    for alpha, beta in ((1.5, 0.0), (-0.5, 0.25), (2.0, 1.0)):
+        want = alpha * (xv.astype(np.float64) @ wv) + beta * zv
+        np.testing.assert_allclose(f(zv, alpha, xv, wv, beta), want, rtol=tol, atol=tol)
+    nan_target = np.full_like(zv, np.nan)
+    assert np.isfinite(f(nan_target, 1.0, xv, wv, 0.0)).all()  # beta 0: target not read
+    xn = xv.copy()
+    xn[3, 5] = np.nan
+    xn[7, 0] = np.inf
+    got = f(zv, 1.0, xn, wv, 1.0)
+    assert np.isnan(got[3]).all() and not np.isfinite(got[7]).any()
+    assert np.isfinite(np.delete(got, [3, 7], axis=0)).all()
+    np.testing.assert_allclose(f(zv, 0.0, xn, wv, 1.0), zv)  # alpha 0: BLAS's answer
