@@ -9,24 +9,12 @@ import pytest
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.graph.traversal import toposort
-from tensorjit.core.hooks import registries
-from tensorjit.scan import Scan, rewriting, scan
+from tensorjit.scan import Scan, scan
 from tensorjit.tensor.math import Dot
 
+pytestmark = pytest.mark.usefixtures("scan_rewrites")
 RNG = np.random.default_rng(7)
 NO_PUSH_OUT = tensorjit.FAST_RUN.excluding("scan_push_out")
-
-
-@pytest.fixture(autouse=True)
-def scan_rewrites():
-    db = registries().rewrites
-    added = []
-    if not any(name in db.entries for name, *_ in rewriting.REWRITES):
-        rewriting.register(db)
-        added = [name for name, *_ in rewriting.REWRITES]
-    yield
-    for name in added:
-        del db.entries[name]
 
 
 def both(inputs, outputs, **kw):

@@ -12,22 +12,10 @@ from tensorjit.core.hooks import registries
 from tensorjit.scan import Scan, rewriting, scan
 from tensorjit.tensor.elemwise import Elemwise
 
+pytestmark = pytest.mark.usefixtures("scan_rewrites")
 RNG = np.random.default_rng(2024)
 NO_SCAN_REWRITES = tensorjit.FAST_RUN.excluding("scan")
 NO_PUSH_OUT = tensorjit.FAST_RUN.excluding("scan_push_out")
-
-
-@pytest.fixture(autouse=True)
-def scan_rewrites():
-    """Register the scan rewrites unless a plugin already did; remove what we added."""
-    db = registries().rewrites
-    added = []
-    if not any(name in db.entries for name, *_ in rewriting.REWRITES):
-        rewriting.register(db)
-        added = [name for name, *_ in rewriting.REWRITES]
-    yield
-    for name in added:
-        del db.entries[name]
 
 
 def scan_nodes(f):
