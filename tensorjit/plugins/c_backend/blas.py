@@ -57,6 +57,15 @@ typedef {I} tj_int;
 
 static void *tj_fn[8];
 
+/* 1 while one thread runs the products (skinny.py's kernels are single-threaded; with
+   more, BLAS's own threads share the work). */
+static int tj_skinny_on = 1;
+
+void tj_skinny_enable(int on)
+{
+    tj_skinny_on = on;
+}
+
 int tj_blas_init(void **fns)
 {
     for (int i = 0; i < 8; i++) {
@@ -157,8 +166,10 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
         tj_scale_{p}(c, m, n, cs0, cs1, beta);
         return 0;
     }
-    if ({SKINNY} && tj_skinny_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta) == 0)
-        return 0;  /* few columns: one pass over A (skinny.py; float64 only) */
+    /* few columns: one pass over A (skinny.py; float64 only) */
+    if ({SKINNY} && tj_skinny_on &&
+        tj_skinny_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta) == 0)
+        return 0;
     if (!tj_layout(m, n, cs0, cs1, z, c, &tc, &ldc))
         return 4;
     flip = tc == 'T';  /* row-major C: compute C.T = B.T . A.T */
@@ -293,7 +304,7 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         ilp64 = provider().ilp64
     header = _HEADER.replace("{I}", "int64_t" if ilp64 else "int")
     parts = [header.replace("{IMAX}", "INT64_MAX" if ilp64 else "INT_MAX")]
-    cdefs = ["int tj_blas_init(void **);"]
+    cdefs = ["int tj_blas_init(void **);", "void tj_skinny_enable(int);"]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
         # str.format would trip over C braces: substitute the few names directly.
@@ -399,7 +410,20 @@ def library():
             if lib.tj_blas_init(table) != 0:
                 raise RuntimeError(f"BLAS kernels: a NULL pointer from {chosen.where}")
             _libraries[chosen.name] = (ffi, lib)
+            _use_skinny_kernels()
     return ffi, lib
+
+
+def _use_skinny_kernels(_value: object = None) -> None:
+    """Few-column products in our own kernels on one thread only (see skinny.py)."""
+    from tensorjit.plugins.c_backend.threads import thread_count  # (it imports this module)
+
+    one = thread_count() == 1
+    for _, lib in list(_libraries.values()):
+        lib.tj_skinny_enable(int(one))
+
+
+config.watch("threads", _use_skinny_kernels)
 
 
 # ---------------------------------------------------------------- selection

@@ -446,3 +446,14 @@ def test_few_column_updates_keep_blas_semantics(dtype):
     assert np.isnan(got[3]).all() and not np.isfinite(got[7]).any()
     assert np.isfinite(np.delete(got, [3, 7], axis=0)).all()
     np.testing.assert_allclose(f(zv, 0.0, xn, wv, 1.0), zv)  # alpha 0: BLAS's answer
+
+
+def test_few_column_products_on_two_threads_are_blas_s_and_agree():
+    """With two threads the products go back to BLAS (its threads share the work)."""
+    x, w = T.matrix("x"), T.matrix("w")
+    xv, wv = RNG.standard_normal((600, 784)), RNG.standard_normal((784, 10))
+    one = compile_c([x, w], [T.dot(x, w), T.dot(x.T, T.dot(x, w))])(xv, wv)
+    with tensorjit.config.change_flags(threads=2):
+        two = compile_c([x, w], [T.dot(x, w), T.dot(x.T, T.dot(x, w))])(xv, wv)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-9)
