@@ -23,8 +23,9 @@ from tensorjit.tensor.type import TensorType
 Batched = tuple[Variable, bool]
 
 
-def _shifted(axes: Sequence[int]) -> tuple[int, ...]:
-    return tuple(a + 1 for a in axes)
+def _shifted(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Axes of a step's ``ndim``-d value, on the batched value (a leading step axis)."""
+    return tuple(a % ndim + 1 for a in axes)
 
 
 def batch_rule_exists(node: Apply) -> bool:
@@ -32,7 +33,8 @@ def batch_rule_exists(node: Apply) -> bool:
     op = node.op
     if isinstance(op, Elemwise):
         return op.inplace is None
-    return isinstance(op, (DimShuffle, Dot, Reduce, Softmax, LogSoftmax))
+    # exact classes: a subclass (a MappedReduce's map) is not what the rules rebuild
+    return type(op) in (DimShuffle, Dot, Reduce, Softmax, LogSoftmax)
 
 
 def widens(node: Apply) -> bool:
@@ -66,9 +68,9 @@ def _apply_batched(node: Apply, ins: list[Batched]) -> list[Variable] | None:
         order = (0, *("x" if d == "x" else d + 1 for d in op.new_order))
         return [DimShuffle(op.input_ndim + 1, order)(values[0])]
     if isinstance(op, Reduce):
-        return [Reduce(op.kind, _shifted(op.axis), op.dtype)(values[0])]
+        return [Reduce(op.kind, _shifted(op.axis, node.inputs[0].type.ndim), op.dtype)(values[0])]
     if isinstance(op, (Softmax, LogSoftmax)):
-        return [type(op)(_shifted(op.axis))(values[0])]
+        return [type(op)(_shifted(op.axis, node.inputs[0].type.ndim))(values[0])]
     if isinstance(op, Dot):
         (x, bx), (y, by) = ins
         step_x = x.type.ndim - 1 if bx else x.type.ndim
@@ -105,7 +107,11 @@ def batch_graph(
                 return None  # reads loop state: not batchable here
         if not batch_rule_exists(node):
             return None
-        outs = _apply_batched(node, ins)
+        try:
+            outs = _apply_batched(node, ins)
+        except (TypeError, ValueError):
+            # e.g. a leaf whose rows lost a static length 1 that a dimshuffle drops
+            return None
         if outs is None:
             return None
         batched = any(b for _, b in ins)

@@ -155,13 +155,15 @@ def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
         return new_outs[n_mit + recorded[v]]
 
     for c, factors, kind in plans:
+        # (in the accumulator's dtype, as the loop added: float32 terms into a float64 sum)
+        acc_dtype = c.inner.type.dtype
         if kind == "outer":
-            u, v = (stacked(x) for x in factors)
+            u, v = (T.cast(stacked(x), acc_dtype) for x in factors)
             total = T.dot(u.T, v)
         else:
-            total = T.sum(stacked(factors[0]), axis=0)
+            total = T.sum(T.cast(stacked(factors[0]), acc_dtype), axis=0)
         old = node.outputs[c.old]
-        final = c.init + T.cast(total, c.inner.type.dtype)
+        final = c.init + total
         final = _compatible(old, T.cast(final, old.type.dtype))
         if final is None:
             return None

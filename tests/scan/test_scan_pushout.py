@@ -225,3 +225,27 @@ def test_truncated_gradient_and_verify_grad():
         full_cost,
         [RNG.standard_normal((4, 3)), RNG.standard_normal(3), RNG.standard_normal((3, 3))],
     )
+
+
+def test_rows_that_lost_a_static_length_leave_the_loop_alone():
+    """An output with a kept axis of length 1 (static inside the step, unknown in the
+    loop's rows) that a dimshuffle drops: no batched form, the loop stays as it was."""
+    x, h0 = T.matrix("x"), T.vector("h0")
+
+    def step(x_t, h):
+        hn = T.tanh(h + x_t).sum(keepdims=True)
+        return [hn, T.exp(hn.dimshuffle(()))]
+
+    (hs, ys), _ = scan(step, sequences=[x], outputs_info=[h0, None])
+    f, g = both([x, h0], [hs, ys])
+    assert_same(f, g, RNG.standard_normal((4, 1)), np.ones(1))
+
+
+def test_float32_terms_accumulate_in_the_float64_state():
+    x = T.matrix("x", dtype="float32")
+    acc0 = T.vector("acc0", dtype="float64")
+    total, _ = scan(lambda x_t, a: a + T.cast(x_t * 3, "float64"), sequences=[x],
+                    outputs_info=[acc0])  # fmt: skip
+    f, g = both([x, acc0], total[-1])
+    xv = (RNG.standard_normal((500, 3)) * 1e4).astype("float32")
+    assert_same(f, g, xv, np.zeros(3), rtol=1e-13)

@@ -821,6 +821,7 @@ def _sum_run(tin: str, tacc: str, in_dtype: str, acc_dtype: str) -> list[str]:
 # The elementwise maps a reduction may apply to each element as it reads it
 # (tensor.math.MappedReduce), as C macros of the element.
 REDUCE_MAPS = {None: "(v)", "sqr": "((v) * (v))", "abs": "((v) < 0 ? -(v) : (v))"}
+_FLOAT_ABS = {"float64": "fabs(v)", "float32": "fabsf(v)"}  # abs(-0.0) is 0.0
 
 
 def reduce_source(
@@ -863,7 +864,9 @@ def reduce_source(
     }[kind]
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st{a}" for a in range(ndim))
-    lines = [f"{PREAMBLE}\n#define TJ_MAP(v) {REDUCE_MAPS[map]}", parallel.DECLARATIONS]
+    mapped = _FLOAT_ABS.get(in_dtype, REDUCE_MAPS[map]) if map == "abs" else REDUCE_MAPS[map]
+    # Cast back: small integers promote to int, and NumPy's square of an int8 wraps.
+    lines = [f"{PREAMBLE}\n#define TJ_MAP(v) (({tin})({mapped}))", parallel.DECLARATIONS]
     if n_kept and n_red:
         start = "TJ_MAP(first[j])" if kind in ("max", "min") else init
         lines += _reduce_columns(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 SKINNY_MAX_N = 16
 SKINNY_MIN_WORK = 1 << 15  # m * k below this: BLAS's call overhead is no issue
+SKINNY_MAX_LEN = 1 << 16  # m, k above this: the kernels' k x 16 copies grow past 8 MiB
 
 SKINNY_TEMPLATE = r"""
 #include <stdlib.h>
@@ -135,10 +136,14 @@ static int tj_skinny_{p}(char *a, long long m, long long k, long long as0, long 
     const long long z = sizeof({T});
     if (n > {MAX_N} || m * k < {MIN_WORK} || m < 1 || k < 1 || n < 1 || alpha == 0)
         return 1;  /* (alpha 0: BLAS does not read A and B, NaNs there do not show) */
-    if (as1 == z && as0 >= k * z)  /* A: rows of X */
+    if ((uintptr_t)a % z || (uintptr_t)b % z || (uintptr_t)c % z || as0 % z || as1 % z ||
+        bs0 % z || bs1 % z || cs0 % z || cs1 % z)
+        return 1;  /* misaligned elements: BLAS's path copies them first */
+    /* (lengths above MAX_LEN: the copy of B or the transposed sums would be large) */
+    if (as1 == z && as0 >= k * z && k <= {MAX_LEN})  /* A: rows of X */
         return tj_skinny_xb_{p}(a, m, k, as0, b, n, bs0, bs1, c, cs0, cs1, ({T})alpha,
                                 ({T})beta);
-    if (as0 == z && as1 >= m * z)  /* A = X^T: X has k rows of m contiguous elements */
+    if (as0 == z && as1 >= m * z && m <= {MAX_LEN})  /* A = X^T: k rows of m elements */
         return tj_skinny_xtg_{p}(a, k, m, as1, b, n, bs0, bs1, c, cs0, cs1, ({T})alpha,
                                  ({T})beta);
     return 1;
@@ -158,4 +163,5 @@ def skinny_source(p: str, ctype: str) -> str:
         .replace("{NP}", str(SKINNY_MAX_N))
         .replace("{MAX_N}", str(SKINNY_MAX_N))
         .replace("{MIN_WORK}", str(SKINNY_MIN_WORK))
+        .replace("{MAX_LEN}", str(SKINNY_MAX_LEN))
     )

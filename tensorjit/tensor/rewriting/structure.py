@@ -50,10 +50,10 @@ def local_reshape_chain(fgraph: FunctionGraph, node):
 @node_rewriter([Reduce], name="local_sum_of_sum")
 def local_sum_of_sum(fgraph: FunctionGraph, node):
     """sum(sum(x, a1), a2) -> sum(x, a1 + a2) (axes of the outer sum renumbered)."""
-    if node.op.kind != "sum" or node.op.dtype is not None:
-        return None
+    if type(node.op) is not Reduce or node.op.kind != "sum" or node.op.dtype is not None:
+        return None  # (a MappedReduce's map is not a sum's business)
     inner = node.inputs[0].owner
-    if inner is None or not isinstance(inner.op, Reduce) or inner.op.kind != "sum":
+    if inner is None or type(inner.op) is not Reduce or inner.op.kind != "sum":
         return None
     if inner.op.dtype is not None or len(fgraph.clients.get(node.inputs[0], ())) != 1:
         return None
@@ -100,7 +100,12 @@ def local_elemwise_alloc(fgraph: FunctionGraph, node):
         value, dims = alloc.inputs[0], alloc.inputs[1:]
         if any(s != 1 for s in value.type.shape):
             continue  # only values broadcast along every axis (scalars and the like)
-        others = [x for j, x in enumerate(node.inputs) if j != k]
+        # Only operands that stay can give the shape (not another alloc replaced here).
+        others = [
+            x
+            for j, x in enumerate(node.inputs)
+            if j != k and (x.owner is None or not isinstance(x.owner.op, Alloc))
+        ]
         if all(
             operand.type.shape[axis] == 1
             or any(
@@ -125,6 +130,8 @@ def local_elemwise_alloc(fgraph: FunctionGraph, node):
 def local_reduce_of_new_axes(fgraph: FunctionGraph, node):
     """sum/max/... over axes a dimshuffle only added -> drop those axes instead."""
     inner = node.inputs[0].owner
+    if type(node.op) is not Reduce:
+        return None  # a MappedReduce keeps its map
     if inner is None or not isinstance(inner.op, DimShuffle) or node.op.kind == "prod":
         return None
     order = inner.op.new_order

@@ -1115,3 +1115,30 @@ def test_no_mapped_reduction_for_a_device_function():
     assert not of_type(f, MappedReduce)
     wv = rng(10).standard_normal((3, 4))
     np.testing.assert_allclose(f(wv), (wv**2).sum(), rtol=1e-12)
+
+
+def test_mapped_reductions_wrap_small_integers_like_numpy_and_keep_their_map():
+    for dtype, value in (("int8", 100), ("int16", -300), ("int32", 70000)):
+        x = T.vector("x", dtype=dtype)
+        f = tensorjit.function([x], [T.sum(T.sqr(x)), T.sum(abs(x))])
+        arg = np.full(16, value, dtype)
+        for got, want in zip(f(arg), [np.square(arg).sum(), np.abs(arg).sum()]):
+            assert got == want, (dtype, got, want)
+    v = T.vector("v")
+    assert tensorjit.function([v], T.max(abs(v)))(np.array([-0.0])) == 0.0
+    m = T.matrix("m")
+    rows = MappedReduce("sum", (1,), None, "sqr")(m)
+    f = tensorjit.function([m], [Reduce("sum", (0,))(rows), MappedReduce("max", (1,), None, "abs")(
+        m.dimshuffle(0, "x", 1))])  # fmt: skip
+    mv = np.array([[1.0, -2.0], [3.0, 1.0]])
+    total, largest = f(mv)
+    assert total == 15.0  # the outer sum does not swallow the squares
+    np.testing.assert_array_equal(largest, np.abs(mv))
+
+
+def test_two_allocs_do_not_give_each_other_their_shape():
+    w = T.matrix("w")
+    c, d = T.scalars("c", "d")
+    shape = (w.shape[0], w.shape[1])
+    f = tensorjit.function([w, c, d], T.alloc(c, *shape) * T.alloc(d, *shape))
+    np.testing.assert_array_equal(f(np.zeros((2, 3)), 2.0, 3.0), np.full((2, 3), 6.0))
