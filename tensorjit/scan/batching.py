@@ -77,6 +77,13 @@ def _apply_batched(node: Apply, ins: list[Batched]) -> list[Variable] | None:
         step_y = y.type.ndim - 1 if by else y.type.ndim
         if bx and not by and step_x == 1:  # x_t . y for all t: X . y
             return [Dot()(x, y)]
+        if bx and not by and step_x == 2:  # a minibatch per step: (T, B, n) as (T B, n)
+            from tensorjit.tensor.shape_ops import reshape
+
+            rows = reshape(x, (-1, x.shape[2]), ndim=2)
+            flat = Dot()(rows, y)
+            tail = (flat.shape[1],) if y.type.ndim == 2 else ()
+            return [reshape(flat, (x.shape[0], x.shape[1], *tail), ndim=1 + y.type.ndim)]
         if by and not bx and step_y == 1 and step_x == 2:  # A . y_t = (Y . A^T)[t]
             return [Dot()(y, x.T)]
         if by and not bx and step_y == 1 and step_x == 1:  # a . y_t

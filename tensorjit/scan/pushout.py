@@ -171,6 +171,20 @@ def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
     return result
 
 
+def _probe_leaves(node: Apply, kinds: list[str]) -> dict[Variable, Batched]:
+    """Stand-ins for ``node``'s inputs (a step axis where the input is per step), to ask
+    whether the node has a batched form before deciding to push it."""
+    leaves: dict[Variable, Batched] = {}
+    for i, k in zip(node.inputs, kinds):
+        if isinstance(i, Constant) or not isinstance(i.type, TensorType):
+            continue
+        if k == "seq":
+            leaves[i] = (TensorType(i.type.dtype, (None, *i.type.shape)).make_variable(), True)
+        else:
+            leaves[i] = (i.type.make_variable(), False)
+    return leaves
+
+
 # ================================================================== 2. before the loop
 @node_rewriter([Scan])
 def scan_push_out_seqs(fgraph: FunctionGraph, node: Apply):
@@ -187,6 +201,8 @@ def scan_push_out_seqs(fgraph: FunctionGraph, node: Apply):
         ins = ["inv" if isinstance(i, Constant) else kind.get(i) for i in n.inputs]
         if None in ins or not batch_rule_exists(n) or widens(n):
             continue
+        if "seq" in ins and batch_graph(n.outputs, _probe_leaves(n, ins)) is None:
+            continue  # no batched form for this node (e.g. a product of two steps' values)
         k = "seq" if "seq" in ins else "inv"
         kind.update((o, k) for o in n.outputs)
         if k == "seq":

@@ -249,3 +249,25 @@ def test_float32_terms_accumulate_in_the_float64_state():
     f, g = both([x, acc0], total[-1])
     xv = (RNG.standard_normal((500, 3)) * 1e4).astype("float32")
     assert_same(f, g, xv, np.zeros(3), rtol=1e-13)
+
+
+def test_a_minibatch_per_step_is_one_product_before_the_loop():
+    """x_t a (batch x inputs) matrix: dot(x_t, W) for all t is one product of the
+    sequence's rows (reshaped), and a node with no batched form (dot(h, U) reads the
+    state) does not stop the others from leaving."""
+    x, h0 = T.tensor3("x"), T.matrix("h0")
+    w, u, v = T.matrix("w"), T.matrix("u"), T.vector("v")
+
+    def step(x_t, h):
+        return T.tanh(T.dot(x_t, w) + T.dot(h, u) + T.dot(x_t, v).dimshuffle(0, "x"))
+
+    hs, _ = scan(step, sequences=[x], outputs_info=[h0])
+    cost = (hs**2).sum()
+    f, g = both([x, h0, w, u, v], [cost, *tensorjit.grad(cost, [w, u, h0, v])])
+    forward = scans(f)[0]
+    assert inner_ops(forward).count("Dot") == 1
+    args = [RNG.standard_normal((7, 5, 3)), RNG.standard_normal((5, 4)),
+            RNG.standard_normal((3, 4)) / 2, RNG.standard_normal((4, 4)) / 2,
+            RNG.standard_normal(3)]  # fmt: skip
+    assert_same(f, g, *args)
+    assert_same(f, g, args[0][:0], *args[1:])
