@@ -5,7 +5,8 @@ recurrence needs and the rest runs as a few large operations over all steps:
   else) leaves the loop; ``f_t`` is recorded per step (or read from a sequence) and
   summed afterwards, and an accumulated outer product ``u_t[:, None] * v_t[None, :]``
   (what the gradient of ``dot(h, W)`` adds to ``W``'s gradient every step) becomes one
-  product ``U^T V``. Backpropagation through time accumulates every weight's gradient so.
+  product ``U^T V`` (with a minibatch per step, ``sum_t a_t^T b_t`` one product of the
+  stacked rows). Backpropagation through time accumulates every weight's gradient so.
 - ``scan_push_out_seqs``: inner nodes computed from sequences (and non-sequences) only
   run before the loop on the whole sequences (``dot(x_t, W)`` for every t is
   ``dot(X, W)``); their per-step values become new sequences.
@@ -29,6 +30,8 @@ from tensorjit.scan.batching import Batched, batch_graph, batch_rule_exists, wid
 from tensorjit.scan.loop import Loop, with_type
 from tensorjit.scan.op import Scan
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.math import Dot
+from tensorjit.tensor.shape_ops import reshape
 from tensorjit.tensor.type import TensorType
 
 
@@ -98,6 +101,23 @@ def _outer_factors(f: Variable) -> tuple[Variable, Variable] | None:
     return col, row
 
 
+def _transposed_product(f: Variable) -> tuple[Variable, Variable] | None:
+    """``(a, b)`` when ``f`` is ``dot(a.T, b)`` of a matrix and a matrix or vector (a
+    minibatch's weight gradient ``x_t^T . d_t``): summed over the steps it is one
+    product of the stacked rows."""
+    node = f.owner
+    if node is None or type(node.op) is not Dot:
+        return None
+    left, b = node.inputs
+    t = left.owner
+    if t is None or not isinstance(t.op, DimShuffle) or t.op.new_order != (1, 0):
+        return None
+    a = t.inputs[0]
+    if a.type.ndim != 2 or b.type.ndim not in (1, 2):
+        return None
+    return a, b
+
+
 @node_rewriter([Scan])
 def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
     """States that only accumulate leave the loop (see the module docstring)."""
@@ -128,8 +148,11 @@ def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
         if f is None or f is c.inner or uses[c.inner] != 1 or uses[out] != 1:
             continue
         factors = _outer_factors(f)
+        product = _transposed_product(f)
         if factors is not None and all(per_step(v) for v in factors):
             plans.append((c, list(factors), "outer"))
+        elif product is not None and all(per_step(v) for v in product):
+            plans.append((c, list(product), "rows"))
         elif per_step(f):
             plans.append((c, [f], "sum"))
     if not plans:
@@ -160,6 +183,11 @@ def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
         if kind == "outer":
             u, v = (T.cast(stacked(x), acc_dtype) for x in factors)
             total = T.dot(u.T, v)
+        elif kind == "rows":  # sum_t a_t^T b_t: the steps' rows stacked, one product
+            a, b = (T.cast(stacked(x), acc_dtype) for x in factors)
+            a = reshape(a, (-1, a.shape[2]), ndim=2)
+            b = reshape(b, (-1, b.shape[2]), ndim=2) if b.type.ndim == 3 else b.flatten()
+            total = T.dot(a.T, b)
         else:
             total = T.sum(T.cast(stacked(factors[0]), acc_dtype), axis=0)
         old = node.outputs[c.old]

@@ -253,8 +253,9 @@ def test_float32_terms_accumulate_in_the_float64_state():
 
 def test_a_minibatch_per_step_is_one_product_before_the_loop():
     """x_t a (batch x inputs) matrix: dot(x_t, W) for all t is one product of the
-    sequence's rows (reshaped), and a node with no batched form (dot(h, U) reads the
-    state) does not stop the others from leaving."""
+    sequence's rows (reshaped), a node with no batched form (dot(h, U) reads the
+    state) does not stop the others from leaving, and the backward loop's weight
+    gradients become products after it."""
     x, h0 = T.tensor3("x"), T.matrix("h0")
     w, u, v = T.matrix("w"), T.matrix("u"), T.vector("v")
 
@@ -264,8 +265,10 @@ def test_a_minibatch_per_step_is_one_product_before_the_loop():
     hs, _ = scan(step, sequences=[x], outputs_info=[h0])
     cost = (hs**2).sum()
     f, g = both([x, h0, w, u, v], [cost, *tensorjit.grad(cost, [w, u, h0, v])])
-    forward = scans(f)[0]
+    forward, backward = scans(f)
     assert inner_ops(forward).count("Dot") == 1
+    # the weights' gradients sum_t x_t^T d_t are products of the stacked rows, after it
+    assert backward.op.n_carry == 1 and inner_ops(backward).count("Dot") == 1
     args = [RNG.standard_normal((7, 5, 3)), RNG.standard_normal((5, 4)),
             RNG.standard_normal((3, 4)) / 2, RNG.standard_normal((4, 4)) / 2,
             RNG.standard_normal(3)]  # fmt: skip
