@@ -20,6 +20,7 @@ from tensorjit.tensor.random import (
     RandomGeneratorType,
     RandomStreams,
     RandomVariable,
+    copy_generator,
 )
 
 
@@ -173,6 +174,39 @@ def test_state_is_not_modified_in_place_and_update_advances_it():
     np.testing.assert_array_equal(with_update(), x1)
     assert not RandomGeneratorType().values_eq(before, state.get_value(borrow=True))
     assert not np.array_equal(with_update(), x1)
+
+
+@pytest.mark.parametrize(
+    "bits",
+    [np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937, np.random.Philox, np.random.SFC64],
+)
+def test_a_generator_copy_continues_the_stream_on_its_own(bits):
+    original = np.random.Generator(bits(7))
+    original.random(5)
+    copy = copy_generator(original)
+    assert copy is not original and copy.bit_generator is not original.bit_generator
+    assert type(copy.bit_generator) is bits
+    np.testing.assert_array_equal(copy.random(9), original.random(9))
+    copy.random(3)  # drawing from one leaves the other where it was
+    np.testing.assert_array_equal(copy_generator(original).random(4), original.random(4))
+    # Copies of copies spawn the children the original seed gives (no wrapper chain).
+    again = copy_generator(copy_generator(copy))
+    spawned = [g.random() for g in again.spawn(2)]
+    assert spawned == [g.random() for g in np.random.Generator(bits(7)).spawn(2)]
+    assert again.bit_generator.seed_seq.entropy == 7
+
+
+def test_a_bit_generator_that_can_not_be_rebuilt_is_deep_copied():
+    class IntSeeded(np.random.PCG64):  # a third party's: takes integer seeds only
+        def __init__(self, seed=None):
+            if seed is not None and not isinstance(seed, int):
+                raise TypeError("an integer seed")
+            super().__init__(seed)
+
+    original = np.random.Generator(IntSeeded(3))
+    copy = copy_generator(original)
+    assert type(copy.bit_generator) is IntSeeded and copy is not original
+    np.testing.assert_array_equal(copy.random(4), original.random(4))
 
 
 def test_symbolic_size_and_shapes():

@@ -10,7 +10,9 @@ a shared variable). Three parts, shared by the per-node VM and whole-graph progr
   could still fail are checked on their input values, when those are already computed
   and the step can be checked (``Op.input_check`` in the VM; a program checks the step
   kinds it knows). The first commit itself raises before writing, as every kernel that
-  overwrites an input must.
+  overwrites an input must. A value a later commit updates in place (a weight that two
+  GEMMs update in turn) is checked through its *stand-in*, the buffer before the update:
+  same shape and dtype, and checks only look at those.
 - Snapshots: a later step that can fail but can not be checked that early makes each
   commit before it save what it overwrites; a failing call puts the saved values back.
   Only unusual graphs need them (e.g. an output computed from an updated value).
@@ -71,6 +73,9 @@ class CommitPlan:
     first: int = -1  # the first commit step; -1: the schedule overwrites no input
     prechecks: tuple[int, ...] = ()  # steps checked just before ``first`` runs
     snapshots: dict[int, Variable] = field(default_factory=dict)  # step -> input it saves
+    # A commit's in-place output -> the value it overwrote, computed before the first
+    # commit: prechecks read the stand-in instead (shapes and dtypes are the same).
+    stand_ins: dict[Variable, Variable] = field(default_factory=dict)
 
 
 def commit_plan(nodes: Sequence[Apply], can_precheck: Callable[[Apply], bool]) -> CommitPlan:
@@ -83,17 +88,23 @@ def commit_plan(nodes: Sequence[Apply], can_precheck: Callable[[Apply], bool]) -
         return CommitPlan()
     first = min(commits)
     ready = {out for node in nodes[:first] for out in node.outputs}
+    stand_ins: dict[Variable, Variable] = {}
     prechecks: list[int] = []
     snapshots: dict[int, Variable] = {}
-    for j in range(first + 1, len(nodes)):
+    for j in range(first, len(nodes)):
         node = nodes[j]
-        if not node.op.may_raise:
-            continue
-        if can_precheck(node) and all(i.owner is None or i in ready for i in node.inputs):
-            prechecks.append(j)
-        else:  # every commit before it must be able to undo
-            snapshots.update((k, root) for k, root in commits.items() if k < j)
-    return CommitPlan(first, tuple(prechecks), snapshots)
+        if j > first and node.op.may_raise:
+            if can_precheck(node) and all(
+                i.owner is None or i in ready or i in stand_ins for i in node.inputs
+            ):
+                prechecks.append(j)
+            else:  # every commit before it must be able to undo
+                snapshots.update((k, root) for k, root in commits.items() if k < j)
+        for out, (i, *_) in getattr(node.op, "destroy_map", {}).items():
+            before = node.inputs[i]
+            if before.owner is None or before in ready or before in stand_ins:
+                stand_ins[node.outputs[out]] = stand_ins.get(before, before)
+    return CommitPlan(first, tuple(prechecks), snapshots, stand_ins)
 
 
 def save_value(var: Variable, value: Any) -> Any:

@@ -154,8 +154,13 @@ class VM:
         for k, root in plan.snapshots.items():
             steps[k][0] = self._saving(steps[k][0], root)
         if plan.prechecks:
+            stand_in = plan.stand_ins
             checks = [
-                (j, self.nodes[j].op.input_check(self.nodes[j]), self._plain_steps[j][1])
+                (
+                    j,
+                    self.nodes[j].op.input_check(self.nodes[j]),
+                    [self.storage[stand_in.get(v, v)] for v in self.nodes[j].inputs],
+                )
                 for j in plan.prechecks
             ]
             steps[plan.first][0] = self._prechecking(steps[plan.first][0], checks)

@@ -78,7 +78,9 @@ class Op:
         """A function that raises, for input values of ``node``, the error computing it
         would raise (a shape mismatch) without computing anything; None when the op has
         none. A call runs it before its first in-place update of a shared variable, so
-        a failure later in the call leaves every shared variable unchanged."""
+        a failure later in the call leaves every shared variable unchanged. It must
+        look at shapes and dtypes only: an input that an earlier in-place update of the
+        same call produces is given as the buffer before that update."""
         return None
 
     def make_node(self, *inputs: Variable) -> Apply:

@@ -105,8 +105,11 @@ typedef struct {
     PyObject *notes;   /* per step: "while computing ..." for errors */
     PyObject *keep;    /* the kernel libraries, alive as long as this program */
     /* All-or-nothing calls (core/compile/commit.py): before step first_commit, the
-       steps in prechecks are checked; n_snapshots steps save their input first. */
-    int first_commit, n_prechecks, *prechecks, n_snapshots;
+       steps in prechecks are checked, through their copies in checks (whose operands
+       updated in place by an earlier commit read the buffer before the update);
+       n_snapshots steps save their input first. */
+    int first_commit, n_prechecks, n_snapshots;
+    tj_step *checks;
     /* Per slot a step writes (spare_ok): the array it held when it died, if nobody else
        held it then (see tj_take). */
     PyObject **spare;
@@ -1013,7 +1016,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         int status;
         if (k == p->first_commit)
             for (i = 0; i < p->n_prechecks; i++)
-                if (tj_check(&p->steps[p->prechecks[i]], v)) {
+                if (tj_check(&p->checks[i], v)) {
                     declined = 1; /* nothing overwritten yet: the VM explains */
                     goto done;
                 }
@@ -1383,7 +1386,7 @@ static void tj_program_free(tj_program *p)
     PyMem_Free(p->consts);
     PyMem_Free(p->steps);
     PyMem_Free(p->outputs);
-    PyMem_Free(p->prechecks);
+    PyMem_Free(p->checks);
     if (p->spare)
         for (int i = 0; i < p->n_slots; i++)
             Py_XDECREF(p->spare[i]);
@@ -1495,8 +1498,46 @@ static int tj_parse_step(PyObject *obj, tj_step *s)
     return s->n_free < 0 ? -1 : 0;
 }
 
+/* The prechecks [(step, [(slot, stand-in slot)])] as copies of their steps reading the
+   stand-ins; 0, or -1 with an exception set. */
+static int tj_parse_prechecks(PyObject *prechecks, tj_program *p)
+{
+    p->n_prechecks = (int)PyList_GET_SIZE(prechecks);
+    p->checks = PyMem_Calloc(p->n_prechecks ? p->n_prechecks : 1, sizeof(tj_step));
+    if (p->checks == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < p->n_prechecks; i++) {
+        PyObject *stand_ins;
+        int k;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(prechecks, i), "iO!", &k, &PyList_Type, &stand_ins))
+            return -1;
+        if (k <= p->first_commit || k >= p->n_steps) {
+            PyErr_SetString(PyExc_ValueError, "a precheck must name a step after the first commit");
+            return -1;
+        }
+        tj_step *check = &p->checks[i];
+        *check = p->steps[k]; /* shares the step's pointers; only the operands differ */
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(stand_ins); j++) {
+            int slot, stand_in;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(stand_ins, j), "ii", &slot, &stand_in))
+                return -1;
+            if (stand_in < 0 || stand_in >= p->n_slots) {
+                PyErr_SetString(PyExc_ValueError, "a stand-in must name a slot");
+                return -1;
+            }
+            for (int op = 0; op < check->n_ops; op++)
+                if (check->ops[op] == slot)
+                    check->ops[op] = stand_in;
+        }
+    }
+    return 0;
+}
+
 /* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep,
-   stream_min_bytes, (first_commit, prechecks, [(step, slot) snapshots]))
+   stream_min_bytes, (first_commit, [(step, [(slot, stand-in slot)])] prechecks,
+   [(step, slot) snapshots]))
    inputs/shared: lists of (slot, typenum, static shape with -1 for unknown); steps: see
    program.py. */
 static PyObject *tj_make(PyObject *self, PyObject *args)
@@ -1557,16 +1598,8 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
             goto error;
         p->steps[k].snapshot = -1;
     }
-    p->n_prechecks = (int)PyList_GET_SIZE(prechecks);
-    p->prechecks = PyMem_Calloc(p->n_prechecks ? p->n_prechecks : 1, sizeof(int));
-    if (p->prechecks == NULL ||
-        tj_ints(prechecks, p->prechecks, p->n_prechecks, "prechecks") != p->n_prechecks)
+    if (tj_parse_prechecks(prechecks, p) < 0)
         goto error;
-    for (int i = 0; i < p->n_prechecks; i++)
-        if (p->prechecks[i] <= p->first_commit || p->prechecks[i] >= p->n_steps) {
-            PyErr_SetString(PyExc_ValueError, "a precheck must name a step after the first commit");
-            goto error;
-        }
     p->n_snapshots = (int)PyList_GET_SIZE(snapshots);
     for (int i = 0; i < p->n_snapshots; i++) {
         int k, slot;

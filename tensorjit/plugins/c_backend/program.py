@@ -176,7 +176,12 @@ class _Tables:
         # A failed call copies saved values back into their slots: those stay alive.
         kept = {slot for _, slot in snapshots}
         self.steps = [(*step[:-1], [s for s in step[-1] if s not in kept]) for step in self.steps]
-        self.commit = (commits.first, list(commits.prechecks), snapshots)
+        prechecks = [
+            (k, [(self.slots[v], self.slots[commits.stand_ins[v]])
+                 for v in plan.nodes[k].inputs if v in commits.stand_ins])
+            for k in commits.prechecks
+        ]  # fmt: skip
+        self.commit = (commits.first, prechecks, snapshots)
 
     def arguments(self) -> tuple:
         return (

@@ -81,23 +81,43 @@ def test_gemm_updates_are_all_or_nothing(path):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_a_failure_after_the_updates_puts_back_what_they_overwrote(path):
-    # The output needs the updated values and can fail after both updates ran: the
-    # commits save what they overwrite and the failed call restores it in place.
+    # The output needs the updated values and can fail after both updates ran (an
+    # index out of range: no check of shapes sees it first): the commits save what
+    # they overwrite and the failed call restores it in place.
+    a = tensorjit.shared(np.zeros(3), name="a")
+    b = tensorjit.shared(np.zeros(3), name="b")
+    x, y = T.vectors("x", "y")
+    i = T.lscalar("i")
+    new_a, new_b = a + x, b + y
+    f = _compile(path, [x, y, i], (new_a * new_b)[i], [(a, new_a), (b, new_b)])
+    plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
+    assert plan.snapshots  # the case this test is about
+    buffers = [a.get_value(borrow=True), b.get_value(borrow=True)]
+    with pytest.raises(IndexError):
+        f(np.ones(3), np.ones(3), 5)
+    np.testing.assert_array_equal(a.get_value(), np.zeros(3))
+    np.testing.assert_array_equal(b.get_value(), np.zeros(3))
+    assert a.get_value(borrow=True) is buffers[0] and b.get_value(borrow=True) is buffers[1]
+    np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), 1), 2.0)
+    np.testing.assert_array_equal(a.get_value(), np.ones(3))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_output_of_the_updated_values_is_checked_before_them(path):
+    # (a + x) * (b + y) * z with a mismatched z: the product's shapes are checked on
+    # a's and b's buffers before either update writes, so nothing needs saving.
     a = tensorjit.shared(np.zeros(3), name="a")
     b = tensorjit.shared(np.zeros(3), name="b")
     x, y, z = T.vectors("x", "y", "z")
     new_a, new_b = a + x, b + y
     f = _compile(path, [x, y, z], (new_a * new_b) * z, [(a, new_a), (b, new_b)])
     plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
-    assert plan.snapshots  # the case this test is about
-    buffers = [a.get_value(borrow=True), b.get_value(borrow=True)]
+    assert not plan.snapshots and plan.prechecks
     with pytest.raises(ValueError):
         f(np.ones(3), np.ones(3), np.ones(2))
     np.testing.assert_array_equal(a.get_value(), np.zeros(3))
     np.testing.assert_array_equal(b.get_value(), np.zeros(3))
-    assert a.get_value(borrow=True) is buffers[0] and b.get_value(borrow=True) is buffers[1]
     np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), np.full(3, 3.0)), [6.0] * 3)
-    np.testing.assert_array_equal(a.get_value(), np.ones(3))
 
 
 def test_a_borrowed_array_sees_the_restored_values():
@@ -156,3 +176,33 @@ def test_a_destroyer_of_a_value_a_late_step_reads_runs_after_it(path):
     np.testing.assert_allclose(got_prod, np.exp(xv) * (np.array([1.0, 2.0, 3.0]) + xv))
     np.testing.assert_allclose(got_bumped, np.exp(xv) + 1)
     np.testing.assert_array_equal(a.get_value(), [1.0, 3.0, 5.0])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_weight_two_gemms_update_in_turn_is_checked_without_a_copy(path):
+    # A tied weight (the denoising autoencoder's): two products accumulate into w one
+    # after the other. The second reads the first's in-place result, so it is checked
+    # through w's own buffer before the first writes; no call copies w.
+    rng = np.random.default_rng(1)
+    w = tensorjit.shared(rng.normal(size=(4, 3)), name="w")
+    x, h, g, y = T.matrix("x"), T.matrix("h"), T.matrix("g"), T.matrix("y")
+    f = _compile(path, [x, h, g, y], [], [(w, w - 0.1 * (T.dot(x.T, h) + T.dot(g.T, y)))])
+    nodes = _vm(f).nodes
+    gemms = [n for n in nodes if type(n.op).__name__ == "Gemm" and n.op.destroy_map]
+    assert len(gemms) == 2 and gemms[1].inputs[0] is gemms[0].outputs[0]
+    plan = commit_plan(nodes, lambda node: node.op.input_check(node) is not None)
+    assert not plan.snapshots and nodes.index(gemms[1]) in plan.prechecks
+    assert plan.stand_ins[gemms[0].outputs[0]] is gemms[0].inputs[0]
+    buffer, before = w.get_value(borrow=True), w.get_value()
+    args = [rng.normal(size=s) for s in ((5, 4), (5, 3), (6, 4), (6, 3))]
+    for bad in (1, 3):  # the first product's shapes, then the second's
+        wrong = list(args)
+        wrong[bad] = rng.normal(size=(7, 3))
+        with pytest.raises(ValueError):
+            f(*wrong)
+        np.testing.assert_array_equal(w.get_value(), before)
+        assert w.get_value(borrow=True) is buffer
+    f(*args)
+    x_, h_, g_, y_ = args
+    np.testing.assert_allclose(w.get_value(), before - 0.1 * (x_.T @ h_ + g_.T @ y_))
+    assert w.get_value(borrow=True) is buffer
