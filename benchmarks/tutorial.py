@@ -418,8 +418,11 @@ def run(model: str, dtype: str, args) -> None:
     fn = symbolic_step("tensorjit", model, x_all, y_all, params0, dtype, None)
     nodes = len(fn.kernels)
     inside = nodes if fn._program is not None else fn.vm.segment_nodes
+    # Inside a program, a node without a C step (a random draw, a scan) is a Python step.
+    python = sum(k.backend != "c" for k in fn.kernels.values()) if fn._program else 0
     notes.append(f"tensorjit: compiled in {time.perf_counter() - start:.2f} s; "
-                 f"{inside} of {nodes} nodes inside whole-graph programs")  # fmt: skip
+                 f"{inside} of {nodes} nodes inside whole-graph programs"
+                 f"{f' ({python} of them Python steps)' if python else ''}")  # fmt: skip
     add("tensorjit", fn)
     del tensorjit
     try:

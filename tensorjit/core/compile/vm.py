@@ -373,22 +373,27 @@ class VM:
 
     def _with_context(self, exc: Exception, step: int) -> Exception:
         """The same kind of error, its message extended with the failing node's story."""
-        node = self.nodes[step]
-        in_cells = self.steps[step][1]
-        described = []
-        for var, cell in zip(node.inputs, in_cells):
-            value = cell[0]
-            shape = getattr(value, "shape", None)
-            dtype = getattr(value, "dtype", None)
-            described.append(f"{var} (shape={shape}, dtype={dtype})")
-        created = node.outputs[0].created_at or "unknown"
-        note = (
-            f"while computing {node.op} [kernel {self.kernels[step].name}], node created at "
-            f"{created}\n  inputs: {', '.join(described)}"
-        )
-        try:
-            new = type(exc)(f"{exc}\n{note}")
-        except Exception:  # an exception type with an unusual constructor: keep it as is
-            return exc
-        new.__cause__ = exc.__cause__
-        return new.with_traceback(exc.__traceback__)
+        values = [cell[0] for cell in self.steps[step][1]]
+        return with_node_context(exc, self.nodes[step], self.kernels[step].name, values)
+
+
+def with_node_context(exc: Exception, node: Apply, kernel_name: str, values: list) -> Exception:
+    """The same kind of error as ``exc``, its message extended with the story of the node
+    whose kernel raised it: the op, the kernel, where the node was created and the
+    shapes and dtypes of the input ``values``."""
+    described = []
+    for var, value in zip(node.inputs, values):
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        described.append(f"{var} (shape={shape}, dtype={dtype})")
+    created = node.outputs[0].created_at or "unknown"
+    note = (
+        f"while computing {node.op} [kernel {kernel_name}], node created at "
+        f"{created}\n  inputs: {', '.join(described)}"
+    )
+    try:
+        new = type(exc)(f"{exc}\n{note}")
+    except Exception:  # an exception type with an unusual constructor: keep it as is
+        return exc
+    new.__cause__ = exc.__cause__
+    return new.with_traceback(exc.__traceback__)

@@ -36,7 +36,7 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
        TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
-       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13 };
+       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -92,6 +92,16 @@ typedef struct {
     size_t stream_min_bytes;     /* elemwise: see streaming.c */
     int n_free, *free_slots;     /* slots dead after this step */
     PyObject **spare;            /* the program's spare array for slot `out` */
+    /* python: thunk(inputs, cells) runs the node's own kernel (Op.perform, ...), with
+       one [value] cell per output; it outputs n_outs slots, with the dtype and ndim a
+       tensor output must have (typenum -1: any object). */
+    PyObject *thunk;
+    int n_outs, *outs, *out_types, *out_ndims;
+    /* C steps: fallback(values of the node's inputs) runs the node's own per-node kernel
+       (raising its error, or giving its output) when the step declines but the call can
+       not be handed to the per-node path any more; its inputs are in slots n_node_inputs */
+    PyObject *fallback;
+    int n_node_inputs, *node_inputs;
 } tj_step;
 
 typedef struct {
@@ -108,7 +118,7 @@ typedef struct {
        steps in prechecks are checked, through their copies in checks (whose operands
        updated in place by an earlier commit read the buffer before the update);
        n_snapshots steps save their input first. */
-    int first_commit, n_prechecks, n_snapshots;
+    int first_commit, n_prechecks, n_snapshots, *check_steps;
     tj_step *checks;
     /* Per slot a step writes (spare_ok): the array it held when it died, if nobody else
        held it then (see tj_take). */
@@ -170,6 +180,8 @@ static void tj_release(const tj_program *p, PyObject **v, int slot)
 static int tj_matches(PyObject *o, const tj_value_spec *spec)
 {
     PyArrayObject *a = (PyArrayObject *)o;
+    if (spec->typenum < 0) /* a shared value no C step reads (a generator state) */
+        return o != NULL;
     if (!PyArray_CheckExact(o) || PyArray_TYPE(a) != spec->typenum ||
         PyArray_NDIM(a) != spec->ndim || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a))
         return 0;
@@ -907,9 +919,102 @@ done:
     return status;
 }
 
-static void tj_shape_error(const tj_program *p, int k, PyObject **v)
+/* A new reference to o, or to o converted to an array of typenum and nd dimensions when
+   it is not exactly one (typenum -1: any object); NULL with an exception set. */
+static PyObject *tj_as_output(PyObject *o, int typenum, int nd)
 {
-    const tj_step *s = &p->steps[k];
+    if (typenum < 0 || (PyArray_CheckExact(o) && PyArray_TYPE((PyArrayObject *)o) == typenum &&
+                        PyArray_NDIM((PyArrayObject *)o) == nd)) {
+        Py_INCREF(o);
+        return o;
+    }
+    return PyArray_FromAny(o, PyArray_DescrFromType(typenum), nd, nd,
+                           NPY_ARRAY_ALIGNED | NPY_ARRAY_NOTSWAPPED | NPY_ARRAY_ENSUREARRAY |
+                               NPY_ARRAY_FORCECAST,
+                           NULL);
+}
+
+/* Step s (a C step that declined) run by its node's own per-node kernel instead. */
+static int tj_fallback(const tj_step *s, PyObject **v)
+{
+    if (s->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "a program step declined and has no fallback");
+        return TJ_ERROR;
+    }
+    PyObject *values = PyList_New(s->n_node_inputs);
+    if (values == NULL)
+        return TJ_ERROR;
+    for (int j = 0; j < s->n_node_inputs; j++) {
+        PyObject *o = v[s->node_inputs[j]];
+        if (o == NULL)
+            o = Py_None; /* not expected: every input of a running step is alive */
+        Py_INCREF(o);
+        PyList_SET_ITEM(values, j, o);
+    }
+    PyObject *out = PyObject_CallOneArg(s->fallback, values);
+    Py_DECREF(values);
+    if (out == NULL)
+        return TJ_ERROR;
+    PyObject *o = tj_as_output(out, s->typenum, s->ndim);
+    Py_DECREF(out);
+    if (o == NULL)
+        return TJ_ERROR;
+    Py_XSETREF(v[s->out], o);
+    return TJ_DONE;
+}
+
+/* A step's kernel run from Python (a node without a C step): the thunk fills one cell
+   per output, made for this call (two threads may run the step at once), whose values
+   move into the output slots; a tensor output that is not exactly an array of its type
+   is converted (C steps after it read it as one). */
+static int tj_python(const tj_step *s, PyObject **v)
+{
+    PyObject *inputs = PyList_New(s->n_ops), *cells = PyList_New(s->n_outs);
+    if (inputs == NULL || cells == NULL)
+        goto error;
+    for (int j = 0; j < s->n_ops; j++) {
+        PyObject *o = v[s->ops[j]];
+        Py_INCREF(o);
+        PyList_SET_ITEM(inputs, j, o);
+    }
+    for (int j = 0; j < s->n_outs; j++) {
+        PyObject *cell = PyList_New(1);
+        if (cell == NULL)
+            goto error;
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(cell, 0, Py_None);
+        PyList_SET_ITEM(cells, j, cell);
+    }
+    PyObject *done = PyObject_CallFunctionObjArgs(s->thunk, inputs, cells, NULL);
+    Py_CLEAR(inputs);
+    if (done == NULL)
+        goto error;
+    Py_DECREF(done);
+    for (int j = 0; j < s->n_outs; j++) {
+        PyObject *cell = PyList_GET_ITEM(cells, j);
+        PyObject *o = PyList_Check(cell) && PyList_GET_SIZE(cell) == 1 ? PyList_GET_ITEM(cell, 0)
+                                                                       : NULL;
+        int typenum = s->out_types[j], nd = s->out_ndims[j];
+        if (o == NULL || (o == Py_None && typenum >= 0)) {
+            PyErr_Format(PyExc_RuntimeError, "a kernel stored no value for its output %d", j);
+            goto error;
+        }
+        if ((o = tj_as_output(o, typenum, nd)) == NULL)
+            goto error;
+        Py_XSETREF(v[s->outs[j]], o);
+    }
+    Py_DECREF(cells); /* the program holds the only references to new outputs */
+    return TJ_DONE;
+error:
+    Py_XDECREF(inputs);
+    Py_XDECREF(cells);
+    return TJ_ERROR;
+}
+
+/* The error of step k's precheck (s: its copy, reading stand-ins) failing after a
+   Python step ran: handing the call to the per-node path would run that step again. */
+static void tj_shape_error(const tj_program *p, const tj_step *s, int k, PyObject **v)
+{
     PyObject *shapes = PyList_New(0);
     if (shapes == NULL)
         return;
@@ -922,10 +1027,8 @@ static void tj_shape_error(const tj_program *p, int k, PyObject **v)
         }
         Py_DECREF(shape);
     }
-    PyErr_Format(PyExc_ValueError,
-                 "input shapes %R do not match (an earlier step of this call already "
-                 "updated a value in place)\n%U",
-                 shapes, PyTuple_GET_ITEM(p->notes, k));
+    PyErr_Format(PyExc_ValueError, "input shapes %R do not match\n%U", shapes,
+                 PyTuple_GET_ITEM(p->notes, k));
     Py_DECREF(shapes);
 }
 
@@ -965,6 +1068,11 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
 {
     PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL, **saved = NULL;
     int i, k, unsaved = 0, declined = 0, n_saved = 0, *saved_slots = NULL;
+    /* unsaved: a value was overwritten in place and not saved; ran_python: a Python
+       step ran (it may have side effects, a Print's): either way a step that declines
+       raises its error instead of handing the call to the per-node path, which would
+       run everything again. */
+    int ran_python = 0;
 
     if (p->n_slots > TJ_STACK_SLOTS) {
         v = PyMem_Calloc(p->n_slots, sizeof(PyObject *));
@@ -1017,7 +1125,10 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         if (k == p->first_commit)
             for (i = 0; i < p->n_prechecks; i++)
                 if (tj_check(&p->checks[i], v)) {
-                    declined = 1; /* nothing overwritten yet: the VM explains */
+                    if (ran_python)
+                        tj_shape_error(p, &p->checks[i], p->check_steps[i], v);
+                    else
+                        declined = 1; /* nothing overwritten yet: the VM explains */
                     goto done;
                 }
         if (s->snapshot >= 0) {
@@ -1038,21 +1149,20 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_ARANGE: status = tj_arange(s, v); break;
         case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
         case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;
+        case TJ_PYTHON: status = tj_python(s, v); ran_python = 1; break;
         default: status = tj_gemm_ger(s, v); break;
         }
         if (status < 0)
             goto done;
         if (status > 0) {
-            if (!unsaved)
+            if (!unsaved && !ran_python) {
                 declined = 1; /* as if nothing was overwritten, once restored */
-            else if (status == TJ_BAD_CLASS)
-                PyErr_Format(PyExc_IndexError,
-                             "a class index is out of range (an earlier step of this call "
-                             "already updated a value in place)\n%U",
-                             PyTuple_GET_ITEM(p->notes, k));
-            else
-                tj_shape_error(p, k, v);
-            goto done;
+                goto done;
+            }
+            /* The per-node kernel raises the error the per-node path would (or, where
+               it covers what the step does not, computes the value) */
+            if (tj_fallback(s, v) < 0)
+                goto done;
         }
         unsaved |= s->destroys && s->snapshot < 0;
         for (i = 0; i < s->n_free; i++)
@@ -1377,8 +1487,16 @@ static void tj_program_free(tj_program *p)
     for (int i = 0; i < p->n_consts; i++)
         Py_XDECREF(p->consts ? p->consts[i] : NULL);
     if (p->steps)
-        for (int k = 0; k < p->n_steps; k++)
-            PyMem_Free(p->steps[k].free_slots);
+        for (int k = 0; k < p->n_steps; k++) {
+            tj_step *s = &p->steps[k];
+            PyMem_Free(s->free_slots);
+            Py_XDECREF(s->thunk);
+            Py_XDECREF(s->fallback);
+            PyMem_Free(s->node_inputs);
+            PyMem_Free(s->outs);
+            PyMem_Free(s->out_types);
+            PyMem_Free(s->out_ndims);
+        }
     PyMem_Free(p->inputs);
     PyMem_Free(p->shared);
     PyMem_Free(p->cells);
@@ -1387,6 +1505,7 @@ static void tj_program_free(tj_program *p)
     PyMem_Free(p->steps);
     PyMem_Free(p->outputs);
     PyMem_Free(p->checks);
+    PyMem_Free(p->check_steps);
     if (p->spare)
         for (int i = 0; i < p->n_slots; i++)
             Py_XDECREF(p->spare[i]);
@@ -1452,14 +1571,78 @@ static int tj_value_specs(PyObject *list, tj_value_spec **out, int *count)
     return 0;
 }
 
-static int tj_parse_step(PyObject *obj, tj_step *s)
+/* A Python step's (thunk, [(slot, typenum, ndim)] outputs); 0, or -1 with an exception
+   set. */
+static int tj_parse_python(PyObject *python, tj_step *s, int n_slots)
 {
-    PyObject *fns, *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots;
+    PyObject *thunk, *outs;
+    if (!PyArg_ParseTuple(python, "OO!", &thunk, &PyList_Type, &outs))
+        return -1;
+    s->n_outs = (int)PyList_GET_SIZE(outs);
+    if (s->n_outs < 1 || !PyCallable_Check(thunk)) {
+        PyErr_SetString(PyExc_ValueError, "a Python step: a thunk and its outputs");
+        return -1;
+    }
+    s->outs = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
+    s->out_types = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
+    s->out_ndims = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
+    if (s->outs == NULL || s->out_types == NULL || s->out_ndims == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < s->n_outs; j++)
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(outs, j), "iii", &s->outs[j], &s->out_types[j],
+                              &s->out_ndims[j]) ||
+            s->outs[j] < 0 || s->outs[j] >= n_slots) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a Python step's output must name a slot");
+            return -1;
+        }
+    Py_INCREF(thunk);
+    s->thunk = thunk;
+    return 0;
+}
+
+/* A C step's (fallback, [slots of the node's inputs]); 0, or -1 with an exception set. */
+static int tj_parse_fallback(PyObject *fallback, tj_step *s, int n_slots)
+{
+    PyObject *run, *slots;
+    if (!PyArg_ParseTuple(fallback, "OO!", &run, &PyList_Type, &slots))
+        return -1;
+    s->n_node_inputs = (int)PyList_GET_SIZE(slots);
+    s->node_inputs = PyMem_Calloc(s->n_node_inputs ? s->n_node_inputs : 1, sizeof(int));
+    if (s->node_inputs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (tj_ints(slots, s->node_inputs, s->n_node_inputs, "node inputs") != s->n_node_inputs)
+        return -1;
+    for (int j = 0; j < s->n_node_inputs; j++)
+        if (s->node_inputs[j] < 0 || s->node_inputs[j] >= n_slots) {
+            PyErr_SetString(PyExc_ValueError, "a node input must name a slot");
+            return -1;
+        }
+    Py_INCREF(run);
+    s->fallback = run;
+    return 0;
+}
+
+static int tj_parse_step(PyObject *obj, tj_step *s, int n_slots)
+{
+    PyObject *fns, *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots, *python, *fallback;
     int bits[TJ_MAXOPS], flags[TJ_MAXOPS], static_dims[TJ_MAXDIM], n;
-    if (!PyArg_ParseTuple(obj, "iOOOOiiiiOOiOiiO", &s->kind, &fns, &ops, &bcast, &full,
+    if (!PyArg_ParseTuple(obj, "iOOOOiiiiOOiOiiOOO", &s->kind, &fns, &ops, &bcast, &full,
                           &s->target, &s->out, &s->typenum, &s->ndim, &dims, &axes,
                           &s->n_kept, &dropped, &s->needs_elements, &s->destroys,
-                          &free_slots))
+                          &free_slots, &python, &fallback))
+        return -1;
+    if (fallback != Py_None && tj_parse_fallback(fallback, s, n_slots) < 0)
+        return -1;
+    if ((s->kind == TJ_PYTHON) != (python != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "Python steps, and only they, have a thunk");
+        return -1;
+    }
+    if (s->kind == TJ_PYTHON && tj_parse_python(python, s, n_slots) < 0)
         return -1;
     if (!PyList_Check(fns) || PyList_GET_SIZE(fns) > 4) {
         PyErr_SetString(PyExc_ValueError, "at most 4 kernel addresses per step");
@@ -1504,7 +1687,8 @@ static int tj_parse_prechecks(PyObject *prechecks, tj_program *p)
 {
     p->n_prechecks = (int)PyList_GET_SIZE(prechecks);
     p->checks = PyMem_Calloc(p->n_prechecks ? p->n_prechecks : 1, sizeof(tj_step));
-    if (p->checks == NULL) {
+    p->check_steps = PyMem_Calloc(p->n_prechecks ? p->n_prechecks : 1, sizeof(int));
+    if (p->checks == NULL || p->check_steps == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1519,6 +1703,7 @@ static int tj_parse_prechecks(PyObject *prechecks, tj_program *p)
         }
         tj_step *check = &p->checks[i];
         *check = p->steps[k]; /* shares the step's pointers; only the operands differ */
+        p->check_steps[i] = k;
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(stand_ins); j++) {
             int slot, stand_in;
             if (!PyArg_ParseTuple(PyList_GET_ITEM(stand_ins, j), "ii", &slot, &stand_in))
@@ -1594,7 +1779,7 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     if (p->steps == NULL)
         goto error;
     for (int k = 0; k < p->n_steps; k++) {
-        if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k]) < 0)
+        if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k], p->n_slots) < 0)
             goto error;
         p->steps[k].snapshot = -1;
     }
@@ -1631,7 +1816,8 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "a step's output slot is out of range");
             goto error;
         }
-        p->spare_ok[s->out] = 1;
+        if (s->kind != TJ_PYTHON) /* a Python step's outputs are its kernel's own */
+            p->spare_ok[s->out] = 1;
         s->spare = &p->spare[s->out];
     }
     tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);

@@ -8,8 +8,11 @@ compiled once per machine (cached like the kernels), so a new function costs no 
 compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided and in
 place), reductions, dimshuffle and basic-indexing views, the BLAS kernels of dot,
 gemm/gemv and ger, the row kernels (softmax, log_softmax, argmax, the cross-entropy's
-class selection and its gradient), alloc and shape; a graph with any other node keeps
-the per-node VM.
+class selection and its gradient), alloc and shape. Any other host node that updates
+nothing in place (a random draw, a scan, an op only Op.perform runs) becomes a *Python
+step*: the program calls the node's own kernel, so one such node no longer splits the
+function into segments run by the per-node VM. A graph with an uncovered in-place node
+keeps the VM and its segments.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.compile.commit import commit_plan
+from tensorjit.core.compile.linker import node_device
 from tensorjit.core.compile.program import GraphPlan, Program
+from tensorjit.core.compile.vm import with_node_context
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
@@ -36,7 +41,8 @@ from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
 (ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER) = range(1, 14)  # fmt: skip
+ PAIR_TAKE, PAIR_SCATTER, PYTHON) = range(1, 15)  # fmt: skip
+ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
 
@@ -120,6 +126,23 @@ def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> i
     return max(sizes, default=32 << 20)
 
 
+def _explaining(run: Any, node: Apply, kernel_name: str) -> Any:
+    """``run`` (a node's kernel), its errors told with the node's story as the per-node
+    VM tells them."""
+
+    def python_step(inputs: list, cells: list) -> None:
+        try:
+            run(inputs, cells)
+        except Exception as exc:
+            if getattr(exc, "tensorjit_explained", False):
+                raise
+            error = with_node_context(exc, node, kernel_name, inputs)
+            error.tensorjit_explained = True  # type: ignore[attr-defined]
+            raise error from None
+
+    return python_step
+
+
 def _typenum(var: Variable) -> int:
     return np.dtype(var.type.dtype).num
 
@@ -139,7 +162,7 @@ class _Tables:
     def __init__(self, plan: GraphPlan):
         self.slots: dict[Variable, int] = {}
         self.inputs = [self._value_spec(v) for v in plan.inputs]
-        self.shared = [self._value_spec(v) for v, _ in plan.shared]
+        self.shared = [self._shared_spec(v) for v, _ in plan.shared]
         self.cells = [cell for _, cell in plan.shared]
         self.const_slots: list[int] = []
         self.consts: list[np.ndarray] = []
@@ -155,6 +178,8 @@ class _Tables:
         self.notes = []
         for k, (node, kernel) in enumerate(zip(plan.nodes, plan.kernels)):
             step = list(self._step(node, kernel))
+            python = step.pop() if step[0] == PYTHON else None
+            fallback = None if python else self._fallback(node, kernel)
             # Inputs die too: a loop hands its carries over (program.c), and a carry
             # whose slot dies at a BLAS update can then be updated in place.
             dead = [
@@ -163,6 +188,8 @@ class _Tables:
                 if v in self.slots and last_use[v] == k and v not in wanted
             ]
             step.append(sorted(set(dead)))
+            step.append(python)
+            step.append(fallback)
             self.steps.append(tuple(step))
             created = node.outputs[0].created_at or "unknown"
             self.notes.append(
@@ -175,7 +202,9 @@ class _Tables:
         snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
         # A failed call copies saved values back into their slots: those stay alive.
         kept = {slot for _, slot in snapshots}
-        self.steps = [(*step[:-1], [s for s in step[-1] if s not in kept]) for step in self.steps]
+        self.steps = [
+            (*step[:-3], [s for s in step[-3] if s not in kept], *step[-2:]) for step in self.steps
+        ]
         prechecks = [
             (k, [(self.slots[v], self.slots[commits.stand_ins[v]])
                  for v in plan.nodes[k].inputs if v in commits.stand_ins])
@@ -203,6 +232,14 @@ class _Tables:
         _check_tensor(var)
         self.slots[var] = len(self.slots)
         return (self.slots[var], _typenum(var), _static(var))
+
+    def _shared_spec(self, var: Variable) -> tuple[int, int, list[int]]:
+        """A shared tensor's spec; any other shared value (a generator state) is passed
+        unchecked to the Python steps that read it (its type filtered it when set)."""
+        if isinstance(var.type, TensorType):
+            return self._value_spec(var)
+        self.slots[var] = len(self.slots)
+        return (self.slots[var], ANY_OBJECT, [])
 
     def _slot(self, var: Variable) -> int:
         """The slot of a value an earlier step, an input or a constant provides."""
@@ -239,11 +276,70 @@ class _Tables:
 
     def _step(self, node: Apply, kernel: Kernel) -> tuple:
         """The node's step, from its kernel's spec (core/registries.py); a kernel
-        without one (Op.perform, another backend's) does not run in a program."""
+        without one (Op.perform, another backend's) runs as a Python step."""
         spec = kernel.spec
         if spec is None or spec.step is None or spec.backend != "c":
-            raise Unsupported(f"{node.op} [kernel {kernel.name}]")
+            return self.python(node, kernel)
         return spec.step(self, node, kernel.plan)
+
+    def python(self, node: Apply, kernel: Kernel) -> tuple:
+        """A step calling the node's own kernel with its input values and one cell per
+        output (``kernel.factory(node)``, the per-node VM's contract). Only host nodes
+        that overwrite nothing: an in-place update must be one the program can order,
+        check and undo (commit.py). Its views keep their buffer's root, so a later
+        in-place step through one is seen as overwriting that buffer."""
+        op = node.op
+        if op.destroy_map or not node.outputs or node_device(node) != HOST:
+            raise Unsupported(f"{op} [kernel {kernel.name}]: not a host step without updates")
+        ops = [self._python_operand(v) for v in node.inputs]
+        outs = []
+        for j, out in enumerate(node.outputs):
+            viewed = op.view_map.get(j)
+            if viewed:
+                self.roots[out] = self._root(node.inputs[viewed[0]])
+            if isinstance(out.type, TensorType):
+                outs.append((self._new_slot(out), _typenum(out), out.type.ndim))
+            else:
+                self.slots[out] = len(self.slots)
+                outs.append((self.slots[out], ANY_OBJECT, 0))
+        thunk = _explaining(kernel.factory(node), node, kernel.name)
+        return (PYTHON, [], ops, [], [], -1, outs[0][0], ANY_OBJECT, 0, [], [], 0, [], 0, 0,
+                (thunk, outs))  # fmt: skip
+
+    def _fallback(self, node: Apply, kernel: Kernel) -> tuple:
+        """A C step's way out when it declines after the call ran a Python step or
+        overwrote a value it did not save (the per-node path can not rerun the call
+        then): the node's own per-node kernel, built on first use, raises the error the
+        per-node path would, or computes the value the step would not."""
+        slots = [self._python_operand(v) for v in node.inputs]
+        built: list = []
+
+        def run_node(values: list) -> Any:
+            if not built:
+                built.append(_explaining(kernel.factory(node), node, kernel.name))
+            cells = [[None] for _ in node.outputs]
+            built[0](values, cells)
+            return cells[0][0]
+
+        return (run_node, slots)
+
+    def _python_operand(self, var: Variable) -> int:
+        """The slot of an input handed to Python (a Python step, a fallback): any
+        value, constants of any type too. A constant C steps could not read (not an
+        exact array of its type) gets a slot of its own, which no C step reads."""
+        if var in self.slots or not isinstance(var, Constant):
+            return self._slot(var)
+        if isinstance(var.type, TensorType):
+            try:
+                return self._slot(var)
+            except Unsupported:
+                pass
+        key = ("object constant", var)
+        if key not in self.slots:
+            self.slots[key] = len(self.slots)  # type: ignore[index]
+            self.const_slots.append(self.slots[key])  # type: ignore[index]
+            self.consts.append(var.data)
+        return self.slots[key]  # type: ignore[index]
 
     def decline(self, node: Apply) -> tuple:
         raise Unsupported(f"{node.op}: no program step")

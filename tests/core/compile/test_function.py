@@ -577,8 +577,10 @@ def test_temporaries_are_freed_right_after_their_last_use():
     middle.name = "middle"
     probe = _Probe()
     out = probe(middle)
-    with config.change_flags(allow_gc=True):
-        # without the inplace pass, which would let "middle" reuse "early"'s buffer
+    # The per-node VM's cells (a whole-graph program would run the probe as a Python
+    # step, with its values in the program's slots), without the inplace pass, which
+    # would let "middle" reuse "early"'s buffer.
+    with config.change_flags(allow_gc=True, whole_graph=False):
         f = tensorjit.function([x], out, mode=tensorjit.FAST_RUN.excluding("inplace", "fusion"))
     probe.function = f
     np.testing.assert_allclose(f(np.array([0.0])), [2.0])

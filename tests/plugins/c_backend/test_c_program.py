@@ -184,9 +184,14 @@ def test_call_trusted_runs_the_program():
 
 
 def test_graphs_the_program_does_not_cover_keep_the_per_node_vm():
-    x = T.matrix("x")
-    f = tensorjit.function([x], T.concatenate([x, x]) + 1)
+    # An in-place node without a program step (the inplace pass makes this sum into
+    # rows picked by an index vector write into x + 1) keeps the per-node VM.
+    x, v = T.matrix("x"), T.vector("v")
+    rows = T.lvector("rows")
+    f = tensorjit.function([x, v, rows], T.inc_subtensor((x + 1)[rows], v) * 2)
     assert f._program is None and not isinstance(f.vm, ProgramVM)
+    got = f(np.zeros((3, 2)), np.ones(2), np.array([2, 0, 2]))
+    np.testing.assert_array_equal(got, [[4.0, 4.0], [2.0, 2.0], [6.0, 6.0]])
     debug = tensorjit.function([x], x + 1, mode="DebugMode")
     assert debug._program is None
 
