@@ -94,20 +94,51 @@ random_generator_type = RandomGeneratorType()
 
 class _StateOnlySeed(ISpawnableSeedSequence):
     """The seed of a copied bit generator: construction draws no entropy and hashes
-    nothing (the copy's state is set right after), while spawning and the seed's
-    attributes are the original's, so the copy spawns the children the original would."""
+    nothing (the copy's state is set right after). Its attributes are the original
+    seed's; spawning starts from the original's spawn count at the time of the copy and
+    leaves the original alone, as spawning from a deep copy would."""
 
-    def __init__(self, original: Any):
+    def __init__(self, original: Any, spawned: int | None = None):
         self._original = original
+        self._spawned = getattr(original, "n_children_spawned", 0) if spawned is None else spawned
+        self._own: Any = None  # the seed sequence this copy spawns from, once it has
 
     def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
         return np.zeros(n_words, dtype=dtype)
 
     def spawn(self, n_children: int) -> list:
-        return self._original.spawn(n_children)
+        if self._own is None:
+            self._own = self._independent()
+        return self._own.spawn(n_children)
+
+    def _independent(self) -> Any:
+        seed = self._original
+        if type(seed) is np.random.SeedSequence:
+            return np.random.SeedSequence(
+                seed.entropy,
+                spawn_key=seed.spawn_key,
+                pool_size=seed.pool_size,
+                n_children_spawned=self._spawned,
+            )
+        return copy.deepcopy(seed)  # a third party's seed sequence
+
+    @property
+    def n_children_spawned(self) -> int:
+        return self._spawned if self._own is None else self._own.n_children_spawned
+
+    def again(self) -> _StateOnlySeed:
+        """The seed of a copy of the generator this seed belongs to."""
+        if self._own is not None:
+            return _StateOnlySeed(self._own, self._own.n_children_spawned)
+        return _StateOnlySeed(self._original, self._spawned)
 
     def __getattr__(self, name: str) -> Any:  # entropy, spawn_key, ...
-        return getattr(self._original, name)
+        if name.startswith("_"):  # (while copy or pickle rebuild the object)
+            raise AttributeError(name)
+        return getattr(self._own if self._own is not None else self._original, name)
+
+    def __reduce__(self) -> tuple:
+        return (_StateOnlySeed, (self._original, self._spawned), {"_own": self._own})
 
 
 def copy_generator(gen: np.random.Generator) -> np.random.Generator:
@@ -117,10 +148,10 @@ def copy_generator(gen: np.random.Generator) -> np.random.Generator:
     built that way (a third party's) is deep-copied."""
     bits = gen.bit_generator
     seed = bits.seed_seq
-    if isinstance(seed, _StateOnlySeed):  # a copy's copy: no chain of wrappers
-        seed = seed._original
+    # (a copy's copy: a new wrapper of the same original seed, no chain of wrappers)
+    seed = seed.again() if isinstance(seed, _StateOnlySeed) else _StateOnlySeed(seed)
     try:
-        fresh = type(bits)(_StateOnlySeed(seed))
+        fresh = type(bits)(seed)
         fresh.state = bits.state
     except Exception:
         return copy.deepcopy(gen)

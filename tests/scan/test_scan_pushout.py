@@ -85,8 +85,9 @@ def test_rnn_float32_and_zero_steps():
     f, g = both(inputs, outputs)
     assert_same(f, g, *elman_values(6, "float32"), rtol=2e-4)
     empty = elman_values(0, "float32")
-    with pytest.raises((ValueError, IndexError, ZeroDivisionError, FloatingPointError)):
-        g(*empty)  # the mean over no steps: both raise or both agree
+    with np.errstate(all="ignore"):  # the mean over no steps is NaN, as NumPy's
+        assert np.isnan(g(*empty)[0])
+        assert_same(f, g, *empty)
     # the gradients alone are defined for no step: zeros, shaped like the weights
     x, h0, wh = T.matrix("x"), T.vector("h0"), T.matrix("wh")
     hs, _ = scan(lambda x_t, h: T.tanh(x_t + T.dot(h, wh)), sequences=[x], outputs_info=[h0])

@@ -1,5 +1,7 @@
 """Random streams: RandomStreams (NumPy generators) and MRG_RandomStreams (MRG31k3p)."""
 
+import copy
+import pickle
 import warnings
 
 import numpy as np
@@ -194,6 +196,20 @@ def test_a_generator_copy_continues_the_stream_on_its_own(bits):
     spawned = [g.random() for g in again.spawn(2)]
     assert spawned == [g.random() for g in np.random.Generator(bits(7)).spawn(2)]
     assert again.bit_generator.seed_seq.entropy == 7
+
+
+def test_a_copied_generator_spawns_pickles_and_copies_like_a_deep_copy():
+    original = np.random.default_rng(9)
+    copy1 = copy_generator(original)
+    expected = [g.random() for g in copy.deepcopy(original).spawn(2)]
+    assert [g.random() for g in copy1.spawn(2)] == expected
+    assert original.bit_generator.seed_seq.n_children_spawned == 0  # left alone
+    again = copy_generator(copy1)  # continues from copy1's two children
+    assert [g.random() for g in again.spawn(1)] == [
+        g.random() for g in copy.deepcopy(copy1).spawn(1)
+    ]
+    for clone in (copy.deepcopy(again), pickle.loads(pickle.dumps(again))):
+        np.testing.assert_array_equal(clone.random(3), copy_generator(again).random(3))
 
 
 def test_a_bit_generator_that_can_not_be_rebuilt_is_deep_copied():

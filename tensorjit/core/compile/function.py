@@ -136,8 +136,14 @@ class Function:
         self._profile.compile_seconds["linking and kernels"] = time.perf_counter() - linking
         self._n_inputs = len(inputs)
         self._program = program
+        # A program calling Python (a random draw, a scan) may let another thread run
+        # between its steps: if it updates shared values, calls run one at a time under
+        # the cells' lock, as the per-node path's do (two calls must not both draw from
+        # a random stream's state before either stores the next one).
+        self._serial = bool(memory.has_updates and getattr(program, "runs_python", 0))
         # The common call straight into the program (see MemoryPlan.plain).
-        self._fast_program = program if checker is None and memory.plain else None
+        plain = checker is None and memory.plain and not self._serial
+        self._fast_program = program if plain else None
         if profile:
             self._start_profiling(order, kernels, program)
 
@@ -349,7 +355,7 @@ class Function:
         if memory.destroyed_shared_cells:
             memory.copy_read_only_destroyed()
         program = self._program  # its outputs are new arrays: no borrowed buffer to spare
-        if program is not None:
+        if program is not None and not self._serial:
             results = program(values)
             if results is not None:  # without updates: exactly the outputs
                 return memory.store_updates(results) if memory.has_updates else results

@@ -178,10 +178,14 @@ class VM:
     def _prechecking(self, run: Any, checks: list) -> Any:
         def prechecked(inputs: list, output_storage: list) -> None:
             for step, check, cells in checks:
+                values = [cell[0] for cell in cells]  # stand-ins included
                 try:
-                    check([cell[0] for cell in cells])
+                    check(values)
                 except Exception as exc:
-                    raise self._explained(exc, step) from None
+                    node, kernel = self.nodes[step], self.kernels[step]
+                    error = with_node_context(exc, node, kernel.name, values)
+                    error.tensorjit_explained = True  # type: ignore[attr-defined]
+                    raise error from None
             run(inputs, output_storage)
 
         return prechecked

@@ -119,6 +119,7 @@ typedef struct {
        updated in place by an earlier commit read the buffer before the update);
        n_snapshots steps save their input first. */
     int first_commit, n_prechecks, n_snapshots, *check_steps;
+    int n_python; /* Python steps: another thread may run while one runs */
     tj_step *checks;
     /* Per slot a step writes (spare_ok): the array it held when it died, if nobody else
        held it then (see tj_take). */
@@ -924,7 +925,9 @@ done:
 static PyObject *tj_as_output(PyObject *o, int typenum, int nd)
 {
     if (typenum < 0 || (PyArray_CheckExact(o) && PyArray_TYPE((PyArrayObject *)o) == typenum &&
-                        PyArray_NDIM((PyArrayObject *)o) == nd)) {
+                        PyArray_NDIM((PyArrayObject *)o) == nd &&
+                        PyArray_ISNOTSWAPPED((PyArrayObject *)o) &&
+                        PyArray_ISALIGNED((PyArrayObject *)o))) {
         Py_INCREF(o);
         return o;
     }
@@ -955,6 +958,11 @@ static int tj_fallback(const tj_step *s, PyObject **v)
     Py_DECREF(values);
     if (out == NULL)
         return TJ_ERROR;
+    if (out == Py_None) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "a kernel stored no value for its output 0");
+        return TJ_ERROR;
+    }
     PyObject *o = tj_as_output(out, s->typenum, s->ndim);
     Py_DECREF(out);
     if (o == NULL)
@@ -1286,7 +1294,7 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
     PyObject *argv[TJ_MAXOPS], *rows[TJ_MAXOPS] = {0};
     PyArrayObject *row_sources[TJ_MAXOPS] = {0};
     Py_ssize_t n, n_seqs, n_taps, n_carries, n_nonseqs, n_args = 0, i, j, t;
-    int n_mit, n_nit, declined = 0;
+    int n_mit, n_nit, declined = 0, stepped = 0;
     if (!PyArg_ParseTuple(args, "nO!O!O!O!ii", &n, &PyList_Type, &seqs, &PyList_Type, &taps,
                           &PyList_Type, &carries_in, &PyList_Type, &nonseqs, &n_mit, &n_nit))
         return NULL;
@@ -1360,6 +1368,7 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
             declined = 1;
             break;
         }
+        stepped = 1;
         for (i = 0; i < n_mit && !declined; i++) {
             PyObject *plan = PyList_GET_ITEM(taps, i);
             PyArrayObject *buf = (PyArrayObject *)PyTuple_GET_ITEM(plan, 0);
@@ -1418,6 +1427,17 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
         }
         Py_DECREF(results);
     }
+    if (declined && p->n_python && stepped) {
+        /* The caller's loop would start again at step 0, running the Python steps of
+           the steps done here a second time (a Print's output, a random draw's). */
+        PyErr_Format(PyExc_ValueError,
+                     "scan step %zd: an output's shape differs from its rows' (those of "
+                     "step 0 or of the initial value), or the step declined its values; the "
+                     "loop is not started again in Python, since its Python steps already "
+                     "ran",
+                     t);
+        goto done;
+    }
     if (declined) {
         out = Py_None;
         Py_INCREF(out);
@@ -1466,6 +1486,19 @@ static PyMethodDef tj_program_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *tj_runs_python(PyObject *self, void *closure)
+{
+    return PyLong_FromLong(((tj_program_object *)self)->p->n_python);
+}
+
+static PyGetSetDef tj_program_getset[] = {
+    {"runs_python", tj_runs_python, NULL,
+     "how many steps call Python (a node's own kernel): calls that update shared values "
+     "must then run one at a time",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject tj_program_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tj_program.Program",
     .tp_basicsize = sizeof(tj_program_object),
@@ -1474,6 +1507,7 @@ static PyTypeObject tj_program_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A compiled graph: program(arguments) -> list of outputs, or None",
     .tp_methods = tj_program_methods,
+    .tp_getset = tj_program_getset,
 };
 
 /* ------------------------------------------------------------------ building */
@@ -1781,6 +1815,7 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     for (int k = 0; k < p->n_steps; k++) {
         if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k], p->n_slots) < 0)
             goto error;
+        p->n_python += p->steps[k].kind == TJ_PYTHON;
         p->steps[k].snapshot = -1;
     }
     if (tj_parse_prechecks(prechecks, p) < 0)

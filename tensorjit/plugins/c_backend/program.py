@@ -291,6 +291,8 @@ class _Tables:
         op = node.op
         if op.destroy_map or not node.outputs or node_device(node) != HOST:
             raise Unsupported(f"{op} [kernel {kernel.name}]: not a host step without updates")
+        if len(node.inputs) > MAX_OPERANDS:
+            raise Unsupported(f"{op}: {len(node.inputs)} inputs")
         ops = [self._python_operand(v) for v in node.inputs]
         outs = []
         for j, out in enumerate(node.outputs):

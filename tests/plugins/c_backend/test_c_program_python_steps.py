@@ -232,3 +232,64 @@ def test_a_step_declining_after_a_python_step_gives_the_per_node_error(capsys):
         f(xv, np.array([0, 3]))
     assert "while computing" in str(info.value)
     assert capsys.readouterr().out.count("x __str__") == 1
+
+
+def test_calls_from_threads_draw_from_the_random_stream_one_at_a_time():
+    # The draw is a Python step: with the stream's update, calls hold the function's
+    # lock, so no two calls read the same generator state.
+    streams = RandomStreams(5)
+    x = T.vector("x")
+    f = tensorjit.function([x], streams.uniform((4,)) + x)
+    assert _one_program(f) == ["RandomVariable"]
+    draws = []
+
+    def work():
+        for _ in range(100):
+            draws.append(tuple(f(np.zeros(4))))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(draws)) == len(draws) == 400
+
+
+def test_a_node_with_many_inputs_and_no_c_step_keeps_the_function_compiling():
+    xs = [T.scalar(f"x{k}") for k in range(70)]
+    f = tensorjit.function(xs, T.stack(xs).sum())
+    assert f(*[np.float64(k) for k in range(70)]) == sum(range(70))
+
+
+def test_a_loop_whose_step_prints_is_not_run_twice_when_a_row_changes_shape(capsys):
+    x = T.matrix("x")
+    n = T.lscalar("n")
+
+    def step(x_t):
+        shown = Print("row")(x_t)
+        return shown[: n + T.cast(T.gt(shown[0], 0), "int64")] * 2  # rows of two lengths
+
+    rows, _ = scan(step, sequences=x)
+    f = tensorjit.function([x, n], rows)
+    np.testing.assert_array_equal(f(-np.ones((3, 4)), 2), -2 * np.ones((3, 2)))
+    capsys.readouterr()
+    with pytest.raises(ValueError, match="shape"):
+        f(np.array([[-1.0] * 4, [1.0] * 4, [-1.0] * 4]), 2)  # step 1's row is longer
+    assert capsys.readouterr().out.count("row __str__") == 2  # steps 0 and 1, once each
+
+
+def test_a_byte_swapped_perform_output_is_converted_before_c_steps_read_it():
+    class Swapped(Op):
+        __props__ = ()
+
+        def make_node(self, x):
+            x = T.as_tensor_variable(x)
+            return Apply(self, [x], [x.type()])
+
+        def perform(self, node, inputs, output_storage):
+            output_storage[0][0] = inputs[0].astype(">f8")
+
+    x = T.vector("x")
+    f = tensorjit.function([x], T.exp(Swapped()(x)))
+    assert _one_program(f) == ["Swapped"]
+    np.testing.assert_allclose(f(np.array([0.0, 1.0])), [1.0, np.e])
