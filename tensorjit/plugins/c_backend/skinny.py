@@ -27,28 +27,27 @@ SKINNY_MAX_N = 16
 SKINNY_MIN_WORK = 1 << 15  # m * k below this: BLAS's call overhead is no issue
 SKINNY_MAX_LEN = 1 << 16  # m, k above this: the kernels' k x 16 copies grow past 8 MiB
 
-SKINNY_TEMPLATE = r"""
-#include <stdlib.h>
-#include <string.h>
+XTG_CHUNK = 128  # X^T G: eight rows of 128 float64 (8 KiB) and their sums stay in L1
 
-/* C (m x n) = alpha * X (m x k) . B (k x n) + beta * C, X's rows contiguous. B is
-   copied once into rows of {NP} (zero-padded, aligned); {R} rows of X at a time
-   accumulate into {R} x {NP} sums held in vector registers (GCC vector extensions: the
-   auto-vectoriser picked the wrong loop here), each element of X times a row of B. */
-typedef {T} tj_vec_{p} __attribute__((vector_size(32)));
-
-static int tj_skinny_xb_{p}(const char *x, long long m, long long k, long long xs0,
-                            const char *b, long long n, long long bs0, long long bs1,
-                            char *c, long long cs0, long long cs1, {T} alpha, {T} beta)
+XB_TEMPLATE = r"""
+/* C (m x n) = alpha * X (m x k) . B (k x n) + beta * C, X's rows contiguous, for n up to
+   {V} vectors of columns. B is copied once into rows of {V} vectors (zero-padded,
+   aligned); {R} rows of X at a time accumulate into {R} x {V} vectors of sums held in
+   registers (GCC vector extensions: the auto-vectoriser picked the wrong loop here),
+   each element of X times a row of B. */
+static int tj_skinny_xb_{p}{V}(const char *x, long long m, long long k, long long xs0,
+                               const char *b, long long n, long long bs0, long long bs1,
+                               char *c, long long cs0, long long cs1, {T} alpha, {T} beta)
 {
-    size_t bytes = (size_t)(k * {NP}) * sizeof({T});
+    enum { NP = {V} * sizeof(tj_vec_{p}) / sizeof({T}) };
+    size_t bytes = (size_t)(k * NP) * sizeof({T});
     {T} *bp = aligned_alloc(32, (bytes + 31) / 32 * 32);
     if (bp == NULL)
         return 1;
     memset(bp, 0, bytes);
     for (long long q = 0; q < k; q++)
         for (long long j = 0; j < n; j++)
-            bp[q * {NP} + j] = *(const {T} *)(b + q * bs0 + j * bs1);
+            bp[q * NP + j] = *(const {T} *)(b + q * bs0 + j * bs1);
     for (long long i = 0; i < m; i += {R}) {
         int rows = m - i < {R} ? (int)(m - i) : {R};
         tj_vec_{p} acc[{R}][{V}];
@@ -60,7 +59,7 @@ static int tj_skinny_xb_{p}(const char *x, long long m, long long k, long long x
         }
         if (rows == {R}) {
             for (long long q = 0; q < k; q++) {
-                const tj_vec_{p} *bq = (const tj_vec_{p} *)(bp + q * {NP});
+                const tj_vec_{p} *bq = (const tj_vec_{p} *)(bp + q * NP);
                 for (int r = 0; r < {R}; r++) {
                     const {T} xv = xr[r][q];
                     for (int v = 0; v < {V}; v++)
@@ -69,14 +68,14 @@ static int tj_skinny_xb_{p}(const char *x, long long m, long long k, long long x
             }
         } else {
             for (long long q = 0; q < k; q++) {
-                const tj_vec_{p} *bq = (const tj_vec_{p} *)(bp + q * {NP});
+                const tj_vec_{p} *bq = (const tj_vec_{p} *)(bp + q * NP);
                 for (int r = 0; r < rows; r++)
                     for (int v = 0; v < {V}; v++)
                         acc[r][v] += bq[v] * xr[r][q];
             }
         }
         for (int r = 0; r < rows; r++) {
-            {T} sums[{NP}];
+            {T} sums[NP];
             memcpy(sums, acc[r], sizeof(sums));
             for (long long j = 0; j < n; j++) {
                 {T} *out = ({T} *)(c + (i + r) * cs0 + j * cs1);
@@ -88,7 +87,15 @@ static int tj_skinny_xb_{p}(const char *x, long long m, long long k, long long x
     return 0;
 }
 
-/* C (k x n) = alpha * X^T (k x m) . G (m x n) + beta * C, X (m x k) with contiguous rows. */
+"""
+
+SKINNY_TEMPLATE = r"""
+#include <stdlib.h>
+#include <string.h>
+
+typedef {T} tj_vec_{p} __attribute__((vector_size(32)));
+
+{XB}/* C (k x n) = alpha * X^T (k x m) . G (m x n) + beta * C, X (m x k) with contiguous rows. */
 static int tj_skinny_xtg_{p}(const char *x, long long m, long long k, long long xs0,
                              const char *g, long long n, long long gs0, long long gs1,
                              char *c, long long cs0, long long cs1, {T} alpha, {T} beta)
@@ -99,16 +106,24 @@ static int tj_skinny_xtg_{p}(const char *x, long long m, long long k, long long 
     long long i = 0;
     for (; i + 8 <= m; i += 8) {
         const {T} *r[8];
+        {T} w[{MAX_N}][8];
         for (int u = 0; u < 8; u++)
             r[u] = (const {T} *)(x + (i + u) * xs0);
-        for (long long j = 0; j < n; j++) {
-            {T} w[8];
+        for (long long j = 0; j < n; j++)
             for (int u = 0; u < 8; u++)
-                w[u] = *(const {T} *)(g + (i + u) * gs0 + j * gs1);
-            {T} *cj = ct + j * k;
-            for (long long q = 0; q < k; q++)
-                cj[q] += ((w[0] * r[0][q] + w[1] * r[1][q]) + (w[2] * r[2][q] + w[3] * r[3][q])) +
-                         ((w[4] * r[4][q] + w[5] * r[5][q]) + (w[6] * r[6][q] + w[7] * r[7][q]));
+                w[j][u] = *(const {T} *)(g + (i + u) * gs0 + j * gs1);
+        /* q in chunks whose eight rows stay in the L1 cache while every column is done */
+        for (long long q0 = 0; q0 < k; q0 += {CHUNK}) {
+            long long q1 = q0 + {CHUNK} < k ? q0 + {CHUNK} : k;
+            for (long long j = 0; j < n; j++) {
+                const {T} *wj = w[j];
+                {T} *cj = ct + j * k;
+                for (long long q = q0; q < q1; q++)
+                    cj[q] += ((wj[0] * r[0][q] + wj[1] * r[1][q]) +
+                              (wj[2] * r[2][q] + wj[3] * r[3][q])) +
+                             ((wj[4] * r[4][q] + wj[5] * r[5][q]) +
+                              (wj[6] * r[6][q] + wj[7] * r[7][q]));
+            }
         }
     }
     for (; i < m; i++) {  /* the last rows, one at a time */
@@ -140,9 +155,11 @@ static int tj_skinny_{p}(char *a, long long m, long long k, long long as0, long 
         bs0 % z || bs1 % z || cs0 % z || cs1 % z)
         return 1;  /* misaligned elements: BLAS's path copies them first */
     /* (lengths above MAX_LEN: the copy of B or the transposed sums would be large) */
-    if (as1 == z && as0 >= k * z && k <= {MAX_LEN})  /* A: rows of X */
-        return tj_skinny_xb_{p}(a, m, k, as0, b, n, bs0, bs1, c, cs0, cs1, ({T})alpha,
-                                ({T})beta);
+    if (as1 == z && as0 >= k * z && k <= {MAX_LEN}) {  /* A: rows of X */
+        const long long lanes = sizeof(tj_vec_{p}) / z;
+        switch ((n + lanes - 1) / lanes) {  /* the vectors of columns n needs */
+{XB_CASES}        }
+    }
     if (as0 == z && as1 >= m * z && m <= {MAX_LEN})  /* A = X^T: k rows of m elements */
         return tj_skinny_xtg_{p}(a, k, m, as1, b, n, bs0, bs1, c, cs0, cs1, ({T})alpha,
                                  ({T})beta);
@@ -152,16 +169,26 @@ static int tj_skinny_{p}(char *a, long long m, long long k, long long as0, long 
 
 
 def skinny_source(p: str, ctype: str) -> str:
-    """The skinny kernels for BLAS prefix ``p`` ("d", "s") and C type ``ctype``."""
+    """The skinny kernels for BLAS prefix ``p`` ("d", "s") and C type ``ctype``: one
+    ``X B`` kernel per number of column vectors (4 or 8 columns each), with as many rows
+    of X at a time as keep its sums, B's row and X's element in the 16 AVX registers."""
     size = 8 if ctype == "double" else 4
-    rows = 2 if size == 8 else 4  # R x 16 sums: 8 AVX registers either way
+    n_vectors = SKINNY_MAX_N * size // 32
+    kernels, cases = [], []
+    for v in range(1, n_vectors + 1):
+        rows = max(1, min(8, 12 // v))
+        kernels.append(XB_TEMPLATE.replace("{V}", str(v)).replace("{R}", str(rows)))
+        cases.append(
+            f"        case {v}: return tj_skinny_xb_{{p}}{v}(a, m, k, as0, b, n, bs0, bs1, c, "
+            "cs0, cs1, ({T})alpha, ({T})beta);\n"
+        )
     return (
-        SKINNY_TEMPLATE.replace("{p}", p)
+        SKINNY_TEMPLATE.replace("{XB}", "".join(kernels))
+        .replace("{XB_CASES}", "".join(cases))
+        .replace("{p}", p)
         .replace("{T}", ctype)
-        .replace("{R}", str(rows))
-        .replace("{V}", str(SKINNY_MAX_N * size // 32))
-        .replace("{NP}", str(SKINNY_MAX_N))
         .replace("{MAX_N}", str(SKINNY_MAX_N))
         .replace("{MIN_WORK}", str(SKINNY_MIN_WORK))
         .replace("{MAX_LEN}", str(SKINNY_MAX_LEN))
+        .replace("{CHUNK}", str(XTG_CHUNK))
     )
