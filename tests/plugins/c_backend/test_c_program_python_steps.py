@@ -23,15 +23,19 @@ from tensorjit.tensor.random import RandomStreams
 pytestmark = NEEDS_C
 
 
-class LooseDouble(Op):
-    """2 * x through Op.perform, stored the way a careless perform stores it: a Python
-    float for a 0-d output and float64 whatever the output type says."""
+class UnaryPythonOp(Op):
+    """An op of one input, run by Op.perform only, whose output has its input's type."""
 
     __props__ = ()
 
     def make_node(self, x):
         x = T.as_tensor_variable(x)
         return Apply(self, [x], [x.type()])
+
+
+class LooseDouble(UnaryPythonOp):
+    """2 * x through Op.perform, stored the way a careless perform stores it: a Python
+    float for a 0-d output and float64 whatever the output type says."""
 
     def perform(self, node, inputs, output_storage):
         (x,) = inputs
@@ -42,14 +46,8 @@ class LooseDouble(Op):
         return input_shapes
 
 
-class Failing(Op):
+class Failing(UnaryPythonOp):
     """Raises when its input holds a negative number."""
-
-    __props__ = ()
-
-    def make_node(self, x):
-        x = T.as_tensor_variable(x)
-        return Apply(self, [x], [x.type()])
 
     def perform(self, node, inputs, output_storage):
         if (inputs[0] < 0).any():
@@ -161,28 +159,16 @@ def test_programs_with_python_steps_are_used_by_the_program_vm():
     np.testing.assert_array_equal(f(np.ones(2))[1], [3.0, 3.0])
 
 
-class SlowNegate(Op):
+class SlowNegate(UnaryPythonOp):
     """-x after a pause that lets another thread run (it releases the GIL)."""
-
-    __props__ = ()
-
-    def make_node(self, x):
-        x = T.as_tensor_variable(x)
-        return Apply(self, [x], [x.type()])
 
     def perform(self, node, inputs, output_storage):
         time.sleep(0.001)
         output_storage[0][0] = -inputs[0]
 
 
-class Forgetful(Op):
+class Forgetful(UnaryPythonOp):
     """Stores nothing: a kernel bug the program reports instead of passing None on."""
-
-    __props__ = ()
-
-    def make_node(self, x):
-        x = T.as_tensor_variable(x)
-        return Apply(self, [x], [x.type()])
 
     def perform(self, node, inputs, output_storage):
         pass
@@ -279,13 +265,7 @@ def test_a_loop_whose_step_prints_is_not_run_twice_when_a_row_changes_shape(caps
 
 
 def test_a_byte_swapped_perform_output_is_converted_before_c_steps_read_it():
-    class Swapped(Op):
-        __props__ = ()
-
-        def make_node(self, x):
-            x = T.as_tensor_variable(x)
-            return Apply(self, [x], [x.type()])
-
+    class Swapped(UnaryPythonOp):
         def perform(self, node, inputs, output_storage):
             output_storage[0][0] = inputs[0].astype(">f8")
 
