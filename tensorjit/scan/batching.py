@@ -28,6 +28,13 @@ def _shifted(axes: Sequence[int], ndim: int) -> tuple[int, ...]:
     return tuple(a % ndim + 1 for a in axes)
 
 
+def steps_as_rows(x: Variable) -> Variable:
+    """A (T, B, n) stack of per-step matrices as the (T B, n) matrix of all their rows."""
+    from tensorjit.tensor.shape_ops import reshape
+
+    return reshape(x, (-1, x.shape[2]), ndim=2)
+
+
 def batch_rule_exists(node: Apply) -> bool:
     """Whether ``node`` can be batched (given batched inputs of the kinds it reads)."""
     op = node.op
@@ -80,8 +87,7 @@ def _apply_batched(node: Apply, ins: list[Batched]) -> list[Variable] | None:
         if bx and not by and step_x == 2:  # a minibatch per step: (T, B, n) as (T B, n)
             from tensorjit.tensor.shape_ops import reshape
 
-            rows = reshape(x, (-1, x.shape[2]), ndim=2)
-            flat = Dot()(rows, y)
+            flat = Dot()(steps_as_rows(x), y)
             tail = (flat.shape[1],) if y.type.ndim == 2 else ()
             return [reshape(flat, (x.shape[0], x.shape[1], *tail), ndim=1 + y.type.ndim)]
         if by and not bx and step_y == 1 and step_x == 2:  # A . y_t = (Y . A^T)[t]

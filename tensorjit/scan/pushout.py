@@ -26,12 +26,17 @@ from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.graph.traversal import ancestors, clone_replace, toposort
 from tensorjit.core.rewrites.basic import node_rewriter
-from tensorjit.scan.batching import Batched, batch_graph, batch_rule_exists, widens
+from tensorjit.scan.batching import (
+    Batched,
+    batch_graph,
+    batch_rule_exists,
+    steps_as_rows,
+    widens,
+)
 from tensorjit.scan.loop import Loop, with_type
 from tensorjit.scan.op import Scan
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Dot
-from tensorjit.tensor.shape_ops import reshape
 from tensorjit.tensor.type import TensorType
 
 
@@ -185,8 +190,8 @@ def scan_push_out_sums(fgraph: FunctionGraph, node: Apply):
             total = T.dot(u.T, v)
         elif kind == "rows":  # sum_t a_t^T b_t: the steps' rows stacked, one product
             a, b = (T.cast(stacked(x), acc_dtype) for x in factors)
-            a = reshape(a, (-1, a.shape[2]), ndim=2)
-            b = reshape(b, (-1, b.shape[2]), ndim=2) if b.type.ndim == 3 else b.flatten()
+            a = steps_as_rows(a)
+            b = steps_as_rows(b) if b.type.ndim == 3 else b.flatten()
             total = T.dot(a.T, b)
         else:
             total = T.sum(T.cast(stacked(factors[0]), acc_dtype), axis=0)

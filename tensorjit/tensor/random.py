@@ -123,19 +123,22 @@ class _StateOnlySeed(ISpawnableSeedSequence):
         return copy.deepcopy(seed)  # a third party's seed sequence
 
     @property
+    def _current(self) -> Any:
+        """The seed sequence this copy stands for now: its own once it has spawned."""
+        return self._original if self._own is None else self._own
+
+    @property
     def n_children_spawned(self) -> int:
         return self._spawned if self._own is None else self._own.n_children_spawned
 
     def again(self) -> _StateOnlySeed:
         """The seed of a copy of the generator this seed belongs to."""
-        if self._own is not None:
-            return _StateOnlySeed(self._own, self._own.n_children_spawned)
-        return _StateOnlySeed(self._original, self._spawned)
+        return _StateOnlySeed(self._current, self.n_children_spawned)
 
     def __getattr__(self, name: str) -> Any:  # entropy, spawn_key, ...
         if name.startswith("_"):  # (while copy or pickle rebuild the object)
             raise AttributeError(name)
-        return getattr(self._own if self._own is not None else self._original, name)
+        return getattr(self._current, name)
 
     def __reduce__(self) -> tuple:
         return (_StateOnlySeed, (self._original, self._spawned), {"_own": self._own})

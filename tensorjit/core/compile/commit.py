@@ -100,7 +100,7 @@ def commit_plan(nodes: Sequence[Apply], can_precheck: Callable[[Apply], bool]) -
                 prechecks.append(j)
             else:  # every commit before it must be able to undo
                 snapshots.update((k, root) for k, root in commits.items() if k < j)
-        for out, (i, *_) in getattr(node.op, "destroy_map", {}).items():
+        for out, (i, *_) in node.op.destroy_map.items():
             before = node.inputs[i]
             if before.owner is None or before in ready or before in stand_ins:
                 stand_ins[node.outputs[out]] = stand_ins.get(before, before)

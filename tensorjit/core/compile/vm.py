@@ -182,10 +182,7 @@ class VM:
                 try:
                     check(values)
                 except Exception as exc:
-                    node, kernel = self.nodes[step], self.kernels[step]
-                    error = with_node_context(exc, node, kernel.name, values)
-                    error.tensorjit_explained = True  # type: ignore[attr-defined]
-                    raise error from None
+                    raise self._explained(exc, step, values) from None
             run(inputs, output_storage)
 
         return prechecked
@@ -369,16 +366,23 @@ class VM:
         """Release pooled buffers (they are reallocated on demand)."""
         self.pool.clear()
 
-    def _explained(self, exc: Exception, step: int) -> Exception:
-        """``_with_context`` of step ``step``, marked so that no other step's is added."""
-        error = self._with_context(exc, step)
-        error.tensorjit_explained = True  # type: ignore[attr-defined]
-        return error
+    def _explained(self, exc: Exception, step: int, values: list | None = None) -> Exception:
+        """``explained`` for step ``step``, with its input ``values`` (default: its cells')."""
+        if values is None:
+            values = [cell[0] for cell in self.steps[step][1]]
+        return explained(exc, self.nodes[step], self.kernels[step].name, values)
 
     def _with_context(self, exc: Exception, step: int) -> Exception:
         """The same kind of error, its message extended with the failing node's story."""
         values = [cell[0] for cell in self.steps[step][1]]
         return with_node_context(exc, self.nodes[step], self.kernels[step].name, values)
+
+
+def explained(exc: Exception, node: Apply, kernel_name: str, values: list) -> Exception:
+    """``with_node_context``, marked so that no other node's story is added on the way up."""
+    error = with_node_context(exc, node, kernel_name, values)
+    error.tensorjit_explained = True  # type: ignore[attr-defined]
+    return error
 
 
 def with_node_context(exc: Exception, node: Apply, kernel_name: str, values: list) -> Exception:

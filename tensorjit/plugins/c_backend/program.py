@@ -9,14 +9,15 @@ compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided 
 place), reductions, dimshuffle and basic-indexing views, the BLAS kernels of dot,
 gemm/gemv and ger, the row kernels (softmax, log_softmax, argmax, the cross-entropy's
 class selection and its gradient), alloc and shape. Any other host node that updates
-nothing in place (a random draw, a scan, an op only Op.perform runs) becomes a *Python
-step*: the program calls the node's own kernel, so one such node no longer splits the
-function into segments run by the per-node VM. A graph with an uncovered in-place node
-keeps the VM and its segments.
+nothing in place (a random draw, a scan, an op only Op.perform runs, a case a step above
+does not cover) becomes a *Python step*: the program calls the node's own kernel, so
+one such node no longer splits the function into segments run by the per-node VM. A
+graph with an uncovered in-place node keeps the VM and its segments.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pathlib
 import re
@@ -28,7 +29,7 @@ import numpy as np
 from tensorjit.core.compile.commit import commit_plan
 from tensorjit.core.compile.linker import node_device
 from tensorjit.core.compile.program import GraphPlan, Program
-from tensorjit.core.compile.vm import with_node_context
+from tensorjit.core.compile.vm import explained
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
@@ -136,9 +137,7 @@ def _explaining(run: Any, node: Apply, kernel_name: str) -> Any:
         except Exception as exc:
             if getattr(exc, "tensorjit_explained", False):
                 raise
-            error = with_node_context(exc, node, kernel_name, inputs)
-            error.tensorjit_explained = True  # type: ignore[attr-defined]
-            raise error from None
+            raise explained(exc, node, kernel_name, inputs) from None
 
     return python_step
 
@@ -275,12 +274,14 @@ class _Tables:
         return int(root not in self.computed)
 
     def _step(self, node: Apply, kernel: Kernel) -> tuple:
-        """The node's step, from its kernel's spec (core/registries.py); a kernel
-        without one (Op.perform, another backend's) runs as a Python step."""
+        """The node's step, from its kernel's spec (core/registries.py); a node its
+        kernel has no C step for (Op.perform, another backend's kernel, a case the C
+        step does not cover) runs as a Python step."""
         spec = kernel.spec
-        if spec is None or spec.step is None or spec.backend != "c":
-            return self.python(node, kernel)
-        return spec.step(self, node, kernel.plan)
+        if spec is not None and spec.step is not None and spec.backend == "c":
+            with contextlib.suppress(Unsupported):
+                return spec.step(self, node, kernel.plan)
+        return self.python(node, kernel)
 
     def python(self, node: Apply, kernel: Kernel) -> tuple:
         """A step calling the node's own kernel with its input values and one cell per
@@ -297,6 +298,7 @@ class _Tables:
         outs = []
         for j, out in enumerate(node.outputs):
             viewed = op.view_map.get(j)
+            self.roots.pop(out, None)  # (a C step that gave up may have set one)
             if viewed:
                 self.roots[out] = self._root(node.inputs[viewed[0]])
             if isinstance(out.type, TensorType):
@@ -332,10 +334,8 @@ class _Tables:
         if var in self.slots or not isinstance(var, Constant):
             return self._slot(var)
         if isinstance(var.type, TensorType):
-            try:
+            with contextlib.suppress(Unsupported):
                 return self._slot(var)
-            except Unsupported:
-                pass
         key = ("object constant", var)
         if key not in self.slots:
             self.slots[key] = len(self.slots)  # type: ignore[index]
@@ -344,7 +344,7 @@ class _Tables:
         return self.slots[key]  # type: ignore[index]
 
     def decline(self, node: Apply) -> tuple:
-        raise Unsupported(f"{node.op}: no program step")
+        raise Unsupported(f"{node.op}: no C program step (it runs as a Python step)")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
         return self._addresses(*compiler.load(source, cdef, symbols, what=str(node.op)), symbols)

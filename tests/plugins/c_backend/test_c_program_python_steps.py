@@ -273,3 +273,18 @@ def test_a_byte_swapped_perform_output_is_converted_before_c_steps_read_it():
     f = tensorjit.function([x], T.exp(Swapped()(x)))
     assert _one_program(f) == ["Swapped"]
     np.testing.assert_allclose(f(np.array([0.0, 1.0])), [1.0, np.e])
+
+
+def test_a_node_its_c_step_does_not_cover_runs_its_per_node_kernel_as_a_python_step():
+    # Rows picked by one index vector: the C indexing kernel runs it, but the program's
+    # indexing step covers only pairs of index vectors.
+    x, rows = T.matrix("x"), T.lvector("rows")
+    f = tensorjit.function([x, rows], T.exp(x[rows]).sum(axis=1))
+    assert f._program is not None
+    assert [k.name for n, k in f.kernels.items() if type(n.op).__name__ == "AdvancedSubtensor"] == [
+        "c:indexing"
+    ]
+    xv = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(f(xv, np.array([2, 0])), np.exp(xv[[2, 0]]).sum(axis=1))
+    with pytest.raises(IndexError, match="while computing"):
+        f(xv, np.array([3]))
