@@ -37,26 +37,79 @@ Run = Callable[[list, list], None]
 OPS = (Softmax, LogSoftmax, Argmax, SelectClass, SelectClassGrad)
 
 # Row functions. ``X(j)``/``O(j)`` read/write element j of the row; ``n`` is its length.
-# exp is codegen's branch-free tj_vexp (inlined; the exponentials get their own loop,
-# without the sum, so gcc can vectorise it).
-_SOFTMAX = """
-    {t} m = X(0);
-    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
-    for (int64_t j = 0; j < n; j++) O(j) = tj_vexp_{s}(X(j) - m);
+# exp is codegen's branch-free tj_vexp (inlined). The exponentials run on an aligned
+# buffer of ROW_CHUNK elements, the chunk's length rounded up to whole vectors (padded
+# with zeros whose exponentials nobody reads): the row's stride and a short row's tail
+# (a classifier's rows of 10) would otherwise keep gcc from vectorising them.
+ROW_CHUNK = 64
+_ROW_EXP = """
+    {t} m = X(0);  /* (a NaN gives NaN sums, hence NaN rows, whatever m is) */
+    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); m = v > m ? v : m; }}
     {acc} s = 0;
-    for (int64_t j = 0; j < n; j++) s += O(j);
+    for (int64_t j0 = 0; j0 < n; j0 += {chunk}) {{
+        {t} e[{chunk}] __attribute__((aligned(32)));
+        const int64_t len = n - j0 < {chunk} ? n - j0 : {chunk}, padded = (len + 7) & ~7;
+        for (int64_t j = 0; j < len; j++) e[j] = X(j0 + j) - m;
+        for (int64_t j = len; j < padded; j++) e[j] = 0;
+        for (int64_t j = 0; j < padded; j++) e[j] = tj_vexp_{s}(e[j]);
+        for (int64_t j = 0; j < len; j++) s += e[j];
+{keep}    }}
+"""
+_KEEP_EXP = "        for (int64_t j = 0; j < len; j++) O(j0 + j) = e[j];\n"
+_SOFTMAX = (
+    _ROW_EXP.replace("{keep}", _KEEP_EXP)
+    + """
     {t} r = ({t})(1 / s);
     for (int64_t j = 0; j < n; j++) O(j) *= r;
 """
-_LOG_SOFTMAX = """
-    {t} m = X(0);
-    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); if (v > m || v != v) m = v; }}
-    for (int64_t j = 0; j < n; j++) O(j) = tj_vexp_{s}(X(j) - m);
-    {acc} s = 0;
-    for (int64_t j = 0; j < n; j++) s += O(j);
+)
+_LOG_SOFTMAX = (
+    _ROW_EXP.replace("{keep}", "")
+    + """
     {t} ls = ({t})log(s);
     for (int64_t j = 0; j < n; j++) O(j) = (X(j) - m) - ls;  /* NumPy's order: exact near m */
 """
+)
+# Short rows (a classifier's 10 classes) in blocks of BLOCK_ROWS rows: ``XB(l, j)`` /
+# ``OB(l, j)`` are element j of the block's row l. The rows are copied transposed into
+# ``e`` (e[j * L + l]), so each step below is one vector operation across the rows; a
+# row at a time, the max, exp and sum chains of 10 elements each waited on the last.
+# The sums run over j in the same order as the row functions' (the same values).
+BLOCK_ROWS = 8
+SHORT_ROW = 32
+_BLOCK_EXP = """
+    enum {{ L = {block_rows} }};
+    {t} e[{short} * L] __attribute__((aligned(32))), m[L];
+    {acc} s[L];
+    for (int l = 0; l < L; l++)
+        for (int64_t j = 0; j < n; j++) e[j * L + l] = XB(l, j);
+    for (int l = 0; l < L; l++) {{ m[l] = e[l]; s[l] = 0; }}
+    for (int64_t j = 1; j < n; j++)
+        for (int l = 0; l < L; l++) m[l] = e[j * L + l] > m[l] ? e[j * L + l] : m[l];
+    for (int64_t j = 0; j < n; j++)
+        for (int l = 0; l < L; l++) e[j * L + l] -= m[l];
+    for (int64_t k = 0; k < n * L; k++) e[k] = tj_vexp_{s}(e[k]);
+    for (int64_t j = 0; j < n; j++)
+        for (int l = 0; l < L; l++) s[l] += e[j * L + l];
+"""
+_BLOCK_SOFTMAX = (
+    _BLOCK_EXP
+    + """
+    {t} r[L];
+    for (int l = 0; l < L; l++) r[l] = ({t})(1 / s[l]);
+    for (int l = 0; l < rows; l++)
+        for (int64_t j = 0; j < n; j++) OB(l, j) = e[j * L + l] * r[l];
+"""
+)
+_BLOCK_LOG_SOFTMAX = (
+    _BLOCK_EXP
+    + """
+    {t} ls[L];
+    for (int l = 0; l < rows; l++) ls[l] = ({t})log(s[l]);
+    for (int l = 0; l < rows; l++)
+        for (int64_t j = 0; j < n; j++) OB(l, j) = (XB(l, j) - m[l]) - ls[l];
+"""
+)
 # NumPy's argmax: the first maximum, and the first NaN if there is one.
 _ARG = """
     int64_t best = 0;
@@ -77,24 +130,32 @@ _SELECT_GRAD = """
 """
 
 
-def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tuple[str, str]:
+def _source(
+    ndim: int, operands: list[tuple[str, str, bool]], body: str, block: str | None = None
+) -> tuple[str, str]:
     """``tj_rows(outer shape..., n, ptrs..., strides...)`` running ``body`` on each row.
 
     ``operands`` are (name, dtype, has_row_axis); row operands get ``ndim`` strides (the
-    row axis last), cell operands ``ndim - 1``."""
+    row axis last), cell operands ``ndim - 1``. ``block`` (row operands only): the code
+    for BLOCK_ROWS rows of at most SHORT_ROW elements along the last outer axis at once."""
     outer = ndim - 1
     params = [("int64_t", f"n{a}") for a in range(outer)] + [("int64_t", "n")]
     params += [("char *", name) for name, _, _ in operands]
     for name, _, row in operands:
         params += [("int64_t", f"s_{name}_{a}") for a in range(outer + row)]
     args = [f"{t} {n}" for t, n in params]
-    lines = [inline_mode(body), PREAMBLE, parallel.DECLARATIONS, *helper_sources(body)]
+    code = body + (block or "")
+    lines = [inline_mode(code), PREAMBLE, parallel.DECLARATIONS, *helper_sources(code)]
     lines.append(f"static void tj_rows_serial({', '.join(args)}) {{")
     for name, _, _ in operands:
         lines.append(f"    char *b_{name}_0 = {name};")
     indent = "    "
     for a in range(outer):
-        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        if a == outer - 1 and block is not None:
+            lines += _block_loop(indent, a, operands, block)
+            lines.append(f"{indent}for (; i{a} < n{a}; i{a}++) {{")
+        else:
+            lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
         indent += "    "
         for name, _, _ in operands:
             lines.append(f"{indent}char *b_{name}_{a + 1} = b_{name}_{a} + i{a} * s_{name}_{a};")
@@ -115,6 +176,7 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     lines.append(_parallel_rows(params, operands, outer, parallel.grain_for(body)))
     defines = (
         "#define X(j) r_x[(j) * d_x]\n#define O(j) r_out[(j) * d_out]\n#define C(v) (*c_##v)\n"
+        "#define XB(l, j) q_x[l][(j) * d_x]\n#define OB(l, j) q_out[l][(j) * d_out]\n"
     )
     n_args = len(args)
     n_strides = n_args - outer - 1 - len(operands)
@@ -132,6 +194,32 @@ def _source(ndim: int, operands: list[tuple[str, str, bool]], body: str) -> tupl
     )
     cdef += UNIFORM_CDEF
     return defines + "\n".join(lines) + "\n", cdef
+
+
+def _block_loop(
+    indent: str, a: int, operands: list[tuple[str, str, bool]], block: str
+) -> list[str]:
+    """The loop over blocks of rows along outer axis ``a`` when rows are short (the last
+    block's missing rows read its first row again, and write nothing); the row loop that
+    follows does the rest, from ``i{a}`` on: nothing, or every row when rows are long."""
+    lines = [
+        f"{indent}int64_t i{a} = 0;",
+        f"{indent}if (n <= {SHORT_ROW})",
+        f"{indent}for (; i{a} < n{a}; i{a} += {BLOCK_ROWS}) {{",
+    ]
+    inner = indent + "    "
+    left = f"n{a} - i{a}"
+    lines.append(f"{inner}const int rows = {left} < {BLOCK_ROWS} ? {left} : {BLOCK_ROWS};")
+    for name, dtype, row in operands:
+        assert row, "blocks of rows read row operands only"
+        t = ctype(dtype)
+        lines.append(f"{inner}{t} *q_{name}[{BLOCK_ROWS}];")
+        lines.append(f"{inner}for (int l = 0; l < {BLOCK_ROWS}; l++)")
+        row_l = f"(i{a} + (l < rows ? l : 0))"
+        lines.append(f"{inner}    q_{name}[l] = ({t} *)(b_{name}_{a} + {row_l} * s_{name}_{a});")
+        lines.append(f"{inner}const int64_t d_{name} = s_{name}_{a + 1} / sizeof({t});")
+    lines += [f"{inner}{{", block, f"{inner}}}", f"{indent}}}"]
+    return lines
 
 
 def _parallel_rows(params: list[tuple[str, str]], operands: list, outer: int, grain: int) -> str:
@@ -155,11 +243,15 @@ def _float_names(dtype: str) -> dict[str, str]:
         "t": ctype(dtype),
         "s": "f" if dtype == "float32" else "d",
         "acc": "double",
+        "chunk": str(ROW_CHUNK),
+        "block_rows": str(BLOCK_ROWS),
+        "short": str(SHORT_ROW),
     }
 
 
-def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int]:
-    """(axis, operands, body, ndim) of ``node``'s kernel; Unsupported if there is none."""
+def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int, str | None]:
+    """(axis, operands, body, ndim, block body or None) of ``node``'s kernel; Unsupported
+    if there is none."""
     op = node.op
     x = node.inputs[0]
     ndim = x.type.ndim
@@ -170,8 +262,11 @@ def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int]:
         if len(op.axis) != 1 or x.type.dtype != out_dtype:
             raise Unsupported("several axes or a cast")
         names = _float_names(out_dtype)
-        body = (_SOFTMAX if isinstance(op, Softmax) else _LOG_SOFTMAX).format(**names)
-        return op.axis[0], [("x", out_dtype, True), ("out", out_dtype, True)], body, ndim
+        soft = isinstance(op, Softmax)
+        body = (_SOFTMAX if soft else _LOG_SOFTMAX).format(**names)
+        block = (_BLOCK_SOFTMAX if soft else _BLOCK_LOG_SOFTMAX).format(**names)
+        operands = [("x", out_dtype, True), ("out", out_dtype, True)]
+        return op.axis[0], operands, body, ndim, block if ndim > 1 else None
     if isinstance(op, Argmax):
         if op.axis is None and ndim != 1 or isinstance(op.axis, tuple):
             raise Unsupported("argmax over several axes")
@@ -181,20 +276,20 @@ def _plan(node: Apply) -> tuple[int, list[tuple[str, str, bool]], str, int]:
         cmp = ">" if op.kind == "argmax" else "<"
         body = _ARG.format(t=ctype(dtype), cmp=cmp)
         axis = 0 if op.axis is None else op.axis
-        return axis, [("x", dtype, True), ("out", "int64", False)], body, ndim
+        return axis, [("x", dtype, True), ("out", "int64", False)], body, ndim, None
     ydt = node.inputs[-1].type.dtype
     if ydt not in ("int64", "int32"):
         raise Unsupported(f"class index dtype {ydt}")
     if isinstance(op, SelectClass):
         ctype(out_dtype)
         operands = [("x", x.type.dtype, True), ("y", ydt, False), ("out", out_dtype, False)]
-        return ndim - 1, operands, _SELECT, ndim
+        return ndim - 1, operands, _SELECT, ndim, None
     if isinstance(op, SelectClassGrad):
         names = _float_names(out_dtype)
         gdt = node.inputs[1].type.dtype
         ctype(gdt)
         operands = [("g", gdt, False), ("y", ydt, False), ("out", out_dtype, True)]
-        return ndim - 1, operands, _SELECT_GRAD.format(**names), ndim
+        return ndim - 1, operands, _SELECT_GRAD.format(**names), ndim, None
     raise Unsupported(type(op).__name__)
 
 
@@ -202,8 +297,8 @@ supported = covered_by(_plan)
 
 
 def source_of(node: Apply) -> tuple[str, str]:
-    _, operands, body, ndim = _plan(node)
-    return _source(ndim, operands, body)
+    _, operands, body, ndim, block = _plan(node)
+    return _source(ndim, operands, body, block)
 
 
 def kernel_inputs(node: Apply) -> list[int]:
@@ -225,14 +320,14 @@ def checks_class_indices(node: Apply) -> bool:
 def program_plan(node: Apply) -> tuple[int, list[bool], bool, str, str]:
     """For whole-graph programs: (axis, which kernel operands have the row axis, the
     output last; whether operand 1 holds class indices; C source; cdef)."""
-    axis, operands, body, ndim = _plan(node)
-    source, cdef = _source(ndim, operands, body)
+    axis, operands, body, ndim, block = _plan(node)
+    source, cdef = _source(ndim, operands, body, block)
     return axis, [row for _, _, row in operands], checks_class_indices(node), source, cdef
 
 
 def factory(node: Apply) -> Run:
-    axis, operands, body, ndim = _plan(node)
-    source, cdef = _source(ndim, operands, body)
+    axis, operands, body, ndim, block = _plan(node)
+    source, cdef = _source(ndim, operands, body, block)
     ffi, lib = compiler.load(source, cdef, ("tj_rows",), what=str(node.op))
     fn, cast = lib.tj_rows, ffi.cast
     op = node.op

@@ -52,6 +52,26 @@ def test_softmax_and_log_softmax(dtype, axis, layout):
     assert sm.dtype == lsm.dtype == np.dtype(dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "negative"])
+@pytest.mark.parametrize("shape", [(19, 10), (8, 32), (3, 33), (2, 150)])
+def test_softmax_blocks_of_short_rows_and_chunks_of_long_rows(dtype, layout, shape):
+    """Rows up to SHORT_ROW long run BLOCK_ROWS at a time (19 rows: two blocks and a
+    partial one); longer rows run alone, their exponentials in chunks of ROW_CHUNK."""
+    assert shape[1] <= rowwise.SHORT_ROW or shape[1] > rowwise.ROW_CHUNK or shape == (3, 33)
+    x = T.matrix("x", dtype=dtype)
+    f = compiled([x], [nnet.softmax(x), nnet.log_softmax(x)])
+    value = layouts(shape, dtype)[layout]
+    value[-1, 1] = np.nan  # the last row (a partial block's) is NaN, the others are not
+    sm, lsm = f(value)
+    want = np_softmax(value.astype("float64"), 1)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(sm, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(np.exp(lsm), sm, rtol=10 * tol, atol=tol)
+    assert np.isnan(sm[-1]).all() and np.isnan(lsm[-1]).all()
+    assert np.isfinite(sm[:-1]).all() and np.isfinite(lsm[:-1]).all()
+
+
 def test_softmax_extremes_and_3d():
     x = T.tensor3("x")
     f = compiled([x], [nnet.softmax(x, axis=1), nnet.log_softmax(x, axis=1)])
