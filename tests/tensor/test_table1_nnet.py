@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import itertools
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -245,6 +246,64 @@ def test_crossentropy_grads():
     vgrad(lambda v: nnet.softmax_crossentropy_with_logits(v, np.eye(4)[y] * 0.5 + 0.125), [x])
     # second order through SelectClass / SelectClassGrad
     vgrad(lambda v: tensorjit.grad(nnet.softmax_crossentropy_with_logits(v, y).sum(), v), [x])
+
+
+CROSS_ENTROPY_FORMS = {
+    # the tutorials' form: log of the probabilities, then the labels' entries
+    "log_then_index": lambda p, y: -T.mean(T.log(p)[T.arange(y.shape[0]), y]),
+    "index_then_log": lambda p, y: -T.mean(T.log(p[T.arange(y.shape[0]), y])),
+    "select_class": lambda p, y: nnet.categorical_crossentropy(p, y).mean(),
+    "one_hot": lambda p, y: nnet.categorical_crossentropy(p, nnet.to_one_hot(y, 3)).mean(),
+    "with_another_use": lambda p, y: (
+        -T.mean(T.log(p)[T.arange(y.shape[0]), y]) + 0.5 * (p**2).sum()
+    ),
+}
+
+
+# DebugMode also runs the cost's log(p) (log(0) there), whose shape alone the gradient
+# takes; compiled normally, the gradient computes no log (test below).
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("form", sorted(CROSS_ENTROPY_FORMS))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cross_entropy_gradient_of_a_saturated_softmax_is_finite(form, dtype):
+    """The gradient of log(softmax(x)) is softmax(x) - one_hot, also where the label's
+    probability underflows to 0 (a confidently wrong prediction): (g / p) * p would be
+    inf * 0 = NaN there."""
+    x, y = T.matrix("x", dtype=dtype), T.lvector("y")
+    p = nnet.softmax(x)
+    cost = CROSS_ENTROPY_FORMS[form](p, y)
+    f = tensorjit.function([x, y], tensorjit.grad(cost, x), mode="DebugMode")
+    logits = np.array([[0.0, 1000.0, 0.0], [1.0, 2.0, 3.0]], dtype)
+    labels = np.array([0, 2])
+    got = f(logits, labels)
+    probs = ref_softmax(logits.astype("float64"), -1)
+    want = (probs - np.eye(3)[labels]) / 2
+    if form == "with_another_use":  # d/dx of 0.5 * sum(p**2): p * (p - sum(p**2))
+        want += probs * (probs - (probs**2).sum(axis=1, keepdims=True))
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    # the same graph against finite differences where the cost is finite
+    vgrad(lambda v: CROSS_ENTROPY_FORMS[form](nnet.softmax(v), labels), [logits * 1e-3])
+
+
+def test_tutorial_cross_entropy_computes_no_softmax():
+    """With the cost taking only log(p), the forward pass computes log_softmax alone and
+    the gradient reads it (exp(log_softmax)): no separate softmax row pass."""
+    x, y = T.matrix("x"), T.lvector("y")
+    cost = CROSS_ENTROPY_FORMS["log_then_index"](nnet.softmax(x), y)
+    f = tensorjit.function([x, y], [cost, tensorjit.grad(cost, x)])
+    ops = [type(node.op) for node in f.maker.fgraph.toposort()]
+    assert nnet.LogSoftmax in ops and nnet.Softmax not in ops
+    # no log(p), no division by p (the mean's 1/n is the only quotient, a scalar)
+    for node in f.maker.fgraph.toposort():
+        name = str(node.op)
+        assert not name.startswith("log"), name
+        assert "true_div" not in name or node.outputs[0].type.ndim == 0, name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no log(0), no 0 * inf
+        _, grad = f(np.array([[0.0, 1000.0, 0.0]]), np.array([0]))
+    np.testing.assert_allclose(grad, [[-1.0, 1.0, 0.0]])
 
 
 def test_select_class_ops():

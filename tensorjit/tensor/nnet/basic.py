@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor import math as tm
+from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.scalar import numpy_result_dtype
+from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -106,10 +108,102 @@ class Softmax(Op):
         output_storage[0][0] = _np_softmax(inputs[0], self.axis, node.outputs[0].type.numpy_dtype)
 
     def L_op(self, inputs, outputs, output_grads):
+        (x,) = inputs
         (sm,) = outputs
         (g,) = output_grads
-        dot = tm.sum(g * sm, axis=self.axis, keepdims=True)
-        return [(g - dot) * sm]
+        # A term h / sm of g is the gradient of log(sm) (a cross-entropy cost): its share,
+        # (h / sm - sum(h)) * sm, is h - sm * sum(h), written so. Where the softmax
+        # underflows to 0 the first form is inf * 0 = NaN (a confidently wrong
+        # prediction); sm as exp(log_softmax(x)) lets a cost that only takes log(sm)
+        # (log_softmax after the stabilize phase) compute no softmax at all.
+        over_sm, rest = _terms_over(g, sm)
+        grads = [h - tm.exp(LogSoftmax(self.axis)(x)) * tm.sum(h, axis=self.axis,
+                 keepdims=True) for h in over_sm]  # fmt: skip
+        if rest is not None:
+            grads.append((rest - tm.sum(rest * sm, axis=self.axis, keepdims=True)) * sm)
+        total = grads[0]
+        for term in grads[1:]:
+            total = total + term
+        return [total]
+
+
+def _terms_over(g: Variable, sm: Variable) -> tuple[list[Variable], Variable | None]:
+    """The terms of ``g`` (a sum, or a single term) that are ``h / sm`` (see
+    ``_over_softmax``), as the list of their ``h``; and the sum of the other terms, or
+    None."""
+    node = g.owner
+    terms = [g]
+    if _elemwise_name(node) == "add" and all(t.type == g.type for t in node.inputs):
+        terms = list(node.inputs)
+    over, rest = [], []
+    for term in terms:
+        h = _over_softmax(term, sm)
+        if h is None:
+            rest.append(term)
+        else:
+            over.append(h)
+    if not rest:
+        return over, None
+    total = rest[0]
+    for term in rest[1:]:
+        total = total + term
+    return over, total
+
+
+def _over_softmax(term: Variable, sm: Variable) -> Variable | None:
+    """``h`` (of term's type) when ``term`` is ``h / sm``: the quotient itself, or
+    quotients by selected entries of ``sm`` scattered into zeros (the gradients of
+    ``log(sm)[rows, y]`` and of ``log(sm[rows, y])`` / ``log(select_class(sm, y))``),
+    whose ``h`` scatters the numerators; else None."""
+    owner = term.owner
+    if _elemwise_name(owner) == "true_div" and owner.inputs[1] is sm:
+        h = owner.inputs[0]
+        return h if h.type == term.type else None
+    if owner is None:
+        return None
+    op = owner.op
+    if isinstance(op, SelectClassGrad):
+        scores, quotient, y = owner.inputs
+        gz = _numerator(quotient, lambda d: isinstance(d.owner.op, SelectClass)
+                        and d.owner.inputs == [sm, y])  # fmt: skip
+        return None if gz is None else SelectClassGrad()(scores, gz, y)
+    if isinstance(op, AdvancedIncSubtensor) and not op.set_instead_of_inc and not op.inplace:
+        zeros, quotient, *idx = owner.inputs
+        if not _is_zeros(zeros):
+            return None
+        gz = _numerator(quotient, lambda d: isinstance(d.owner.op, AdvancedSubtensor)
+                        and d.owner.op.entries == op.entries
+                        and d.owner.inputs == [sm, *idx])  # fmt: skip
+        return None if gz is None else AdvancedIncSubtensor(op.entries, False)(zeros, gz, *idx)
+    return None
+
+
+def _numerator(quotient: Variable, denominator_ok: Any) -> Variable | None:
+    """``gz`` when ``quotient`` is ``gz / d`` with ``gz`` of its type and
+    ``denominator_ok(d)``; else None."""
+    owner = quotient.owner
+    if _elemwise_name(owner) != "true_div":
+        return None
+    gz, d = owner.inputs
+    if gz.type != quotient.type or d.owner is None or not denominator_ok(d):
+        return None
+    return gz
+
+
+def _is_zeros(v: Variable) -> bool:
+    """Whether ``v`` is ``alloc(0, ...)`` (``zeros_like``)."""
+    owner = v.owner
+    if owner is None or not isinstance(owner.op, tm.Alloc):
+        return False
+    value = owner.inputs[0]
+    return isinstance(value, Constant) and not np.any(value.data)
+
+
+def _elemwise_name(node: Apply | None) -> str | None:
+    """The scalar op of an Elemwise ``node`` (not in place), else None."""
+    if node is None or not isinstance(node.op, Elemwise) or node.op.inplace is not None:
+        return None
+    return node.op.scalar_op.name
 
 
 def _np_softmax(x: np.ndarray, axis: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -963,6 +963,14 @@ def test_log_of_softmax_and_softmax_cross_entropy_become_log_softmax():
     losses = g(logits, np.array([2, 0]))
     assert np.all(np.isfinite(losses))
     np.testing.assert_allclose(losses, [-expected[0, 2], -expected[1, 0]])
+    # entries picked by indexing, then their log: the same entries of log_softmax
+    n = y.shape[0]
+    for picked in (softmax(x)[T.arange(n), y], softmax(x)[:, 2], softmax(x)[0]):
+        h = tensorjit.function([x, y], -T.log(picked), mode=ISOLATED, on_unused_input="ignore")
+        assert of_type(h, LogSoftmax)
+        assert np.all(np.isfinite(h(logits, np.array([2, 0]))))
+    h = tensorjit.function([x, y], -T.log(softmax(x)[T.arange(n), y]), mode=ISOLATED)
+    np.testing.assert_allclose(h(logits, np.array([2, 0])), [-expected[0, 2], -expected[1, 0]])
     unstable = tensorjit.function(
         [x, y], categorical_crossentropy(softmax(x), y), mode=ISOLATED.excluding("stabilize")
     )
