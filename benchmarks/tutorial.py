@@ -21,7 +21,9 @@ binomial mask drawn from the graph's random streams.
 Implementations, same data, same run: hand-written NumPy, tensorjit (default mode),
 PyTensor (default mode, Numba in PyTensor 3; and mode="CVM", its C backend with its C
 BLAS linked, see _competitors.py), JAX (jax.jit, the data set on the device, the
-minibatch sliced inside the step). Deterministic models must agree with NumPy on the
+minibatch sliced inside the step). The MLP also gets its GEMM-only bound: the step's
+five matrix products alone through NumPy's BLAS (_mlp_bound.py), and "% bound" = bound
+time / the implementation's. Deterministic models must agree with NumPy on the
 losses of the first three steps (the third depends on every gradient of the first); the
 dA's mask is random (each library its own generator), so its losses must only be within
 5% of NumPy's. Times are medians of samples taken round-robin.
@@ -45,6 +47,7 @@ limit_threads(threads_from_argv())  # before NumPy loads OpenBLAS
 PYTENSOR_BLAS = setup_pytensor_blas()  # before PyTensor is imported
 
 import numpy as np  # noqa: E402
+from _mlp_bound import five_gemms  # noqa: E402
 from _timing import median_time  # noqa: E402
 from numpy.lib.stride_tricks import sliding_window_view  # noqa: E402
 
@@ -58,6 +61,7 @@ MODELS = {
     "rnn": (200, 32, 0.1, 0.0),  # batch: the sequence's length
 }
 RNN_IN = 16
+BOUND = "bound (5 GEMMs, NumPy)"
 KERNS, FILTER, POOL = (20, 50), 5, 2  # LeNet's filters per layer, filter and pool sizes
 N_IN, N_OUT, CORRUPTION = 784, 10, 0.3
 
@@ -412,6 +416,10 @@ def run(model: str, dtype: str, args) -> None:
         rows.append((name, lambda: step(next(counter) % N_BATCHES)))
 
     add("numpy (hand-written)", numpy_step(model, x_all, y_all, params0, dtype))
+    batch = MODELS[model][0]
+    if model == "mlp":  # the step's five matrix products alone (the bound)
+        w1, _, w2, _ = (np.asarray(p, dtype) for p in params0)
+        rows.append((BOUND, five_gemms(np.ascontiguousarray(x_all[:batch]), w1, w2)))
     import tensorjit
 
     start = time.perf_counter()
@@ -452,15 +460,17 @@ def run(model: str, dtype: str, args) -> None:
             samples[name].append(median_time(step, 1, args.budget))
     times = {name: statistics.median(v) for name, v in samples.items()}
     numpy_time = times["numpy (hand-written)"]
-    batch = MODELS[model][0]
+    bound = times.get(BOUND)
     print(f"\n{model} {dtype}: first-step loss {reference:.6f}, third {references[2]:.6f}")
-    print(f"  {'implementation':<24}{'ms/step':>10}{'examples/s':>13}{'x numpy':>10}")
+    header = f"  {'implementation':<24}{'ms/step':>10}{'examples/s':>13}{'x numpy':>10}"
+    print(header + (f"{'% bound':>10}" if bound else ""))
     for name, value in rows:
         if not callable(value):
             print(f"  {name:<24}{value}")
             continue
         t = times[name]
-        print(f"  {name:<24}{t * 1e3:>10.3f}{batch / t:>13.0f}{numpy_time / t:>10.2f}")
+        line = f"  {name:<24}{t * 1e3:>10.3f}{batch / t:>13.0f}{numpy_time / t:>10.2f}"
+        print(line + (f"{100 * bound / t:>9.0f}%" if bound else ""))
     for note in notes:
         print(f"  - {note}")
 

@@ -116,21 +116,20 @@ class Softmax(Op):
         # underflows to 0 the first form is inf * 0 = NaN (a confidently wrong
         # prediction); sm as exp(log_softmax(x)) lets a cost that only takes log(sm)
         # (log_softmax after the stabilize phase) compute no softmax at all.
-        over_sm, rest = _terms_over(g, sm)
-        grads = [h - tm.exp(LogSoftmax(self.axis)(x)) * tm.sum(h, axis=self.axis,
-                 keepdims=True) for h in over_sm]  # fmt: skip
+        h, rest = _terms_over(g, sm)
+        grads = []
+        if h is not None:
+            probs = tm.exp(LogSoftmax(self.axis)(x))
+            grads.append(h - probs * tm.sum(h, axis=self.axis, keepdims=True))
         if rest is not None:
             grads.append((rest - tm.sum(rest * sm, axis=self.axis, keepdims=True)) * sm)
-        total = grads[0]
-        for term in grads[1:]:
-            total = total + term
-        return [total]
+        return [grads[0] if len(grads) == 1 else grads[0] + grads[1]]
 
 
-def _terms_over(g: Variable, sm: Variable) -> tuple[list[Variable], Variable | None]:
-    """The terms of ``g`` (a sum, or a single term) that are ``h / sm`` (see
-    ``_over_softmax``), as the list of their ``h``; and the sum of the other terms, or
-    None."""
+def _terms_over(g: Variable, sm: Variable) -> tuple[Variable | None, Variable | None]:
+    """``(h, rest)`` with ``g = h / sm + rest``: ``h`` the sum of the numerators of g's
+    terms (g a sum, or one term) that are quotients by ``sm`` (see ``_over_softmax``),
+    ``rest`` the sum of the others; None for an empty sum."""
     node = g.owner
     terms = [g]
     if _elemwise_name(node) == "add" and all(t.type == g.type for t in node.inputs):
@@ -142,12 +141,18 @@ def _terms_over(g: Variable, sm: Variable) -> tuple[list[Variable], Variable | N
             rest.append(term)
         else:
             over.append(h)
-    if not rest:
-        return over, None
-    total = rest[0]
-    for term in rest[1:]:
+    if not over:
+        return None, g
+    return _sum_of(over), _sum_of(rest)
+
+
+def _sum_of(terms: list[Variable]) -> Variable | None:
+    if not terms:
+        return None
+    total = terms[0]
+    for term in terms[1:]:
         total = total + term
-    return over, total
+    return total
 
 
 def _over_softmax(term: Variable, sm: Variable) -> Variable | None:
