@@ -199,12 +199,13 @@ def _source(
 def _block_loop(
     indent: str, a: int, operands: list[tuple[str, str, bool]], block: str
 ) -> list[str]:
-    """The loop over blocks of rows along outer axis ``a`` when rows are short (the last
-    block's missing rows read its first row again, and write nothing); the row loop that
-    follows does the rest, from ``i{a}`` on: nothing, or every row when rows are long."""
+    """The loop over blocks of rows along outer axis ``a`` when rows are short and there
+    are at least half a block of them (the last block's missing rows read its first row
+    again, and write nothing); the row loop that follows does the rest, from ``i{a}`` on:
+    nothing, or every row."""
     lines = [
         f"{indent}int64_t i{a} = 0;",
-        f"{indent}if (n <= {SHORT_ROW})",
+        f"{indent}if (n <= {SHORT_ROW} && n{a} >= {BLOCK_ROWS // 2})",
         f"{indent}for (; i{a} < n{a}; i{a} += {BLOCK_ROWS}) {{",
     ]
     inner = indent + "    "
