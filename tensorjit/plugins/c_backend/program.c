@@ -36,7 +36,7 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
        TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
-       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14 };
+       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_DECAY = 15 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -82,7 +82,8 @@ typedef struct {
                                     per indexed axis 0 for an integer, else 8 | 1 (start)
                                     | 2 (stop) | 4 (step) for a slice; rowwise: the row
                                     axis */
-    int n_kept;                  /* reduce: how many of axes are kept */
+    int n_kept;                  /* reduce: how many of axes are kept; decay: the
+                                    sum's dtype (its slot: axes[0]) */
     int dropped[TJ_MAXDIM], n_dropped; /* dimshuffle: removed axes (length 1) */
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
@@ -535,6 +536,41 @@ done:
     for (i = 0; i < 3; i++)
         Py_XDECREF(copies[i]);
     return result;
+}
+
+typedef double (*tj_decay_fn)(const void *, void *, int64_t, double);
+
+/* ScaleWithSquareSum (decay.py): out = beta * x, and the sum of the squares of x into
+   slot axes[0], of dtype n_kept. An x that is not C-contiguous is read from a copy (the
+   step never declines: the fallback computes one output only). */
+static int tj_decay(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *copy = NULL, *out;
+    double beta = tj_real((PyArrayObject *)v[s->ops[1]]), total;
+    if (!PyArray_IS_C_CONTIGUOUS(x) || !PyArray_ISALIGNED(x)) {
+        x = copy = (PyArrayObject *)PyArray_NewCopy(x, NPY_CORDER);
+        if (copy == NULL)
+            return -1;
+    }
+    out = (PyArrayObject *)tj_take(s, PyArray_NDIM(x), PyArray_DIMS(x), s->typenum);
+    PyObject *sum = out == NULL ? NULL : PyArray_SimpleNew(0, NULL, s->n_kept);
+    if (sum == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(copy);
+        return -1;
+    }
+    PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+    total = ((tj_decay_fn)s->fn[0])(PyArray_BYTES(x), PyArray_BYTES(out), PyArray_SIZE(x), beta);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
+    if (s->n_kept == NPY_FLOAT)
+        *(float *)PyArray_BYTES((PyArrayObject *)sum) = (float)total;
+    else
+        *(double *)PyArray_BYTES((PyArrayObject *)sum) = total;
+    Py_XDECREF(copy);
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    Py_XSETREF(v[s->axes[0]], sum);
+    return 0;
 }
 
 /* 1 when a dot step's operands are not aligned. */
@@ -1158,6 +1194,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
         case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;
         case TJ_PYTHON: status = tj_python(s, v); ran_python = 1; break;
+        case TJ_DECAY: status = tj_decay(s, v); break;
         default: status = tj_gemm_ger(s, v); break;
         }
         if (status < 0)

@@ -35,14 +35,14 @@ from tensorjit.core.devices import HOST
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import blas, compiler, indexing, kernels, rowwise, threads
+from tensorjit.plugins.c_backend import blas, compiler, decay, indexing, kernels, rowwise, threads
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
 from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
 (ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER, PYTHON) = range(1, 15)  # fmt: skip
+ PAIR_TAKE, PAIR_SCATTER, PYTHON, DECAY) = range(1, 16)  # fmt: skip
 ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
@@ -435,6 +435,20 @@ class _Tables:
         slot = self._new_slot(out)
         return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
                 [], 0, destroys)  # fmt: skip
+
+    def decay(self, node: Apply, plan: object = None) -> tuple:
+        """ScaleWithSquareSum: its second output (the sum) goes in ``axes``, the sum's
+        dtype in ``n_kept`` (program.c's tj_decay)."""
+        x, beta = node.inputs
+        scaled, squares = node.outputs
+        if beta.type.dtype not in blas.DTYPES:
+            raise Unsupported(f"{node.op}: {beta} of dtype {beta.type.dtype}")
+        fns = self._addresses(*decay.library(), [decay.function_name(x.type.dtype)])
+        ops = [self._slot(x), self._slot(beta)]
+        slot = self._new_slot(scaled)
+        total = self._new_slot(squares)
+        return (DECAY, fns, ops, [], [], -1, slot, _typenum(scaled), scaled.type.ndim, [],
+                [total], _typenum(squares), [], 0, 0)  # fmt: skip
 
     def rowwise(self, node: Apply, plan: object = None) -> tuple:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)

@@ -20,7 +20,11 @@ from tensorjit.tensor.rewriting.algebra import (
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
-from tensorjit.tensor.rewriting.specialize import local_pow_specialize, local_reduce_of_map
+from tensorjit.tensor.rewriting.specialize import (
+    local_decay_with_penalty,
+    local_pow_specialize,
+    local_reduce_of_map,
+)
 from tensorjit.tensor.rewriting.stabilize import (
     local_exp_over_1_plus_exp,
     local_expm1,
@@ -72,6 +76,7 @@ REWRITES = [
     ("local_reduce_of_map", local_reduce_of_map, "specialize", ()),
     ("local_gemm", local_gemm, "specialize", ("blas",)),
     ("local_ger", local_ger, "specialize", ("blas",)),
+    ("local_decay_with_penalty", local_decay_with_penalty, "specialize", ("blas",)),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),
     # Fused operands: a broadcast alloc may only be covered by an operand of another
     # node of the fused group (2 * alloc(c, *w.shape) * w).

@@ -8,6 +8,7 @@ import numpy as np
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
+from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name, single_client
@@ -81,3 +82,54 @@ def local_reduce_of_map(fgraph: FunctionGraph, node):
     new = tm.MappedReduce(node.op.kind, node.op.axis, node.op.dtype, name)(x)
     new = fits(node.outputs[0], new)
     return None if new is None else [new]
+
+
+@node_rewriter([tm.MappedReduce, Gemm], name="local_decay_with_penalty")
+def local_decay_with_penalty(fgraph: FunctionGraph, node):
+    """``sum(w ** 2)`` (a MappedReduce) and ``Gemm(w, a, x, y, beta)`` with a constant
+    beta other than 1 (an L2-penalised weight's update: the penalty and the weight's
+    decay, see local_gemm) -> ``(scaled, squares) = ScaleWithSquareSum(w, beta)`` and
+    ``Gemm(scaled, a, x, y, 1)``: w is read once for both, where the GEMM's own scaling
+    pass read and wrote it again. Host functions only. Either node may be made last, so
+    both look for the other."""
+    from tensorjit.core.compile.linker import BackendChoice
+    from tensorjit.core.devices import HOST
+
+    choice = fgraph.get_feature(BackendChoice)
+    if choice is not None and choice.default_device != HOST:
+        return None
+    w = node.inputs[0]
+    if w.type.dtype not in ("float32", "float64"):
+        return None
+    users = [client for client, i in fgraph.clients_of(w) if i == 0 and client != "output"]
+    penalties = [n for n in users if _is_sum_of_squares(n)]
+    updates = [n for n in users if _decays(n)]
+    if not penalties or not updates:
+        return None
+    penalty, update = penalties[0], updates[0]
+    z, alpha, x, y, beta = update.inputs
+    scaled, squares = tm.ScaleWithSquareSum(penalty.outputs[0].type.dtype)(w, beta)
+    one = constant(np.ones((), beta.type.dtype))
+    updated = fits(update.outputs[0], Gemm()(scaled, alpha, x, y, one))
+    total = fits(penalty.outputs[0], squares)
+    if updated is None or total is None:
+        return None
+    return {penalty.outputs[0]: total, update.outputs[0]: updated}
+
+
+def _is_sum_of_squares(node) -> bool:
+    """Whether ``node`` is the sum of the squares of all of its input's elements."""
+    op = node.op
+    return (
+        type(op) is tm.MappedReduce
+        and (op.kind, op.map) == ("sum", "sqr")
+        and sorted(op.axis) == list(range(node.inputs[0].type.ndim))
+    )
+
+
+def _decays(node) -> bool:
+    """Whether ``node`` is a GEMM that scales its accumulator by a constant other than 1."""
+    if type(node.op) is not Gemm:
+        return False
+    beta = constant_data(node.inputs[4])
+    return beta is not None and bool(beta != 1)

@@ -17,7 +17,7 @@ from tensorjit.core.rewrites import RewriteQuery
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
+from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce, ScaleWithSquareSum
 from tensorjit.tensor.rewriting import REWRITES
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -93,6 +93,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_reduce_of_map",
         "local_gemm",
         "local_ger",
+        "local_decay_with_penalty",
         "elemwise_fusion",
     }
     assert {name for name, *_ in REWRITES} == tested
@@ -1010,7 +1011,9 @@ def test_an_update_by_a_gradient_of_two_products_is_two_gemms_on_the_weight():
 
 def test_an_l2_penalty_update_decays_the_weight_then_accumulates_into_it():
     """``w - c * (x^T g + 2 l2 w)`` (the gradient of ``l2 * sum(w**2)`` plus a product):
-    w decays in place, then the product accumulates into it; no gradient temporary."""
+    w decays (into a copy, in the pass that also sums the penalty's squares: see
+    local_decay_with_penalty), then the product accumulates into it in place; no
+    gradient temporary."""
     r = rng(4)
     w = tensorjit.shared(r.standard_normal((5, 3)), name="w")
     x, y = T.matrices("x", "y")
@@ -1038,6 +1041,52 @@ def test_a_penalty_on_another_weight_is_not_a_decay():
     xv, yv = r.standard_normal((4, 3)), r.standard_normal((4, 3))
     f(xv, yv)
     np.testing.assert_allclose(w.get_value(), before - 0.5 * (xv.T @ yv + 0.1 * vv))
+
+
+def _penalised_step(dtype: str, mode, w0: np.ndarray):
+    """An L2-penalised step, as the tutorials' MLP writes it: (function, weight)."""
+    w = tensorjit.shared(w0.copy(), name="w")
+    x, y = T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    cost = (T.tanh(T.dot(x, w)) * y).sum() + np.asarray(1e-2, dtype) * (w**2).sum()
+    update = w - np.asarray(0.5, dtype) * tensorjit.grad(cost, w)
+    return tensorjit.function([x, y], cost, updates=[(w, update)], mode=mode), w
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, mode):
+    """``l2 * sum(w**2)`` in the cost and the decay of w in its update (a GEMM with beta
+    other than 1): one ScaleWithSquareSum pass gives both, the GEMM accumulates into the
+    decayed copy in place, and cost and weight are those of the unfused graph."""
+    r = rng(11)
+    w0 = r.standard_normal((70, 30)).astype(dtype)
+    f, w = _penalised_step(dtype, mode, w0)
+    g, v = _penalised_step(dtype, FAST_RUN.without("local_decay_with_penalty"), w0)
+    assert of_type(f, ScaleWithSquareSum) and not of_type(f, MappedReduce)
+    assert not of_type(g, ScaleWithSquareSum) and of_type(g, MappedReduce)
+    (gemm,) = of_type(f, Gemm)
+    assert gemm.op.inplace and gemm.inputs[0].owner.op == ScaleWithSquareSum(dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for _ in range(3):
+        xv, yv = (r.standard_normal((5, n)).astype(dtype) for n in (70, 30))
+        np.testing.assert_allclose(f(xv, yv), g(xv, yv), rtol=tol)
+        np.testing.assert_allclose(w.get_value(), v.get_value(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])  # a program step; per node
+def test_scale_with_square_sum_kernel_layouts_and_gradient(mode):
+    x, beta = T.matrix("x"), T.scalar("beta")
+    op = ScaleWithSquareSum("float64")
+    f = tensorjit.function([x, beta], op(x, beta), mode=mode)
+    value = rng(12).standard_normal((9, 13))
+    for layout in (value, np.asfortranarray(value), value[::2, ::-3], value[:0]):
+        scaled, squares = f(layout, 0.75)
+        np.testing.assert_allclose(scaled, layout * 0.75, rtol=1e-15)
+        np.testing.assert_allclose(squares, (layout**2).sum(), rtol=1e-13)
+        assert squares.shape == () and squares.dtype == np.float64
+    tensorjit.verify_grad(lambda a, b: op(a, b)[0].sum() * 3 + op(a, b)[1], [value, 0.75])
+    with pytest.raises(TypeError, match="float tensor and a scalar"):
+        op(T.lmatrix("ints"), beta)
 
 
 # ---------------------------------------------------------------- local_elemwise_alloc
