@@ -75,19 +75,27 @@ def _step(name: str) -> Callable[[Any, Apply, Any], Any]:
     return lambda tables, node, plan: getattr(tables, name)(node, plan)
 
 
-def _per_dtype_library(name: str, module: Any) -> KernelSpec:
-    """The spec of per-node kernels that ``module`` keeps in one library per float dtype
-    (``OPS``, ``supported``, ``factory``, ``source_of(dtype)``); no program step."""
+def _family(name: str, module: Any, sources: Callable, step: Callable | None = None) -> KernelSpec:
+    """The spec of a module with ``OPS``, ``supported(node)`` and ``factory(node)``."""
     return KernelSpec(
         f"c:{name}",
         BACKEND,
         module.OPS,
         lambda node, plan: module.factory(node),
         plan=_exactly(module.OPS, _covered_if(module.supported)),
-        sources=lambda node, plan: [
-            (module.source_of(node.outputs[0].type.dtype)[0], f"{name} kernels")
-        ],
+        sources=sources,
+        step=step,
         plugin=PLUGIN,
+    )
+
+
+def _per_dtype_library(name: str, module: Any) -> KernelSpec:
+    """The spec of per-node kernels that ``module`` keeps in one library per float dtype
+    (``OPS``, ``supported``, ``factory``, ``source_of(dtype)``); no program step."""
+    return _family(
+        name,
+        module,
+        lambda node, plan: [(module.source_of(node.outputs[0].type.dtype)[0], f"{name} kernels")],
     )
 
 
@@ -122,46 +130,23 @@ SPECS = (
         step=_step("blas"),
         plugin=PLUGIN,
     ),
-    KernelSpec(
-        "c:blas",
-        BACKEND,
-        blas_batched.OPS,
-        lambda node, plan: blas_batched.factory(node),
-        plan=_exactly(blas_batched.OPS, _covered_if(blas_batched.supported)),
-        sources=_blas_sources,
-        plugin=PLUGIN,
+    _family("blas", blas_batched, _blas_sources),
+    _family(
+        "rowwise",
+        rowwise,
+        lambda node, plan: [(rowwise.source_of(node)[0], str(node.op))],
+        _step("rowwise"),
     ),
-    KernelSpec(
-        "c:rowwise",
-        BACKEND,
-        rowwise.OPS,
-        lambda node, plan: rowwise.factory(node),
-        plan=_exactly(rowwise.OPS, _covered_if(rowwise.supported)),
-        sources=lambda node, plan: [(rowwise.source_of(node)[0], str(node.op))],
-        step=_step("rowwise"),
-        plugin=PLUGIN,
-    ),
-    KernelSpec(
-        "c:decay",
-        BACKEND,
-        decay.OPS,
-        lambda node, plan: decay.factory(node),
-        plan=_exactly(decay.OPS, _covered_if(decay.supported)),
-        sources=lambda node, plan: [(decay.source()[0], "weight decay")],
-        step=_step("decay"),
-        plugin=PLUGIN,
+    _family(
+        "decay", decay, lambda node, plan: [(decay.source()[0], "weight decay")], _step("decay")
     ),
     _per_dtype_library("convolution", convolution),
     _per_dtype_library("pooling", pooling),
-    KernelSpec(
-        "c:indexing",
-        BACKEND,
-        indexing.OPS,
-        lambda node, plan: indexing.factory(node),
-        plan=_exactly(indexing.OPS, _covered_if(indexing.supported)),
-        sources=lambda node, plan: [(indexing.source_of(node), str(node.op))],
-        step=_step("indexing"),
-        plugin=PLUGIN,
+    _family(
+        "indexing",
+        indexing,
+        lambda node, plan: [(indexing.source_of(node), str(node.op))],
+        _step("indexing"),
     ),
     KernelSpec(
         "c:construct",
