@@ -452,18 +452,10 @@ class ScaleWithSquareSum(Op):
     into it). ``dtype``: the sum's, as MappedReduce's. Made by the rewrite
     ``local_decay_with_penalty`` from graphs whose gradients are already built."""
 
-    __props__ = ("dtype", "inplace")
-    may_raise = False  # any float tensor and scalar: nothing to check at run time
+    __props__ = ("dtype",)
 
-    def __init__(self, dtype: str, inplace: bool = False):
-        """``inplace=True``: ``beta * x`` overwrites x (it is destroyed)."""
+    def __init__(self, dtype: str):
         self.dtype = dtype
-        self.inplace = inplace
-        if inplace:
-            self.destroy_map = {0: [0]}
-
-    def __str__(self) -> str:
-        return f"{type(self).__name__}{'_inplace' if self.inplace else ''}{{{self.dtype}}}"
 
     def make_node(self, x: Any, beta: Any) -> Apply:
         x, beta = as_tensor_variable(x), as_tensor_variable(beta)
@@ -480,12 +472,8 @@ class ScaleWithSquareSum(Op):
 
     def perform(self, node, inputs, output_storage):
         x, beta = inputs
+        output_storage[0][0] = x * x.dtype.type(beta)
         output_storage[1][0] = np.asarray(np.sum(np.square(x), dtype=self.dtype))
-        if self.inplace:
-            x *= x.dtype.type(beta)
-            output_storage[0][0] = x
-        else:
-            output_storage[0][0] = x * x.dtype.type(beta)
 
     def L_op(self, inputs, outputs, output_grads):
         from tensorjit.core.gradient import grad

@@ -10,7 +10,7 @@ from tensorjit.tensor import allocation, extra_ops, linalg, nnet
 from tensorjit.tensor.blas import Gemm, Ger, numpy_blas_kernel
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
-from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce, ScaleWithSquareSum
+from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
 from tensorjit.tensor.shape_ops import Join, MakeVector, Reshape, Shape, Split
 from tensorjit.tensor.subtensor import (
     AdvancedIncSubtensor,
@@ -106,17 +106,12 @@ def gemm_inplace_variant(node, candidates: list[int]):
     return type(node.op)(inplace=True) if 0 in candidates else None
 
 
-def decay_inplace_variant(node, candidates: list[int]):
-    return type(node.op)(node.op.dtype, inplace=True) if 0 in candidates else None
-
-
 @hookimpl
 def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
     registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)
-    registry.add(ScaleWithSquareSum, decay_inplace_variant, plugin=FAMILY)
     registry.add(AdvancedIncSubtensor, advanced_incsubtensor_inplace_variant, plugin=FAMILY)
 
 

@@ -21,8 +21,7 @@ from tensorjit.tensor.math import ScaleWithSquareSum
 OPS = (ScaleWithSquareSum,)
 
 _TEMPLATE = """
-/* out[i] = b * x[i] for n contiguous elements (out may be x); returns the sum of the
-   x[i] * x[i]. */
+/* out[i] = b * x[i] for n contiguous elements; returns the sum of the x[i] * x[i]. */
 double tj_decay_{p}(const {T} *x, {T} *out, int64_t n, double beta)
 {
     const {T} b = ({T})beta;
@@ -77,14 +76,14 @@ def factory(node: Apply) -> Callable[[list, list], None]:
     t = _TYPES[dtype.name][1]
     fn, cast = getattr(lib, function_name(dtype.name)), ffi.cast
     sum_dtype = node.outputs[1].type.numpy_dtype
-    perform, inplace = node.op.perform, node.op.inplace
+    perform = node.op.perform
 
     def run(inputs: list, output_storage: list) -> None:
         x, beta = inputs
         if x.dtype != dtype or not x.flags.c_contiguous or not x.flags.aligned:
             perform(node, inputs, output_storage)  # another layout: NumPy's passes
             return
-        out = x if inplace else output_buffer(output_storage[0][0], x.shape, dtype, inputs)
+        out = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
         total = fn(cast(f"{t} *", x.ctypes.data), cast(f"{t} *", out.ctypes.data), x.size,
                    float(beta))  # fmt: skip
         output_storage[0][0] = out

@@ -540,59 +540,34 @@ done:
 
 typedef double (*tj_decay_fn)(const void *, void *, int64_t, double);
 
-/* ScaleWithSquareSum (decay.py): out = beta * x (x itself when target is 0), and the sum
-   of the squares of x into slot axes[0], of dtype n_kept. An x that is not C-contiguous
-   is worked on in a copy (copied back when in place): the step never declines, as the
-   fallback computes one output only. */
+/* ScaleWithSquareSum (decay.py): out = beta * x, and the sum of the squares of x into
+   slot axes[0], of dtype n_kept. An x that is not C-contiguous is read from a copy (the
+   step never declines: the fallback computes one output only). */
 static int tj_decay(const tj_step *s, PyObject **v)
 {
-    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *work = x, *out;
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *copy = NULL, *out;
     double beta = tj_real((PyArrayObject *)v[s->ops[1]]), total;
-    int in_place = s->target == 0;
-    PyObject *sum = PyArray_SimpleNew(0, NULL, s->n_kept);
-    if (sum == NULL)
-        return -1;
     if (!PyArray_IS_C_CONTIGUOUS(x) || !PyArray_ISALIGNED(x)) {
-        work = (PyArrayObject *)PyArray_NewCopy(x, NPY_CORDER);
-        if (work == NULL) {
-            Py_DECREF(sum);
+        x = copy = (PyArrayObject *)PyArray_NewCopy(x, NPY_CORDER);
+        if (copy == NULL)
             return -1;
-        }
-    } else {
-        Py_INCREF(work);
     }
-    if (in_place)
-        out = work;
-    else
-        out = (PyArrayObject *)tj_take(s, PyArray_NDIM(x), PyArray_DIMS(x), s->typenum);
-    if (out == NULL) {
-        Py_DECREF(work);
-        Py_DECREF(sum);
+    out = (PyArrayObject *)tj_take(s, PyArray_NDIM(x), PyArray_DIMS(x), s->typenum);
+    PyObject *sum = out == NULL ? NULL : PyArray_SimpleNew(0, NULL, s->n_kept);
+    if (sum == NULL) {
+        Py_XDECREF(out);
+        Py_XDECREF(copy);
         return -1;
     }
-    if (in_place)
-        Py_INCREF(out);
     PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    total = ((tj_decay_fn)s->fn[0])(PyArray_BYTES(work), PyArray_BYTES(out),
-                                    PyArray_SIZE(work), beta);
+    total = ((tj_decay_fn)s->fn[0])(PyArray_BYTES(x), PyArray_BYTES(out), PyArray_SIZE(x), beta);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
-    if (in_place && work != x) { /* the result goes back into x's own memory */
-        Py_DECREF(out);
-        out = x;
-        Py_INCREF(out);
-        if (PyArray_CopyInto(x, work) < 0) {
-            Py_DECREF(out);
-            Py_DECREF(work);
-            Py_DECREF(sum);
-            return -1;
-        }
-    }
-    Py_DECREF(work);
     if (s->n_kept == NPY_FLOAT)
         *(float *)PyArray_BYTES((PyArrayObject *)sum) = (float)total;
     else
         *(double *)PyArray_BYTES((PyArrayObject *)sum) = total;
+    Py_XDECREF(copy);
     Py_XSETREF(v[s->out], (PyObject *)out);
     Py_XSETREF(v[s->axes[0]], sum);
     return 0;

@@ -445,15 +445,10 @@ class _Tables:
             raise Unsupported(f"{node.op}: {beta} of dtype {beta.type.dtype}")
         fns = self._addresses(*decay.library(), [decay.function_name(x.type.dtype)])
         ops = [self._slot(x), self._slot(beta)]
-        target, destroys = -1, 0
-        if node.op.inplace:
-            target = 0
-            root = self.roots[scaled] = self._root(x)
-            destroys = self._not_computed(root)
         slot = self._new_slot(scaled)
         total = self._new_slot(squares)
-        return (DECAY, fns, ops, [], [], target, slot, _typenum(scaled), scaled.type.ndim, [],
-                [total], _typenum(squares), [], 0, destroys)  # fmt: skip
+        return (DECAY, fns, ops, [], [], -1, slot, _typenum(scaled), scaled.type.ndim, [],
+                [total], _typenum(squares), [], 0, 0)  # fmt: skip
 
     def rowwise(self, node: Apply, plan: object = None) -> tuple:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)
