@@ -450,7 +450,11 @@ class ScaleWithSquareSum(Op):
     """``(beta * x, sum(x ** 2))`` in one pass over ``x`` (an L2-penalised weight: its
     penalty's sum of squares, and its decay before the gradient product accumulates
     into it). ``dtype``: the sum's, as MappedReduce's. Made by the rewrite
-    ``local_decay_with_penalty`` from graphs whose gradients are already built."""
+    ``local_decay_with_penalty`` from graphs whose gradients are already built.
+
+    It has no in-place variant on purpose: overwriting x would make it the step's first
+    in-place write, and its sum (read by the cost) would then reach nodes that
+    all-or-nothing calls can not check beforehand, so every call would copy x first."""
 
     __props__ = ("dtype",)
 

@@ -1073,6 +1073,22 @@ def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, m
         np.testing.assert_allclose(w.get_value(), v.get_value(), rtol=tol, atol=tol)
 
 
+def test_a_failing_penalised_step_leaves_the_weight_as_it_was():
+    """A call that fails (shapes that do not match) changes nothing (all-or-nothing
+    calls): the decayed copy of w is only stored once the step succeeded."""
+    r = rng(13)
+    w0 = r.standard_normal((70, 30))
+    f, w = _penalised_step("float64", FAST_RUN, w0)
+    assert of_type(f, ScaleWithSquareSum)
+    good = r.standard_normal((5, 70)), r.standard_normal((5, 30))
+    for bad in [(good[0], good[1][:4]), (good[0][:, :69], good[1]), (good[0], good[1][:, :29])]:
+        with pytest.raises(ValueError):
+            f(*bad)
+        np.testing.assert_array_equal(w.get_value(), w0)
+    f(*good)
+    assert not np.array_equal(w.get_value(), w0)
+
+
 @pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])  # a program step; per node
 def test_scale_with_square_sum_kernel_layouts_and_gradient(mode):
     x, beta = T.matrix("x"), T.scalar("beta")
