@@ -463,6 +463,10 @@ class ScaleWithSquareSum(Op):
 
     def make_node(self, x: Any, beta: Any) -> Apply:
         x, beta = as_tensor_variable(x), as_tensor_variable(beta)
+        if np.dtype(self.dtype).kind != "f":
+            raise TypeError(
+                f"{type(self).__name__}: the sum's dtype must be a float, got {self.dtype}"
+            )
         if np.dtype(x.type.dtype).kind != "f" or beta.type.ndim != 0:
             raise TypeError(
                 f"{type(self).__name__}: a float tensor and a scalar are needed, got "

@@ -287,6 +287,22 @@ def test_cross_entropy_gradient_of_a_saturated_softmax_is_finite(form, dtype):
     vgrad(lambda v: CROSS_ENTROPY_FORMS[form](nnet.softmax(v), labels), [logits * 1e-3])
 
 
+def test_a_scatter_into_zeros_of_another_shape_is_not_taken_for_a_log_gradient():
+    """g = inc(zeros((1, 5))[i, j], gz / p[i, j]) broadcasts against p (3 x 5): the
+    softmax gradient must use the general form, not h - p * sum(h)."""
+    x, gz = T.matrix("x"), T.vector("gz")
+    i, j = np.array([0, 2, 2]), np.array([1, 4, 4])
+    p = nnet.softmax(x)
+    g = T.inc_subtensor(T.zeros((1, 5))[i * 0, j], gz / p[i, j])
+    (gx,) = tensorjit.grad(None, [x], known_grads={p: g})
+    xv, gzv = rng(5).standard_normal((3, 5)), np.array([0.5, -1.0, 2.0])
+    sm = ref_softmax(xv, -1)
+    gv = np.zeros((1, 5))
+    np.add.at(gv, (i * 0, j), gzv / sm[i, j])
+    want = (gv - (gv * sm).sum(axis=1, keepdims=True)) * sm
+    np.testing.assert_allclose(tensorjit.function([x, gz], gx)(xv, gzv), want, rtol=1e-12)
+
+
 def test_tutorial_cross_entropy_computes_no_softmax():
     """With the cost taking only log(p), the forward pass computes log_softmax alone and
     the gradient reads it (exp(log_softmax)): no separate softmax row pass."""

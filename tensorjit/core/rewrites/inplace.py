@@ -50,9 +50,11 @@ class InplacePass(GraphRewriter):
                 proposals.append((node, variant, candidates))
         if not proposals:
             return
-        # Try everything at once (the common case succeeds in one validation), then one
-        # node and one input at a time.
-        first = [p for p in (self._propose(fgraph, n, v, c[:1]) for n, v, c in proposals) if p]
+        # Try everything at once (the common case succeeds in one validation), each node
+        # on its most preferred input its variant accepts (a GEMM overwrites only its
+        # accumulator, however shared its other inputs are); then one node and one input
+        # at a time.
+        first = [p for p in (self._first_proposal(fgraph, *p) for p in proposals) if p]
         # Replace consumers before producers: a new node then never refers to an old node
         # that was already replaced (which would re-import it).
         position = {node: k for k, node in enumerate(fgraph.toposort())}
@@ -70,6 +72,15 @@ class InplacePass(GraphRewriter):
                     continue
                 if apply_replacements(_pairs([proposal]), reason="inplace", plugin=variant.plugin):
                     break
+
+    def _first_proposal(
+        self, fgraph: FunctionGraph, node: Apply, variant: InplaceVariant, candidates: list[int]
+    ):
+        for i in candidates:
+            proposal = self._propose(fgraph, node, variant, [i])
+            if proposal is not None:
+                return proposal
+        return None
 
     def _propose(
         self, fgraph: FunctionGraph, node: Apply, variant: InplaceVariant, request: list[int]

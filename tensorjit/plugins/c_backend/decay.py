@@ -67,7 +67,8 @@ def function_name(dtype: str) -> str:
 
 
 def supported(node: Apply) -> bool:
-    return node.inputs[0].type.dtype in _TYPES
+    """Float weights with a float sum (the kernel's double total is cast to it)."""
+    return node.inputs[0].type.dtype in _TYPES and node.outputs[1].type.dtype in _TYPES
 
 
 def factory(node: Apply) -> Callable[[list, list], None]:

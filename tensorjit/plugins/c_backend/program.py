@@ -441,8 +441,8 @@ class _Tables:
         dtype in ``n_kept`` (program.c's tj_decay)."""
         x, beta = node.inputs
         scaled, squares = node.outputs
-        if beta.type.dtype not in blas.DTYPES:
-            raise Unsupported(f"{node.op}: {beta} of dtype {beta.type.dtype}")
+        if not decay.supported(node) or beta.type.dtype not in blas.DTYPES:
+            raise Unsupported(f"{node.op}: dtypes {x.type.dtype}, {beta.type.dtype}")
         fns = self._addresses(*decay.library(), [decay.function_name(x.type.dtype)])
         ops = [self._slot(x), self._slot(beta)]
         slot = self._new_slot(scaled)

@@ -174,7 +174,7 @@ def _over_softmax(term: Variable, sm: Variable) -> Variable | None:
         return None if gz is None else SelectClassGrad()(scores, gz, y)
     if isinstance(op, AdvancedIncSubtensor) and not op.set_instead_of_inc and not op.inplace:
         zeros, quotient, *idx = owner.inputs
-        if not _is_zeros(zeros):
+        if not _is_zeros(zeros) or zeros.type != sm.type:  # (a shape that broadcasts)
             return None
         gz = _numerator(quotient, lambda d: isinstance(d.owner.op, AdvancedSubtensor)
                         and d.owner.op.entries == op.entries

@@ -102,7 +102,11 @@ def local_decay_with_penalty(fgraph: FunctionGraph, node):
     if w.type.dtype not in ("float32", "float64"):
         return None
     users = [client for client, i in fgraph.clients_of(w) if i == 0 and client != "output"]
-    penalties = [n for n in users if _is_sum_of_squares(n)]
+    penalties = [
+        n
+        for n in users
+        if _is_sum_of_squares(n) and n.outputs[0].type.dtype in ("float32", "float64")
+    ]
     updates = [n for n in users if _decays(n)]
     if not penalties or not updates:
         return None
@@ -128,8 +132,9 @@ def _is_sum_of_squares(node) -> bool:
 
 
 def _decays(node) -> bool:
-    """Whether ``node`` is a GEMM that scales its accumulator by a constant other than 1."""
+    """Whether ``node`` is a GEMM that scales its accumulator by a constant other than 1
+    (and 0: BLAS does not read the accumulator then, so its NaNs do not spread)."""
     if type(node.op) is not Gemm:
         return False
     beta = constant_data(node.inputs[4])
-    return beta is not None and bool(beta != 1)
+    return beta is not None and bool(beta != 1) and bool(beta != 0)

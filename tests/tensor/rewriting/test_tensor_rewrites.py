@@ -1073,6 +1073,34 @@ def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, m
         np.testing.assert_allclose(w.get_value(), v.get_value(), rtol=tol, atol=tol)
 
 
+def test_penalties_summed_in_other_dtypes_and_weights_read_by_their_own_product():
+    """A penalty summed as an integer or float16 keeps its MappedReduce (the pass sums
+    in double into a float); a weight that is also the product's operand still gets a
+    GEMM that accumulates in place."""
+    r = rng(14)
+    w0 = r.standard_normal((6, 4))
+    x, g = T.matrices("x", "g")
+    for dtype in ("int64", "float16"):
+        values = []
+        for mode in (FAST_RUN, FAST_RUN.without("local_decay_with_penalty")):
+            w = tensorjit.shared(w0.copy(), name="w")
+            pen = (w**2).sum(dtype=dtype)
+            update = w - 0.1 * (T.dot(x.T, g) + 0.1 * w)
+            f = tensorjit.function([x, g], pen, updates=[(w, update)], mode=mode)
+            assert not of_type(f, ScaleWithSquareSum)
+            values.append(f(np.ones((3, 6)), np.ones((3, 4))))
+        assert values[0] == values[1]
+    w = tensorjit.shared(w0[:4].copy(), name="w")
+    cost = T.dot(w, x).sum() + 0.01 * (w**2).sum()
+    f = tensorjit.function([x], cost, updates=[(w, w - 0.1 * tensorjit.grad(cost, w))])
+    (gemm,) = of_type(f, Gemm)
+    assert gemm.op.inplace and of_type(f, ScaleWithSquareSum)
+    xv = r.standard_normal((4, 3))
+    f(xv)
+    want = w0[:4] - 0.1 * (np.ones((4, 3)) @ xv.T + 0.02 * w0[:4])
+    np.testing.assert_allclose(w.get_value(), want, rtol=1e-12)
+
+
 def test_a_failing_penalised_step_leaves_the_weight_as_it_was():
     """A call that fails (shapes that do not match) changes nothing (all-or-nothing
     calls): the decayed copy of w is only stored once the step succeeded."""
