@@ -315,3 +315,10 @@ class DimShuffle(Op):
         # Now g's dims are x's kept dims in order ``kept``; restore x's order and add dropped.
         inverse = [kept.index(d) if d in kept else "x" for d in range(self.input_ndim)]
         return [DimShuffle(len(kept), inverse)(g)]
+
+
+def scalar_name(node: Apply | None) -> str | None:
+    """The scalar op name of a (non-inplace) Elemwise node, else None."""
+    if node is None or not isinstance(node.op, Elemwise) or node.op.inplace is not None:
+        return None
+    return node.op.scalar_op.name

@@ -16,7 +16,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor import math as tm
-from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.elemwise import scalar_name
 from tensorjit.tensor.scalar import numpy_result_dtype
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
@@ -132,7 +132,7 @@ def _terms_over(g: Variable, sm: Variable) -> tuple[Variable | None, Variable | 
     ``rest`` the sum of the others; None for an empty sum."""
     node = g.owner
     terms = [g]
-    if _elemwise_name(node) == "add" and all(t.type == g.type for t in node.inputs):
+    if scalar_name(node) == "add" and all(t.type == g.type for t in node.inputs):
         terms = list(node.inputs)
     over, rest = [], []
     for term in terms:
@@ -161,7 +161,7 @@ def _over_softmax(term: Variable, sm: Variable) -> Variable | None:
     ``log(sm)[rows, y]`` and of ``log(sm[rows, y])`` / ``log(select_class(sm, y))``),
     whose ``h`` scatters the numerators; else None."""
     owner = term.owner
-    if _elemwise_name(owner) == "true_div" and owner.inputs[1] is sm:
+    if scalar_name(owner) == "true_div" and owner.inputs[1] is sm:
         h = owner.inputs[0]
         return h if h.type == term.type else None
     if owner is None:
@@ -187,7 +187,7 @@ def _numerator(quotient: Variable, denominator_ok: Any) -> Variable | None:
     """``gz`` when ``quotient`` is ``gz / d`` with ``gz`` of its type and
     ``denominator_ok(d)``; else None."""
     owner = quotient.owner
-    if _elemwise_name(owner) != "true_div":
+    if scalar_name(owner) != "true_div":
         return None
     gz, d = owner.inputs
     if gz.type != quotient.type or d.owner is None or not denominator_ok(d):
@@ -202,13 +202,6 @@ def _is_zeros(v: Variable) -> bool:
         return False
     value = owner.inputs[0]
     return isinstance(value, Constant) and not np.any(value.data)
-
-
-def _elemwise_name(node: Apply | None) -> str | None:
-    """The scalar op of an Elemwise ``node`` (not in place), else None."""
-    if node is None or not isinstance(node.op, Elemwise) or node.op.inplace is not None:
-        return None
-    return node.op.scalar_op.name
 
 
 def _np_softmax(x: np.ndarray, axis: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorjit.core.graph.fgraph import FunctionGraph
+from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.blas import Gemm
@@ -61,16 +61,22 @@ def _power_by_squaring(x, n: int):
     return result
 
 
+def _on_host(fgraph: FunctionGraph) -> bool:
+    """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
+    have kernels for)."""
+    from tensorjit.core.compile.linker import BackendChoice
+    from tensorjit.core.devices import HOST
+
+    choice = fgraph.get_feature(BackendChoice)
+    return choice is None or choice.default_device == HOST
+
+
 @node_rewriter([tm.Reduce], name="local_reduce_of_map")
 def local_reduce_of_map(fgraph: FunctionGraph, node):
     """sum/max/... of ``sqr(x)`` or ``abs(x)`` read by nothing else -> one MappedReduce:
     the mapped values are never stored (an L2 penalty's ``sum(w ** 2)`` reads w once).
     Host functions only: device backends have no kernel for it."""
-    from tensorjit.core.compile.linker import BackendChoice
-    from tensorjit.core.devices import HOST
-
-    choice = fgraph.get_feature(BackendChoice)
-    if type(node.op) is not tm.Reduce or (choice is not None and choice.default_device != HOST):
+    if type(node.op) is not tm.Reduce or not _on_host(fgraph):
         return None
     mapped = node.inputs[0]
     name = scalar_name(mapped.owner)
@@ -92,16 +98,12 @@ def local_decay_with_penalty(fgraph: FunctionGraph, node):
     ``Gemm(scaled, a, x, y, 1)``: w is read once for both, where the GEMM's own scaling
     pass read and wrote it again. Host functions only. Either node may be made last, so
     both look for the other."""
-    from tensorjit.core.compile.linker import BackendChoice
-    from tensorjit.core.devices import HOST
-
-    choice = fgraph.get_feature(BackendChoice)
-    if choice is not None and choice.default_device != HOST:
+    if not _on_host(fgraph):
         return None
     w = node.inputs[0]
     if w.type.dtype not in ("float32", "float64"):
         return None
-    users = [client for client, i in fgraph.clients_of(w) if i == 0 and client != "output"]
+    users = [client for client, i in fgraph.clients_of(w) if i == 0 and client != OUTPUT]
     penalties = [
         n
         for n in users

@@ -6,17 +6,10 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
-from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.elemwise import scalar_name
 from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.subtensor import Subtensor
-
-
-def scalar_name(node: Apply | None) -> str | None:
-    """The scalar op name of a (non-inplace) Elemwise node, else None."""
-    if node is None or not isinstance(node.op, Elemwise) or node.op.inplace is not None:
-        return None
-    return node.op.scalar_op.name
 
 
 def op_name(var: Variable) -> str | None:
