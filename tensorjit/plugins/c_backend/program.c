@@ -1884,7 +1884,8 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         goto error;
     for (int k = 0; k < p->n_steps; k++) {
         tj_step *s = &p->steps[k];
-        if (s->out < 0 || s->out >= p->n_slots) {
+        int second = s->kind == TJ_DECAY ? (s->n_axes == 1 ? s->axes[0] : -1) : 0;
+        if (s->out < 0 || s->out >= p->n_slots || second < 0 || second >= p->n_slots) {
             PyErr_SetString(PyExc_ValueError, "a step's output slot is out of range");
             goto error;
         }
