@@ -42,6 +42,7 @@ def normalize_dtype(dtype: Any) -> str:
 
 # Values that are host values whatever devices are loaded (no array kind is asked).
 _PYTHON_VALUES = (bool, int, float, complex, list, tuple)
+_PYTHON_SCALARS = (bool, int, float, complex)
 _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
 
 
@@ -121,6 +122,8 @@ class TensorType(Type):
         """
         if self.device != HOST:
             return self._filter_on_device(value, strict, allow_downcast)
+        if type(value) in _PYTHON_SCALARS and not self.ndim and not strict:
+            return self._convert_scalar(value, allow_downcast)  # a minibatch index, a rate
         if type(value) is not np.ndarray and isinstance(value, np.ndarray):
             value = _base_array(value)
         if isinstance(value, np.ndarray) and value.dtype == self.numpy_dtype:
@@ -193,15 +196,40 @@ class TensorType(Type):
             raise TypeError(
                 f"expected numeric data of dtype {self.dtype}, got {_value_kind(value)}"
             )
+        return self._cast(src, value, is_python or (src.ndim == 0 and allow_downcast is None),
+                          allow_downcast)  # fmt: skip
+
+    def _convert_scalar(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
+        """``_convert`` of an exact Python bool, int, float or complex (a 0-d value)."""
+        try:
+            src = np.asarray(value)
+        except OverflowError as exc:
+            raise TypeError(f"can not convert {_value_kind(value)} to an array: {exc}") from None
+        if src.dtype.kind not in "biufc":  # an int too large for any integer dtype
+            raise TypeError(
+                f"expected numeric data of dtype {self.dtype}, got {_value_kind(value)}"
+            )
+        return self._cast(src, value, True, allow_downcast)
+
+    def _cast(
+        self, src: np.ndarray, value: Any, trial: bool, allow_downcast: bool | None
+    ) -> np.ndarray:
+        """``src`` as this dtype: a safe cast (any cast with ``allow_downcast``), or, where
+        ``trial``, a cast that keeps the value."""
         if allow_downcast or np.can_cast(src.dtype, self.numpy_dtype, "safe"):
             return src.astype(self.numpy_dtype)
-        if is_python or (src.ndim == 0 and allow_downcast is None):
-            # A trial conversion: overflow/complex warnings would only precede our error.
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
-                converted = src.astype(self.numpy_dtype)
-                if np.array_equal(converted, src, equal_nan=src.dtype.kind in "fc"):
-                    return converted
+        if trial:
+            # Overflow/complex warnings would only precede our error. (catch_warnings
+            # costs tens of microseconds a call: only complex sources need it.)
+            with np.errstate(all="ignore"):
+                if src.dtype.kind == "c":
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                        converted = src.astype(self.numpy_dtype)
+                else:
+                    converted = src.astype(self.numpy_dtype)
+            if _same_values(converted, src):
+                return converted
         raise TypeError(
             f"converting {_value_kind(value)} to {self.dtype} would lose precision; "
             f"pass a value of dtype {self.dtype}"
@@ -334,6 +362,14 @@ class TensorType(Type):
         if g.type.dtype != want and self.numpy_dtype.kind in "fc":
             g = cast(g, want)
         return g
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal values, NaN equal to NaN (a 0-d pair without array_equal's ~10 us)."""
+    if a.ndim == 0 and b.ndim == 0:
+        x, y = a.item(), b.item()
+        return x == y or (x != x and y != y)
+    return bool(np.array_equal(a, b, equal_nan=b.dtype.kind in "fc"))
 
 
 def _base_array(value: np.ndarray) -> np.ndarray:

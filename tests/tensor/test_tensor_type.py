@@ -443,6 +443,34 @@ def test_compiled_function_input_conversion_rules():
     np.testing.assert_allclose(out, [0.2, 0.4], rtol=1e-6)
 
 
+def test_python_scalar_arguments_run_the_whole_graph_program(monkeypatch):
+    """The tutorials' call, ``train(minibatch_index)`` with a Python int (and a Python
+    float for a rate), goes straight into the program once the scalars are filtered, not
+    through the general path; a scalar that does not convert still gets its error."""
+    i, rate = T.lscalar("i"), T.fscalar("rate")
+    data = tensorjit.shared(np.arange(12, dtype="float32").reshape(6, 2), name="data")
+    w = tensorjit.shared(np.ones(2, dtype="float32"), name="w")
+    cost = (data[i * 2 : (i + 1) * 2] * w).sum()
+    f = tensorjit.function([i, rate], cost, updates=[(w, w - rate * w)])
+    assert f._fast_program is not None
+    want = f(np.asarray(1), np.asarray(0.5, dtype="float32"))
+    w.set_value(np.ones(2, dtype="float32"))
+
+    def general_call(*args):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(f, "_general_call", general_call)
+    assert f(1, 0.5) == want == 4 + 5 + 6 + 7  # rows 2 and 3
+    np.testing.assert_array_equal(w.get_value(), [0.5, 0.5])
+    assert f(True, 0.25) == (4 + 5 + 6 + 7) * 0.5
+    monkeypatch.undo()
+    with pytest.raises(TypeError, match=r"bad argument 1 .*converting float 0.1 to float32"):
+        f(1, 0.1)
+    with pytest.raises(TypeError, match=r"bad argument 0 .*converting float 1.5 to int64"):
+        f(1.5, 0.5)
+    np.testing.assert_array_equal(w.get_value(), [0.375, 0.375])
+
+
 def test_compiled_function_checks_static_shape():
     x = T.tensor("float64", shape=(None, 3), name="x")
     f = tensorjit.function([x], x.sum(axis=1))

@@ -297,11 +297,28 @@ class Function:
         program = self._fast_program
         if program is not None and not kwargs and len(args) == self._n_inputs:
             values = program(args)
+            if values is None:  # e.g. a Python int for a minibatch index (the tutorials')
+                values = self._program_with_scalars_filtered(program, args)
             if values is not None:
                 return self._finish_program_call(values)
         if self.output_keys is not None:  # (no fast program: see function())
             return dict(zip(self.output_keys, self._general_call(args, kwargs)))
         return self._general_call(args, kwargs)
+
+    def _program_with_scalars_filtered(self, program: Any, args: tuple) -> list | None:
+        """The program's values for ``args`` with their Python scalars filtered into
+        arrays (a program takes arrays only); None when no argument is a Python scalar,
+        one does not convert (the general path words the error) or the program declines."""
+        filtered, scalars = list(args), 0
+        try:
+            for k, value in enumerate(args):
+                if type(value) in _PYTHON_SCALARS:
+                    filter_value, strict, allow_downcast = self.memory.plain_filters[k]
+                    filtered[k] = filter_value(value, strict, allow_downcast)
+                    scalars += 1
+        except (TypeError, ValueError):
+            return None
+        return program(filtered) if scalars else None
 
     def _general_call(self, args: tuple, kwargs: dict) -> Any:
         if self.trust_input and self._checker is None and not kwargs:
@@ -371,6 +388,10 @@ class Function:
             finally:
                 memory.clear()
             return memory.store_updates(results)
+
+
+# Arguments a program does not take as they are, but a filter turns into 0-d arrays.
+_PYTHON_SCALARS = (bool, int, float, complex)
 
 
 def _check_device(device: str, system: Any) -> None:
