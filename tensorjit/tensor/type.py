@@ -180,6 +180,8 @@ class TensorType(Type):
         return kind.from_host(host)
 
     def _convert(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
+        if isinstance(value, np.generic) and value.dtype == self.numpy_dtype:
+            return np.asarray(value)  # a NumPy scalar of this dtype: no cast to check
         if isinstance(value, Variable):
             raise TypeError(f"expected a value, got the symbolic variable {value.describe()}")
         plain = isinstance(value, (np.ndarray, np.generic, *_PYTHON_VALUES))

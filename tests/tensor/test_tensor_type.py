@@ -445,8 +445,9 @@ def test_compiled_function_input_conversion_rules():
 
 def test_python_scalar_arguments_run_the_whole_graph_program(monkeypatch):
     """The tutorials' call, ``train(minibatch_index)`` with a Python int (and a Python
-    float for a rate), goes straight into the program once the scalars are filtered, not
-    through the general path; a scalar that does not convert still gets its error."""
+    float for a rate, or NumPy scalars), goes straight into the program once the scalars
+    are filtered, not through the general path; a scalar that does not convert still
+    gets its error."""
     i, rate = T.lscalar("i"), T.fscalar("rate")
     data = tensorjit.shared(np.arange(12, dtype="float32").reshape(6, 2), name="data")
     w = tensorjit.shared(np.ones(2, dtype="float32"), name="w")
@@ -463,6 +464,7 @@ def test_python_scalar_arguments_run_the_whole_graph_program(monkeypatch):
     assert f(1, 0.5) == want == 4 + 5 + 6 + 7  # rows 2 and 3
     np.testing.assert_array_equal(w.get_value(), [0.5, 0.5])
     assert f(True, 0.25) == (4 + 5 + 6 + 7) * 0.5
+    assert f(np.int64(0), np.float32(0.0)) == (0 + 1 + 2 + 3) * 0.375  # NumPy scalars too
     monkeypatch.undo()
     with pytest.raises(TypeError, match=r"bad argument 1 .*converting float 0.1 to float32"):
         f(1, 0.1)

@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tensorjit.core.compile.commit import commits_last
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_schedule
@@ -306,13 +308,13 @@ class Function:
         return self._general_call(args, kwargs)
 
     def _program_with_scalars_filtered(self, program: Any, args: tuple) -> list | None:
-        """The program's values for ``args`` with their Python scalars filtered into
-        arrays (a program takes arrays only); None when no argument is a Python scalar,
+        """The program's values for ``args`` with their Python and NumPy scalars filtered
+        into arrays (a program takes arrays only); None when no argument is a scalar,
         one does not convert (the general path words the error) or the program declines."""
         filtered, scalars = list(args), 0
         try:
             for k, value in enumerate(args):
-                if type(value) in _PYTHON_SCALARS:
+                if type(value) in _PYTHON_SCALARS or isinstance(value, np.generic):
                     filter_value, strict, allow_downcast = self.memory.plain_filters[k]
                     filtered[k] = filter_value(value, strict, allow_downcast)
                     scalars += 1
@@ -390,7 +392,8 @@ class Function:
             return memory.store_updates(results)
 
 
-# Arguments a program does not take as they are, but a filter turns into 0-d arrays.
+# Arguments a program does not take as they are (nor NumPy scalars), but a filter turns
+# into 0-d arrays.
 _PYTHON_SCALARS = (bool, int, float, complex)
 
 
