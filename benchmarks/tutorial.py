@@ -16,7 +16,9 @@ binomial mask drawn from the graph's random streams.
 - lenet: 1x28x28 images -> conv 20 5x5 -> max-pool 2x2 -> tanh -> conv 50 5x5 -> max-pool
   2x2 -> tanh -> 500 tanh -> 10 softmax (the tutorial's LeNetConvPoolLayer: a true
   convolution, bias after pooling), minibatches of 500, lr 0.1. PyTensor 3 has no
-  conv2d/pool_2d ops (only SciPy-style ``convolve2d`` of single planes), so it has no row.
+  conv2d/pool_2d ops (only SciPy-style ``convolve2d`` of single planes, a Python call per
+  plane), so its LeNet writes them with its tensor ops: the windows as 25 shifted slices
+  times the flipped filters (a tensordot), pooling by a reshape and a max.
 
 Implementations, same data, same run: hand-written NumPy, tensorjit (default mode),
 PyTensor (default mode, Numba in PyTensor 3; and mode="CVM", its C backend with its C
@@ -258,8 +260,6 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
         def binomial(streams, shape, p):
             return streams.binomial(size=shape, n=1, p=p, dtype=dtype)
     else:
-        if model == "lenet":
-            raise NotImplementedError("PyTensor 3 has no conv2d/pool_2d ops")
         import pytensor as th
         import pytensor.tensor as T
         from pytensor.tensor.random.utils import RandomStream as RandomStreams
@@ -267,6 +267,24 @@ def symbolic_step(lib: str, model: str, x_all, y_all, params0, dtype, mode):
 
         def scan_outputs(*args, **kwargs):  # PyTensor 3 warns unless told this
             return th.scan(*args, **kwargs, return_updates=False)
+
+        def conv2d(x, w):
+            """PyTensor 3 has no conv2d op (its convolve2d takes single planes, one Python
+            call each): a true 'valid' convolution written with its tensor ops, the
+            windows as FILTER**2 shifted slices (im2col) times the flipped filters."""
+            height, width = x.shape[2] - FILTER + 1, x.shape[3] - FILTER + 1
+            shifted = [x[:, :, i : i + height, j : j + width]
+                       for i in range(FILTER) for j in range(FILTER)]  # fmt: skip
+            windows = T.stack(shifted, axis=2)  # n, channels, FILTER**2, height, width
+            windows = windows.reshape((x.shape[0], -1, height, width))
+            flipped = w[:, :, ::-1, ::-1].reshape((w.shape[0], -1))
+            return T.tensordot(windows, flipped, axes=[[1], [1]]).dimshuffle(0, 3, 1, 2)
+
+        def pool_2d(x, ws, ignore_border=True):
+            """Max-pooling by a reshape (no pool_2d op in PyTensor 3); exact tiles only."""
+            assert ignore_border and ws == (POOL, POOL)
+            n, c, h, w = x.shape
+            return x.reshape((n, c, h // POOL, POOL, w // POOL, POOL)).max(axis=(3, 5))
 
         def softmax(v):
             return _softmax(v, axis=-1)
