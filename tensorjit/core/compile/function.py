@@ -143,8 +143,9 @@ class Function:
         # the cells' lock, as the per-node path's do (two calls must not both draw from
         # a random stream's state before either stores the next one).
         self._serial = bool(memory.has_updates and getattr(program, "runs_python", 0))
-        # The common call straight into the program (see MemoryPlan.plain).
-        plain = checker is None and memory.plain and not self._serial
+        # The common call straight into the program (see MemoryPlan.plain); a serial
+        # one under the lock.
+        plain = checker is None and memory.plain
         self._fast_program = program if plain else None
         if profile:
             self._start_profiling(order, kernels, program)
@@ -298,14 +299,23 @@ class Function:
             self.memory.copy_read_only_destroyed()
         program = self._fast_program
         if program is not None and not kwargs and len(args) == self._n_inputs:
-            values = program(args)
-            if values is None:  # e.g. a Python int for a minibatch index (the tutorials')
-                values = self._program_with_scalars_filtered(program, args)
-            if values is not None:
-                return self._finish_program_call(values)
+            if self._serial:  # until its updates are stored (see __init__)
+                with self._cells_lock:
+                    outputs = self._call_program(program, args)
+            else:
+                outputs = self._call_program(program, args)
+            if outputs is not None:
+                return outputs
         if self.output_keys is not None:  # (no fast program: see function())
             return dict(zip(self.output_keys, self._general_call(args, kwargs)))
         return self._general_call(args, kwargs)
+
+    def _call_program(self, program: Any, args: tuple) -> Any:
+        """The call's outputs from the program, updates stored; None if it declined."""
+        values = program(args)
+        if values is None:  # e.g. a Python int for a minibatch index (the tutorials')
+            values = self._program_with_scalars_filtered(program, args)
+        return None if values is None else self._finish_program_call(values)
 
     def _program_with_scalars_filtered(self, program: Any, args: tuple) -> list | None:
         """The program's values for ``args`` with their Python and NumPy scalars filtered

@@ -222,11 +222,13 @@ def test_a_step_declining_after_a_python_step_gives_the_per_node_error(capsys):
 
 def test_calls_from_threads_draw_from_the_random_stream_one_at_a_time():
     # The draw is a Python step: with the stream's update, calls hold the function's
-    # lock, so no two calls read the same generator state.
+    # lock, so no two calls read the same generator state. They still go straight into
+    # the program (under the lock), not through the general call path.
     streams = RandomStreams(5)
     x = T.vector("x")
     f = tensorjit.function([x], streams.uniform((4,)) + x)
     assert _one_program(f) == ["RandomVariable"]
+    assert f._serial and f._fast_program is not None
     draws = []
 
     def work():
