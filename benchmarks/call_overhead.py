@@ -4,7 +4,9 @@ Calls per second and microseconds per call (median of repeats, same run) for ten
 (C backend, default mode, and ``trust_input`` where the function has such an attribute),
 PyTensor (default mode and mode="CVM", each with and without ``f.trust_input = True``),
 JAX (jax.jit on a device array, result waited for) and plain NumPy ``x + 1`` as the
-floor. A competitor that is not installed is reported as such.
+floor. A competitor that is not installed is reported as such. Then the tutorials' call,
+``train(index)`` (a minibatch sliced from a shared data set by the index, one shared
+update), with the index as a Python int, a NumPy int64 and a 0-d array.
 
 Run: .venv/bin/pip install -e ".[bench]" && .venv/bin/python benchmarks/call_overhead.py
      [--threads 1] [--quick]
@@ -61,6 +63,7 @@ def main() -> None:
         if name == "tensorjit C" and hasattr(f, "call_trusted"):
             # Internal fast path for loops: no argument checks, outputs not copied.
             timed(f"{name}, call_trusted()", lambda f=f: f.call_trusted([x])[0])
+    tutorial_rows(rows, tensorjit, T, args)
 
     try:
         import pytensor
@@ -106,6 +109,21 @@ def main() -> None:
         else:
             print(f"  {name:<34}{value * 1e6:>9.2f}{1 / value:>12.0f}{value / floor:>9.1f}")
     print(witness.report())
+
+
+def tutorial_rows(rows: list, tensorjit, T, args) -> None:
+    """The tutorials' call, ``train(index)``: a step slicing a minibatch of a shared data
+    set by its index argument and updating a shared weight, called with the index as a
+    Python int (as the tutorials do), a NumPy int64 and a 0-d int64 array."""
+    data = tensorjit.shared(np.ones((100, 3)), name="data")
+    w = tensorjit.shared(np.zeros(3), name="w")
+    index = T.lscalar("index")
+    cost = (data[index * 2 : (index + 1) * 2] * w).sum()
+    train = tensorjit.function([index], cost, updates=[(w, w + 0.5)])
+    arguments = [("Python int", 3), ("np.int64", np.int64(3)), ("0-d array", np.asarray(3))]
+    for label, value in arguments:
+        seconds = median_time(lambda v=value: train(v), args.repeats, args.budget)
+        rows.append((f"tensorjit train(index), {label}", seconds))
 
 
 if __name__ == "__main__":
