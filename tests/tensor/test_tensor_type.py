@@ -322,6 +322,20 @@ def test_filter_refusal_emits_no_numpy_warning(dtype, value):
             TensorType(dtype, ()).filter(value)
 
 
+@pytest.mark.parametrize("value", [2**53 + 1, 16777217, 0.1, float("nan"), np.uint64(2**64 - 1)])
+def test_filter_scalar_and_list_rules_agree(value):
+    # A 0-d value is checked as a one-element list is (values compared as NumPy compares
+    # them: 2**53 + 1 equals its float32 rounding once both are float64).
+    scalar, listed = TensorType("float32", ()), TensorType("float32", (None,))
+    try:
+        got = scalar.filter(value)
+    except TypeError:
+        with pytest.raises(TypeError, match="would lose precision"):
+            listed.filter([value])
+    else:
+        np.testing.assert_array_equal(listed.filter([value]), [got])
+
+
 def test_filter_python_lists_keep_value_rule():
     t = TensorType("int8", (None,))
     out = t.filter([1, -2, 127])
