@@ -138,13 +138,15 @@ class Function:
         self._profile.compile_seconds["linking and kernels"] = time.perf_counter() - linking
         self._n_inputs = len(inputs)
         self._program = program
-        # A program calling Python (a random draw, a scan) may let another thread run
-        # between its steps: if it updates shared values, calls run one at a time under
-        # the cells' lock, as the per-node path's do (two calls must not both draw from
-        # a random stream's state before either stores the next one).
+        # Calls that update shared values run one at a time under the cells' lock, as the
+        # per-node path's do: two calls must not both read a value (a weight, a random
+        # stream's state) before either stores the next one (a program lets other
+        # threads in while a large kernel runs, and between Python steps).
+        self._locked = memory.has_updates
+        # Internal loops (call_trusted) run a program calling Python (a random draw, a
+        # scan) that updates shared values on the per-node path, under the lock.
         self._serial = bool(memory.has_updates and getattr(program, "runs_python", 0))
-        # The common call straight into the program (see MemoryPlan.plain); a serial
-        # one under the lock.
+        # The common call straight into the program (see MemoryPlan.plain).
         plain = checker is None and memory.plain
         self._fast_program = program if plain else None
         if profile:
@@ -299,7 +301,7 @@ class Function:
             self.memory.copy_read_only_destroyed()
         program = self._fast_program
         if program is not None and not kwargs and len(args) == self._n_inputs:
-            if self._serial:  # until its updates are stored (see __init__)
+            if self._locked:  # until its updates are stored (see __init__)
                 with self._cells_lock:
                     outputs = self._call_program(program, args)
             else:

@@ -52,6 +52,32 @@ def test_one_function_called_from_eight_threads(path):
     _hammer(f, calls=10_000 if path != "per-node VM" else 3_000)
 
 
+@pytest.mark.parametrize("argument", ["array", "Python float"])
+def test_calls_that_update_a_shared_value_from_threads_lose_no_update(argument):
+    # Each call reads w and stores w + r: two calls must not both read the same w. The
+    # 300 x 300 product releases the GIL (other threads run meanwhile), so calls that
+    # overlapped would store the same w + r and lose updates.
+    w = tensorjit.shared(np.zeros((300, 300)), name="w")
+    eye = tensorjit.shared(np.eye(300), name="eye")
+    r = T.dscalar("r")
+    f = tensorjit.function([r], [], updates=[(w, T.dot(w, eye) + r)])
+    assert f._fast_program is not None
+    step = np.asarray(0.5) if argument == "array" else 0.5
+    start = threading.Barrier(4)
+
+    def work() -> None:
+        start.wait()
+        for _ in range(50):
+            f(step)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(w.get_value()[:2, :2], np.full((2, 2), 100.0))
+
+
 @pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_ndarray_subclasses_are_plain_arrays_inside():
     x = T.vector("x")
