@@ -341,7 +341,8 @@ class Function:
                 return outputs[0] if self.unpack_single else outputs
         memory = self.memory
         # The per-node path computes in the function's storage cells: one call at a time
-        # (a whole-graph program keeps each call's values apart, and takes no lock).
+        # (a whole-graph program keeps each call's values apart, and takes the lock only
+        # for a function with updates).
         with self._cells_lock:
             try:
                 memory.load_arguments(args, kwargs)
