@@ -487,6 +487,18 @@ def test_python_scalar_arguments_run_the_whole_graph_program(monkeypatch):
     np.testing.assert_array_equal(w.get_value(), [0.375, 0.375])
 
 
+def test_a_scalar_filtered_for_the_program_is_not_filtered_again():
+    # The program declines the list; the general path gets the scalar as filtered, so
+    # its conversion warns once.
+    a, v = T.dscalar("a"), T.dvector("v")
+    f = tensorjit.function([a, v], a * v, allow_input_downcast=True)
+    assert f._fast_program is not None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        np.testing.assert_array_equal(f(1 + 0j, [1.0, 2.0]), [1.0, 2.0])
+    assert [w.category for w in caught] == [np.exceptions.ComplexWarning]
+
+
 def test_compiled_function_checks_static_shape():
     x = T.tensor("float64", shape=(None, 3), name="x")
     f = tensorjit.function([x], x.sum(axis=1))

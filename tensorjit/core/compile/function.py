@@ -303,26 +303,32 @@ class Function:
         if program is not None and not kwargs and len(args) == self._n_inputs:
             if self._locked:  # until its updates are stored (see __init__)
                 with self._cells_lock:
-                    outputs = self._call_program(program, args)
+                    done, outputs, args = self._call_program(program, args)
             else:
-                outputs = self._call_program(program, args)
-            if outputs is not None:
+                done, outputs, args = self._call_program(program, args)
+            if done:
                 return outputs
         if self.output_keys is not None:  # (no fast program: see function())
             return dict(zip(self.output_keys, self._general_call(args, kwargs)))
         return self._general_call(args, kwargs)
 
-    def _call_program(self, program: Any, args: tuple) -> Any:
-        """The call's outputs from the program, updates stored; None if it declined."""
+    def _call_program(self, program: Any, args: tuple) -> tuple[bool, Any, tuple]:
+        """(whether the program ran, the call's outputs with updates stored, the
+        arguments for the general path: scalars already filtered are not filtered, nor
+        warned about, twice)."""
         values = program(args)
         if values is None:  # e.g. a Python int for a minibatch index (the tutorials')
-            values = self._program_with_scalars_filtered(program, args)
-        return None if values is None else self._finish_program_call(values)
+            filtered = self._scalars_filtered(args)
+            if filtered is not None:
+                args, values = filtered, program(filtered)
+        if values is None:
+            return False, None, args
+        return True, self._finish_program_call(values), args
 
-    def _program_with_scalars_filtered(self, program: Any, args: tuple) -> list | None:
-        """The program's values for ``args`` with their Python and NumPy scalars filtered
-        into arrays (a program takes arrays only); None when no argument is a scalar,
-        one does not convert (the general path words the error) or the program declines."""
+    def _scalars_filtered(self, args: tuple) -> tuple | None:
+        """``args`` with their Python and NumPy scalars filtered into arrays (a program
+        takes arrays only); None when no argument is a scalar or one does not convert
+        (the general path words the error)."""
         filtered, scalars = list(args), 0
         try:
             for k, value in enumerate(args):
@@ -332,7 +338,7 @@ class Function:
                     scalars += 1
         except (TypeError, ValueError):
             return None
-        return program(filtered) if scalars else None
+        return tuple(filtered) if scalars else None
 
     def _general_call(self, args: tuple, kwargs: dict) -> Any:
         if self.trust_input and self._checker is None and not kwargs:
