@@ -41,8 +41,8 @@ def normalize_dtype(dtype: Any) -> str:
 
 
 # Values that are host values whatever devices are loaded (no array kind is asked).
-_PYTHON_VALUES = (bool, int, float, complex, list, tuple)
 _PYTHON_SCALARS = (bool, int, float, complex)
+_PYTHON_VALUES = (*_PYTHON_SCALARS, list, tuple)
 _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
 
 
@@ -123,7 +123,7 @@ class TensorType(Type):
         if self.device != HOST:
             return self._filter_on_device(value, strict, allow_downcast)
         if type(value) in _PYTHON_SCALARS and not self.ndim and not strict:
-            return self._convert_scalar(value, allow_downcast)  # a minibatch index, a rate
+            return self._convert(value, allow_downcast)  # a minibatch index, a rate
         if type(value) is not np.ndarray and isinstance(value, np.ndarray):
             value = _base_array(value)
         if isinstance(value, np.ndarray) and value.dtype == self.numpy_dtype:
@@ -200,18 +200,6 @@ class TensorType(Type):
             )
         return self._cast(src, value, is_python or (src.ndim == 0 and allow_downcast is None),
                           allow_downcast)  # fmt: skip
-
-    def _convert_scalar(self, value: Any, allow_downcast: bool | None) -> np.ndarray:
-        """``_convert`` of an exact Python bool, int, float or complex (a 0-d value)."""
-        try:
-            src = np.asarray(value)
-        except OverflowError as exc:
-            raise TypeError(f"can not convert {_value_kind(value)} to an array: {exc}") from None
-        if src.dtype.kind not in "biufc":  # an int too large for any integer dtype
-            raise TypeError(
-                f"expected numeric data of dtype {self.dtype}, got {_value_kind(value)}"
-            )
-        return self._cast(src, value, True, allow_downcast)
 
     def _cast(
         self, src: np.ndarray, value: Any, trial: bool, allow_downcast: bool | None
