@@ -108,25 +108,8 @@ static double fused(const float *a, long m, long k, long as0, long as1, const fl
     return total;
 }
 
-/* Today's pass (c_backend/decay.py's float kernel): out = beta * x, sum of x * x. */
-static double decay_pass(const float *x, float *out, int64_t n, double beta)
-{
-    const float b = (float)beta;
-    double s[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) {
-            const float v = x[i + j];
-            s[j] = s[j] + (double)(v * v);
-            out[i + j] = v * b;
-        }
-    double acc = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; i < n; i++) {
-        acc += (double)(x[i] * x[i]);
-        out[i] = x[i] * b;
-    }
-    return acc;
-}
+/* Today's pass: the project's own kernel (c_backend/decay.py), built by run.py. */
+double tj_decay_s(const float *x, float *out, int64_t n, double beta);
 
 /* OpenBLAS's CBLAS sgemm (its name in NumPy's wheel: run.py passes -DCBLAS_SGEMM=...). */
 void CBLAS_SGEMM(int, int, int, long, long, long, float, const float *, long, const float *,
@@ -161,7 +144,7 @@ int main(int argc, char **argv)
     for (long i = 0; i < m * n; i++) w[i] = rand() / (float)RAND_MAX - 0.5f;
     const float alpha = -0.01f, beta = 0.999f;
     double s1 = fused(x, m, k, 1, m, g, n, n, w, n, out, n, alpha, beta, 0);
-    double s2 = decay_pass(w, ref, m * n, beta);
+    double s2 = tj_decay_s(w, ref, m * n, beta);
     CBLAS_SGEMM(ROW_MAJOR, TRANS, NO_TRANS, m, n, k, alpha, x, m, g, n, 1.0f, ref, n);
     double worst = 0;
     long same = 0;
@@ -183,7 +166,7 @@ int main(int argc, char **argv)
             if (v == 0) sink += fused(xb, m, k, 1, m, g, n, n, w, n, out, n, alpha, beta, 0);
             if (v == 1) sink += fused(xb, m, k, 1, m, g, n, n, w, n, w, n, alpha, 1.0f, 0);
             if (v == 2) {
-                sink += decay_pass(w, ref, m * n, beta);
+                sink += tj_decay_s(w, ref, m * n, beta);
                 CBLAS_SGEMM(ROW_MAJOR, TRANS, NO_TRANS, m, n, k, alpha, xb, m, g, n, 1.0f,
                             ref, n);
             }

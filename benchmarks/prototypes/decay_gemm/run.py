@@ -1,6 +1,7 @@
 """Builds and runs fused.c (a prototype: an L2-penalised weight's update in one pass over
-the weight) against the decay pass + OpenBLAS's GEMM, with NumPy's OpenBLAS, on the
-tutorial MLP's shapes. Needs gcc and an x86-64 CPU with AVX2 and FMA.
+the weight) against the project's decay pass (c_backend/decay.py's kernel) + OpenBLAS's
+GEMM, with NumPy's OpenBLAS, on the tutorial MLP's shapes. Needs gcc and an x86-64 CPU
+with AVX2 and FMA.
 
 Run: taskset -c 0 .venv/bin/python benchmarks/prototypes/decay_gemm/run.py [n] [calls]
 """
@@ -29,13 +30,22 @@ def openblas() -> tuple[Path, str]:
 
 
 def main() -> None:
+    from tensorjit.plugins.c_backend import compiler, decay
+
     lib, sgemm = openblas()
     source = Path(__file__).with_name("fused.c")
     with tempfile.TemporaryDirectory() as tmp:
+        # Today's decay pass: the project's kernel, built with the project's flags.
+        kernel = Path(tmp, "decay.c")
+        kernel.write_text(decay.source()[0])
+        shared = os.path.join(tmp, "libdecay.so")
+        subprocess.run([*compiler.compiler_command(), *compiler.compile_flags(), str(kernel),
+                        "-o", shared], check=True)  # fmt: skip
         program = os.path.join(tmp, "fused")
         flags = ["-O3", "-march=native", "-ffp-contract=off", "-fno-trapping-math"]
-        subprocess.run(["gcc", *flags, f"-DCBLAS_SGEMM={sgemm}", str(source), str(lib),
-                        f"-Wl,-rpath,{lib.parent}", "-o", program], check=True)  # fmt: skip
+        subprocess.run(["gcc", *flags, f"-DCBLAS_SGEMM={sgemm}", str(source), shared,
+                        str(lib), f"-Wl,-rpath,{lib.parent}:{tmp}", "-o", program],
+                       check=True)  # fmt: skip
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
         subprocess.run([program, *sys.argv[1:]], check=True, env=env)
 
