@@ -17,7 +17,7 @@ from scipy.linalg import blas as scipy_blas
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
-from tensorjit.tensor.math import dot, mul, reusable_buffer
+from tensorjit.tensor.math import Reduce, dot, mul, reusable_buffer, sqr
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -91,6 +91,61 @@ class Gemm(_BlasUpdate):
             target *= beta
             target += alpha * np.dot(x, y)
         output_storage[0][0] = target
+
+
+class PenalisedGemm(Op):
+    """``(beta * z + alpha * dot(x, y), sum(z ** 2))``: an L2-penalised weight's update
+    and its penalty's sum of squares, in one pass over the weight z (a new array: z is
+    not overwritten). ``dtype``: the sum's, as MappedReduce's. Made by the rewrite
+    ``local_decay_with_penalty`` from graphs whose gradients are already built; x, y and
+    z as Gemm's.
+
+    It has no in-place variant on purpose: overwriting z would make it the step's first
+    in-place write, and its sum (read by the cost) would then reach nodes that
+    all-or-nothing calls can not check beforehand, so every call would copy z first."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def make_node(self, z: Any, alpha: Any, x: Any, y: Any, beta: Any) -> Apply:
+        update = Gemm().make_node(z, alpha, x, y, beta)  # Gemm's checks
+        if np.dtype(self.dtype).kind != "f" or np.dtype(update.inputs[0].type.dtype).kind != "f":
+            raise TypeError(
+                f"{type(self).__name__}: a float weight and sum are needed, got "
+                f"{update.inputs[0].describe()} and a sum of dtype {self.dtype}"
+            )
+        updated = _result_type(update.inputs[0]).make_variable()
+        squares = TensorType(self.dtype, ()).make_variable()
+        return Apply(self, update.inputs, [updated, squares])
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0], ()]
+
+    def input_check(self, node: Apply) -> Callable[[list[Any]], None]:
+        return Gemm.check_shapes
+
+    def perform(self, node, inputs, output_storage):
+        Gemm.check_shapes(inputs)
+        z, alpha, x, y, beta = inputs
+        squares = np.asarray(np.sum(np.square(z), dtype=self.dtype))
+        # NumPy's BLAS (np.dot), as the Python backend's Gemm: see numpy_blas_kernel.
+        target = np.multiply(z, z.dtype.type(beta.item()))
+        product = np.dot(x, y)
+        product *= z.dtype.type(alpha.item())
+        target += product
+        output_storage[0][0] = target
+        output_storage[1][0] = squares
+
+    def L_op(self, inputs, outputs, output_grads):
+        from tensorjit.core.gradient import grad
+
+        z, alpha, x, y, beta = inputs
+        updated = gemm_reference(z, alpha, x, y, beta)
+        squares = Reduce("sum", tuple(range(z.type.ndim)), self.dtype)(sqr(z))
+        known = {out: g for out, g in zip((updated, squares), output_grads)}
+        return grad(None, list(inputs), known_grads=known, disconnected_inputs="ignore")
 
 
 def _as_fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -230,4 +285,12 @@ def gemm_reference(z, alpha, x, y, beta):
     return mul(beta, z) + mul(alpha, dot(x, y))
 
 
-__all__ = ["BLAS_DTYPES", "Gemm", "Ger", "TensorType", "gemm_reference", "numpy_blas_kernel"]
+__all__ = [
+    "BLAS_DTYPES",
+    "Gemm",
+    "Ger",
+    "PenalisedGemm",
+    "TensorType",
+    "gemm_reference",
+    "numpy_blas_kernel",
+]

@@ -446,53 +446,6 @@ class MappedReduce(Reduce):
         return grad(None, [x], known_grads={unfused: output_grads[0]})
 
 
-class ScaleWithSquareSum(Op):
-    """``(beta * x, sum(x ** 2))`` in one pass over ``x`` (an L2-penalised weight: its
-    penalty's sum of squares, and its decay before the gradient product accumulates
-    into it). ``dtype``: the sum's, as MappedReduce's. Made by the rewrite
-    ``local_decay_with_penalty`` from graphs whose gradients are already built.
-
-    It has no in-place variant on purpose: overwriting x would make it the step's first
-    in-place write, and its sum (read by the cost) would then reach nodes that
-    all-or-nothing calls can not check beforehand, so every call would copy x first."""
-
-    __props__ = ("dtype",)
-
-    def __init__(self, dtype: str):
-        self.dtype = dtype
-
-    def make_node(self, x: Any, beta: Any) -> Apply:
-        x, beta = as_tensor_variable(x), as_tensor_variable(beta)
-        if np.dtype(self.dtype).kind != "f":
-            raise TypeError(
-                f"{type(self).__name__}: the sum's dtype must be a float, got {self.dtype}"
-            )
-        if np.dtype(x.type.dtype).kind != "f" or beta.type.ndim != 0:
-            raise TypeError(
-                f"{type(self).__name__}: a float tensor and a scalar are needed, got "
-                f"{x.describe()} and {beta.describe()}"
-            )
-        scaled = TensorType(x.type.dtype, x.type.shape).make_variable()
-        return Apply(self, [x, beta], [scaled, TensorType(self.dtype, ()).make_variable()])
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [tuple(input_shapes[0]), ()]
-
-    def perform(self, node, inputs, output_storage):
-        x, beta = inputs
-        output_storage[0][0] = x * x.dtype.type(beta)
-        output_storage[1][0] = np.asarray(np.sum(np.square(x), dtype=self.dtype))
-
-    def L_op(self, inputs, outputs, output_grads):
-        from tensorjit.core.gradient import grad
-
-        x, beta = inputs
-        scaled = mul(beta, x)
-        squares = Reduce("sum", tuple(range(x.type.ndim)), self.dtype)(_elemwise("sqr")(x))
-        known = {out: g for out, g in zip((scaled, squares), output_grads)}
-        return grad(None, [x, beta], known_grads=known, disconnected_inputs="ignore")
-
-
 def _keepdims_pattern(ndim: int, axis: tuple[int, ...]) -> tuple:
     pattern: list[Any] = []
     k = 0

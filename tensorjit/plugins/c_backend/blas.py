@@ -30,7 +30,7 @@ import numpy as np
 
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend import compiler, penalised
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.skinny import skinny_source
 from tensorjit.tensor.blas import Gemm, Ger
@@ -309,11 +309,13 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
         # str.format would trip over C braces: substitute the few names directly.
         text = skinny_source(p, ctype) + _TEMPLATE.replace("{p}", p).replace("{T}", ctype)
+        text += penalised.source(p, ctype)
         text = text.replace("{SKINNY}", "1" if ctype == "double" else "0")
         for name, i in index.items():
             text = text.replace("{" + name + "}", str(i))
         parts.append(text)
         cdefs.append(_CDEF_TEMPLATE.replace("{p}", p).replace("{LL}", LL))
+        cdefs.append(penalised.CDEF.replace("{p}", p))
     return "".join(parts), "".join(cdefs)
 
 

@@ -24,9 +24,9 @@ from tensorjit.plugins.c_backend import (
     compiler,
     construct,
     convolution,
-    decay,
     indexing,
     kernels,
+    penalised,
     pooling,
     rowwise,
 )
@@ -137,9 +137,7 @@ SPECS = (
         lambda node, plan: [(rowwise.source_of(node)[0], str(node.op))],
         _step("rowwise"),
     ),
-    _family(
-        "decay", decay, lambda node, plan: [(decay.source()[0], "weight decay")], _step("decay")
-    ),
+    _family("penalised", penalised, _blas_sources, _step("penalised")),
     _per_dtype_library("convolution", convolution),
     _per_dtype_library("pooling", pooling),
     _family(

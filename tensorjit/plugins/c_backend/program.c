@@ -36,7 +36,7 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
        TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
-       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_DECAY = 15 };
+       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_PENALISED = 15 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -538,41 +538,6 @@ done:
     return result;
 }
 
-typedef double (*tj_decay_fn)(const void *, void *, int64_t, double);
-
-/* ScaleWithSquareSum (decay.py): out = beta * x, and the sum of the squares of x into
-   slot axes[0], of dtype n_kept. An x that is not C-contiguous is read from a copy (the
-   step never declines: the fallback computes one output only). */
-static int tj_decay(const tj_step *s, PyObject **v)
-{
-    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *copy = NULL, *out;
-    double beta = tj_real((PyArrayObject *)v[s->ops[1]]), total;
-    if (!PyArray_IS_C_CONTIGUOUS(x) || !PyArray_ISALIGNED(x)) {
-        x = copy = (PyArrayObject *)PyArray_NewCopy(x, NPY_CORDER);
-        if (copy == NULL)
-            return -1;
-    }
-    out = (PyArrayObject *)tj_take(s, PyArray_NDIM(x), PyArray_DIMS(x), s->typenum);
-    PyObject *sum = out == NULL ? NULL : PyArray_SimpleNew(0, NULL, s->n_kept);
-    if (sum == NULL) {
-        Py_XDECREF(out);
-        Py_XDECREF(copy);
-        return -1;
-    }
-    PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    total = ((tj_decay_fn)s->fn[0])(PyArray_BYTES(x), PyArray_BYTES(out), PyArray_SIZE(x), beta);
-    if (saved != NULL)
-        PyEval_RestoreThread(saved);
-    if (s->n_kept == NPY_FLOAT)
-        *(float *)PyArray_BYTES((PyArrayObject *)sum) = (float)total;
-    else
-        *(double *)PyArray_BYTES((PyArrayObject *)sum) = total;
-    Py_XDECREF(copy);
-    Py_XSETREF(v[s->out], (PyObject *)out);
-    Py_XSETREF(v[s->axes[0]], sum);
-    return 0;
-}
-
 /* 1 when a dot step's operands are not aligned. */
 static int tj_dot_misfit(const tj_step *s, PyObject **v)
 {
@@ -648,7 +613,7 @@ static int tj_gemm_ger_misfit(const tj_step *s, PyObject **v)
 {
     PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *x = (PyArrayObject *)v[s->ops[2]];
     PyArrayObject *y = (PyArrayObject *)v[s->ops[3]];
-    if (s->kind == TJ_GEMM)
+    if (s->kind != TJ_GER) /* Gemm's operands (PenalisedGemm's too) */
         return PyArray_DIMS(x)[1] != PyArray_DIMS(y)[0] ||
                PyArray_DIMS(z)[0] != PyArray_DIMS(x)[0] ||
                (PyArray_NDIM(z) == 2 && PyArray_DIMS(z)[1] != PyArray_DIMS(y)[1]);
@@ -708,6 +673,77 @@ done:
     Py_XDECREF(copies[0]);
     Py_XDECREF(copies[1]);
     return status;
+}
+
+typedef int (*tj_penalised_fn)(char *, tj_ll, tj_ll, tj_ll, tj_ll, char *, tj_ll, tj_ll, tj_ll,
+                               char *, char *, double, double, double *);
+
+/* PenalisedGemm (penalised.py): out = beta * z + alpha * x . y into a new array, and the
+   sum of the squares of z into slot axes[0], of dtype n_kept. A z that is not
+   C-contiguous is read from a copy, x and y from copies where BLAS can not address
+   them. 1 (declined) when the shapes do not match: prechecked, so never after a write. */
+static int tj_penalised(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *x = (PyArrayObject *)v[s->ops[2]];
+    PyArrayObject *y = (PyArrayObject *)v[s->ops[3]], *out = NULL;
+    PyObject *copies[3] = {NULL, NULL, NULL}, *sum = NULL;
+    double alpha = tj_real((PyArrayObject *)v[s->ops[1]]), total = 0;
+    double beta = tj_real((PyArrayObject *)v[s->ops[4]]);
+    int status = -1, round, result = -1, matrix = PyArray_NDIM(y) == 2;
+    if (tj_gemm_ger_misfit(s, v))
+        return 1;
+    if (!PyArray_IS_C_CONTIGUOUS(z) || !PyArray_ISALIGNED(z)) {
+        if ((copies[0] = PyArray_NewCopy(z, NPY_CORDER)) == NULL)
+            return -1;
+        z = (PyArrayObject *)copies[0];
+    }
+    out = (PyArrayObject *)tj_take(s, PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
+    if (out == NULL || (sum = PyArray_SimpleNew(0, NULL, s->n_kept)) == NULL)
+        goto done;
+    for (round = 0; round < 3; round++) {
+        PyThreadState *saved = PyArray_SIZE(z) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+        status = ((tj_penalised_fn)s->fn[0])(
+            TJ_P(x), TJ_D(x, 0), TJ_D(x, 1), TJ_S(x, 0), TJ_S(x, 1), TJ_P(y),
+            matrix ? TJ_D(y, 1) : 1, TJ_S(y, 0), matrix ? TJ_S(y, 1) : PyArray_ITEMSIZE(y),
+            TJ_P(z), TJ_P(out), alpha, beta, &total);
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
+        if (status <= 0)
+            break;
+        for (int i = 1; i <= 2; i++) { /* status bit 1: x, bit 2: y */
+            if (!(status >> (i - 1) & 1))
+                continue;
+            PyObject *copy = PyArray_NewCopy(i == 1 ? x : y, NPY_CORDER);
+            if (copy == NULL)
+                goto done;
+            Py_XSETREF(copies[i], copy);
+            if (i == 1)
+                x = (PyArrayObject *)copy;
+            else
+                y = (PyArrayObject *)copy;
+        }
+    }
+    if (status != 0) {
+        PyErr_SetString(status < 0 ? PyExc_OverflowError : PyExc_RuntimeError,
+                        status < 0 ? "a dimension does not fit BLAS's int"
+                                   : "BLAS kernel refused C-ordered copies");
+        goto done;
+    }
+    if (s->n_kept == NPY_FLOAT)
+        *(float *)PyArray_BYTES((PyArrayObject *)sum) = (float)total;
+    else
+        *(double *)PyArray_BYTES((PyArrayObject *)sum) = total;
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    Py_XSETREF(v[s->axes[0]], sum);
+    out = NULL;
+    sum = NULL;
+    result = 0;
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(sum);
+    for (int i = 0; i < 3; i++)
+        Py_XDECREF(copies[i]);
+    return result;
 }
 
 /* Every entry of the integer array y lies in [0, n). */
@@ -1084,7 +1120,8 @@ static int tj_check(const tj_step *s, PyObject **v)
     case TJ_ELEMWISE: return tj_elemwise_shape(s, v, shape);
     case TJ_DOT: return tj_dot_misfit(s, v);
     case TJ_GEMM:
-    case TJ_GER: return tj_gemm_ger_misfit(s, v);
+    case TJ_GER:
+    case TJ_PENALISED: return tj_gemm_ger_misfit(s, v);
     default: return 0;
     }
 }
@@ -1194,7 +1231,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
         case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;
         case TJ_PYTHON: status = tj_python(s, v); ran_python = 1; break;
-        case TJ_DECAY: status = tj_decay(s, v); break;
+        case TJ_PENALISED: status = tj_penalised(s, v); break;
         default: status = tj_gemm_ger(s, v); break;
         }
         if (status < 0)
@@ -1884,7 +1921,7 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         goto error;
     for (int k = 0; k < p->n_steps; k++) {
         tj_step *s = &p->steps[k];
-        int second = s->kind == TJ_DECAY ? (s->n_axes == 1 ? s->axes[0] : -1) : 0;
+        int second = s->kind == TJ_PENALISED ? (s->n_axes == 1 ? s->axes[0] : -1) : 0;
         if (s->out < 0 || s->out >= p->n_slots || second < 0 || second >= p->n_slots) {
             PyErr_SetString(PyExc_ValueError, "a step's output slot is out of range");
             goto error;

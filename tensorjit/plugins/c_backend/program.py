@@ -35,14 +35,22 @@ from tensorjit.core.devices import HOST
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import blas, compiler, decay, indexing, kernels, rowwise, threads
+from tensorjit.plugins.c_backend import (
+    blas,
+    compiler,
+    indexing,
+    kernels,
+    penalised,
+    rowwise,
+    threads,
+)
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
 from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
 (ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER, PYTHON, DECAY) = range(1, 16)  # fmt: skip
+ PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED) = range(1, 16)  # fmt: skip
 ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
@@ -197,7 +205,9 @@ class _Tables:
         self.outputs = [self._slot(v) for v in plan.outputs]
         # All-or-nothing calls (core/compile/commit.py): program.c checks these kinds.
         kinds = {node: step[0] for node, step in zip(plan.nodes, self.steps)}
-        commits = commit_plan(plan.nodes, lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER))
+        commits = commit_plan(
+            plan.nodes, lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER, PENALISED)
+        )
         snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
         # A failed call copies saved values back into their slots: those stay alive.
         kept = {slot for _, slot in snapshots}
@@ -436,19 +446,20 @@ class _Tables:
         return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
                 [], 0, destroys)  # fmt: skip
 
-    def decay(self, node: Apply, plan: object = None) -> tuple:
-        """ScaleWithSquareSum: its second output (the sum) goes in ``axes``, the sum's
-        dtype in ``n_kept`` (program.c's tj_decay)."""
-        x, beta = node.inputs
-        scaled, squares = node.outputs
-        if not decay.supported(node) or beta.type.dtype not in blas.DTYPES:
-            raise Unsupported(f"{node.op}: dtypes {x.type.dtype}, {beta.type.dtype}")
-        fns = self._addresses(*decay.library(), [decay.function_name(x.type.dtype)])
-        ops = [self._slot(x), self._slot(beta)]
-        slot = self._new_slot(scaled)
+    def penalised(self, node: Apply, plan: object = None) -> tuple:
+        """PenalisedGemm: operands as Gemm's; its second output (the sum) goes in
+        ``axes``, the sum's dtype in ``n_kept`` (program.c's tj_penalised)."""
+        z, alpha, x, y, beta = node.inputs
+        updated, squares = node.outputs
+        for scalar in (alpha, beta):
+            if scalar.type.dtype not in blas.DTYPES:
+                raise Unsupported(f"{node.op}: {scalar} of dtype {scalar.type.dtype}")
+        fns = self._addresses(*blas.library(), [penalised.function_name(z.type.dtype)])
+        ops = [self._slot(v) for v in node.inputs]
+        slot = self._new_slot(updated)
         total = self._new_slot(squares)
-        return (DECAY, fns, ops, [], [], -1, slot, _typenum(scaled), scaled.type.ndim, [],
-                [total], _typenum(squares), [], 0, 0)  # fmt: skip
+        return (PENALISED, fns, ops, [], [], -1, slot, _typenum(updated), updated.type.ndim,
+                [], [total], _typenum(squares), [], 0, 0)  # fmt: skip
 
     def rowwise(self, node: Apply, plan: object = None) -> tuple:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)

@@ -8,7 +8,7 @@ import numpy as np
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
-from tensorjit.tensor.blas import Gemm
+from tensorjit.tensor.blas import Gemm, PenalisedGemm
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name, single_client
@@ -94,10 +94,10 @@ def local_reduce_of_map(fgraph: FunctionGraph, node):
 def local_decay_with_penalty(fgraph: FunctionGraph, node):
     """``sum(w ** 2)`` (a MappedReduce) and ``Gemm(w, a, x, y, beta)`` with a constant
     beta other than 1 (an L2-penalised weight's update: the penalty and the weight's
-    decay, see local_gemm) -> ``(scaled, squares) = ScaleWithSquareSum(w, beta)`` and
-    ``Gemm(scaled, a, x, y, 1)``: w is read once for both, where the GEMM's own scaling
-    pass read and wrote it again. Host functions only. Either node may be made last, so
-    both look for the other."""
+    decay, see local_gemm) -> ``(updated, squares) = PenalisedGemm(w, a, x, y, beta)``:
+    w is read once for the sum, the decay and the product's accumulation, where the
+    reduction, the GEMM's scaling pass and the GEMM each read it. Host functions only.
+    Either node may be made last, so both look for the other."""
     if not _on_host(fgraph):
         return None
     w = node.inputs[0]
@@ -113,10 +113,8 @@ def local_decay_with_penalty(fgraph: FunctionGraph, node):
     if not penalties or not updates:
         return None
     penalty, update = penalties[0], updates[0]
-    z, alpha, x, y, beta = update.inputs
-    scaled, squares = tm.ScaleWithSquareSum(penalty.outputs[0].type.dtype)(w, beta)
-    one = constant(np.ones((), beta.type.dtype))
-    updated = fits(update.outputs[0], Gemm()(scaled, alpha, x, y, one))
+    updated, squares = PenalisedGemm(penalty.outputs[0].type.dtype)(*update.inputs)
+    updated = fits(update.outputs[0], updated)
     total = fits(penalty.outputs[0], squares)
     if updated is None or total is None:
         return None

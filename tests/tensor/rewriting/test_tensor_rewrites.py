@@ -14,10 +14,10 @@ import tensorjit.tensor as T
 from tensorjit import FAST_RUN, Mode
 from tensorjit.core.graph import Constant, toposort
 from tensorjit.core.rewrites import RewriteQuery
-from tensorjit.tensor.blas import Gemm
+from tensorjit.tensor.blas import Gemm, PenalisedGemm
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce, ScaleWithSquareSum
+from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.rewriting import REWRITES
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -1011,16 +1011,15 @@ def test_an_update_by_a_gradient_of_two_products_is_two_gemms_on_the_weight():
 
 def test_an_l2_penalty_update_decays_the_weight_then_accumulates_into_it():
     """``w - c * (x^T g + 2 l2 w)`` (the gradient of ``l2 * sum(w**2)`` plus a product):
-    w decays (into a copy, in the pass that also sums the penalty's squares: see
-    local_decay_with_penalty), then the product accumulates into it in place; no
-    gradient temporary."""
+    w decays and the product accumulates into the decayed copy in the pass that also
+    sums the penalty's squares (see local_decay_with_penalty); no gradient temporary."""
     r = rng(4)
     w = tensorjit.shared(r.standard_normal((5, 3)), name="w")
     x, y = T.matrices("x", "y")
     cost = (T.dot(x, w) * y).sum() + np.float64(1e-2) * (w**2).sum()
     f = tensorjit.function([x, y], cost, updates=[(w, w - 0.5 * tensorjit.grad(cost, w))])
-    (gemm,) = of_type(f, Gemm)
-    assert gemm.op.inplace
+    (update,) = of_type(f, PenalisedGemm)
+    assert update.inputs[0].name == "w" and not of_type(f, Gemm)
     assert of_type(f, Alloc) == []  # the penalty's gradient allocates nothing
     before = w.get_value()
     xv, yv = r.standard_normal((4, 5)), r.standard_normal((4, 3))
@@ -1056,20 +1055,21 @@ def _penalised_step(dtype: str, mode, w0: np.ndarray):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, mode):
     """``l2 * sum(w**2)`` in the cost and the decay of w in its update (a GEMM with beta
-    other than 1): one ScaleWithSquareSum pass gives both, the GEMM accumulates into the
-    decayed copy in place, and cost and weight are those of the unfused graph."""
+    other than 1): one PenalisedGemm gives both, and cost and weight are those of the
+    unfused graph. Minibatches of 5 rows take float32's one-pass kernel, 40 rows the
+    decay pass and BLAS (penalised.py)."""
     r = rng(11)
     w0 = r.standard_normal((70, 30)).astype(dtype)
     f, w = _penalised_step(dtype, mode, w0)
     g, v = _penalised_step(dtype, FAST_RUN.without("local_decay_with_penalty"), w0)
-    assert of_type(f, ScaleWithSquareSum) and not of_type(f, MappedReduce)
-    assert not of_type(g, ScaleWithSquareSum) and of_type(g, MappedReduce)
-    (gemm,) = of_type(f, Gemm)
-    assert gemm.op.inplace and gemm.inputs[0].owner.op == ScaleWithSquareSum(dtype)
+    assert of_type(f, PenalisedGemm) and not of_type(f, MappedReduce)
+    assert not of_type(f, Gemm)  # the update's GEMM is the PenalisedGemm's
+    assert not of_type(g, PenalisedGemm) and of_type(g, MappedReduce)
     tol = 1e-5 if dtype == "float32" else 1e-12
-    for _ in range(3):
-        xv, yv = (r.standard_normal((5, n)).astype(dtype) for n in (70, 30))
-        np.testing.assert_allclose(f(xv, yv), g(xv, yv), rtol=tol)
+    for threads, rows in [(1, 5), (1, 5), (1, 40), (1, 1), (2, 5)]:
+        xv, yv = (r.standard_normal((rows, n)).astype(dtype) for n in (70, 30))
+        with tensorjit.config.change_flags(threads=threads):  # one pass on one thread only
+            np.testing.assert_allclose(f(xv, yv), g(xv, yv), rtol=tol)
         np.testing.assert_allclose(w.get_value(), v.get_value(), rtol=tol, atol=tol)
 
 
@@ -1087,14 +1087,13 @@ def test_penalties_summed_in_other_dtypes_and_weights_read_by_their_own_product(
             pen = (w**2).sum(dtype=dtype)
             update = w - 0.1 * (T.dot(x.T, g) + 0.1 * w)
             f = tensorjit.function([x, g], pen, updates=[(w, update)], mode=mode)
-            assert not of_type(f, ScaleWithSquareSum)
+            assert not of_type(f, PenalisedGemm)
             values.append(f(np.ones((3, 6)), np.ones((3, 4))))
         assert values[0] == values[1]
     w = tensorjit.shared(w0[:4].copy(), name="w")
     cost = T.dot(w, x).sum() + 0.01 * (w**2).sum()
     f = tensorjit.function([x], cost, updates=[(w, w - 0.1 * tensorjit.grad(cost, w))])
-    (gemm,) = of_type(f, Gemm)
-    assert gemm.op.inplace and of_type(f, ScaleWithSquareSum)
+    assert of_type(f, PenalisedGemm) and not of_type(f, Gemm)
     xv = r.standard_normal((4, 3))
     f(xv)
     want = w0[:4] - 0.1 * (np.ones((4, 3)) @ xv.T + 0.02 * w0[:4])
@@ -1107,7 +1106,7 @@ def test_a_failing_penalised_step_leaves_the_weight_as_it_was():
     r = rng(13)
     w0 = r.standard_normal((70, 30))
     f, w = _penalised_step("float64", FAST_RUN, w0)
-    assert of_type(f, ScaleWithSquareSum)
+    assert of_type(f, PenalisedGemm)
     good = r.standard_normal((5, 70)), r.standard_normal((5, 30))
     for bad in [(good[0], good[1][:4]), (good[0][:, :69], good[1]), (good[0], good[1][:, :29])]:
         with pytest.raises(ValueError):
@@ -1117,20 +1116,86 @@ def test_a_failing_penalised_step_leaves_the_weight_as_it_was():
     assert not np.array_equal(w.get_value(), w0)
 
 
+def _penalised_reference(z, alpha, x, y, beta, dtype):
+    """PenalisedGemm's outputs in float64 NumPy, and the float64 sum."""
+    z64, x64, y64 = (np.asarray(v, np.float64) for v in (z, x, y))
+    return beta * z64 + alpha * (x64 @ y64), (z64**2).sum()
+
+
 @pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])  # a program step; per node
-def test_scale_with_square_sum_kernel_layouts_and_gradient(mode):
-    x, beta = T.matrix("x"), T.scalar("beta")
-    op = ScaleWithSquareSum("float64")
-    f = tensorjit.function([x, beta], op(x, beta), mode=mode)
-    value = rng(12).standard_normal((9, 13))
-    for layout in (value, np.asfortranarray(value), value[::2, ::-3], value[:0]):
-        scaled, squares = f(layout, 0.75)
-        np.testing.assert_allclose(scaled, layout * 0.75, rtol=1e-15)
-        np.testing.assert_allclose(squares, (layout**2).sum(), rtol=1e-13)
-        assert squares.shape == () and squares.dtype == np.float64
-    tensorjit.verify_grad(lambda a, b: op(a, b)[0].sum() * 3 + op(a, b)[1], [value, 0.75])
-    with pytest.raises(TypeError, match="float tensor and a scalar"):
-        op(T.lmatrix("ints"), beta)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_penalised_gemm_kernel_layouts_shapes_and_threads(mode, dtype):
+    """The kernel (float32's one pass for k <= FUSED_MAX_K on one thread; the decay pass
+    and BLAS otherwise) on weights, operands and outputs of every layout, ragged shapes
+    (rows not a multiple of the six-row tiles, columns not of the vector pairs), vectors
+    (GEMV's shapes), k on both sides of the limit, and two threads."""
+    z, x, y = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    alpha, beta = T.scalar("alpha", dtype=dtype), T.scalar("beta", dtype=dtype)
+    f = tensorjit.function([z, alpha, x, y, beta], PenalisedGemm(dtype)(z, alpha, x, y, beta),
+                           mode=mode)  # fmt: skip
+    zv, xv, yv = (
+        T.vector("zv", dtype=dtype),
+        T.matrix("xm", dtype=dtype),
+        T.vector("yv", dtype=dtype),
+    )
+    vector_op = PenalisedGemm("float64")  # a float64 sum of a float32 weight too
+    fv = tensorjit.function([zv, alpha, xv, yv, beta], vector_op(zv, alpha, xv, yv, beta),
+                            mode=mode)  # fmt: skip
+    r = rng(12)
+    tol = 2e-5 if dtype == "float32" else 1e-12
+
+    def check(fn, zval, xval, yval, sum_dtype):
+        before = zval.copy()
+        updated, squares = fn(zval, -0.25, xval, yval, 0.75)
+        want, want_sum = _penalised_reference(zval, -0.25, xval, yval, 0.75, dtype)
+        scale = max(1.0, np.abs(want).max(initial=0.0))
+        np.testing.assert_allclose(updated, want, rtol=tol, atol=tol * scale)
+        np.testing.assert_allclose(squares, want_sum, rtol=tol)
+        assert updated.dtype == np.dtype(dtype) and updated.shape == zval.shape
+        assert squares.shape == () and squares.dtype == np.dtype(sum_dtype)
+        np.testing.assert_array_equal(zval, before)  # the weight is not overwritten
+
+    shapes = [(70, 5, 30), (13, 32, 17), (6, 1, 16), (61, 33, 40), (9, 0, 8), (0, 3, 4)]
+    with tensorjit.config.change_flags(threads=1):  # float32's one pass runs on one thread
+        for m, k, n in shapes:
+            zval, xval = r.standard_normal((m, n)).astype(dtype), r.standard_normal((m, k))
+            xval, yval = xval.astype(dtype), r.standard_normal((k, n)).astype(dtype)
+            for layout in (lambda a: a, np.asfortranarray, lambda a: a[::-1]):
+                check(f, layout(zval), xval, yval, dtype)
+                check(f, zval, layout(xval), layout(yval), dtype)
+            check(f, zval, np.ascontiguousarray(xval.T).T, yval, dtype)  # X^T of a minibatch
+            check(fv, zval[:, 0].copy(), xval, yval[:, 0], "float64")
+        wide = r.standard_normal((30, 50)).astype(dtype)
+        check(f, wide[:, ::2], r.standard_normal((30, 4)).astype(dtype), wide[:4, 1::2], dtype)
+    with tensorjit.config.change_flags(threads=2):
+        zval, xval, yval = (
+            r.standard_normal(s).astype(dtype) for s in [(40, 24), (40, 8), (8, 24)]
+        )
+        check(f, zval, xval, yval, dtype)
+    with pytest.raises(ValueError, match="not aligned"):
+        f(zval, 1.0, xval[:, :7], yval, 1.0)
+
+
+def test_penalised_gemm_gradient_and_types():
+    z, x, y = T.matrices("z", "x", "y")
+    alpha, beta = T.scalars("alpha", "beta")
+    op = PenalisedGemm("float64")
+    r = rng(15)
+    values = [r.standard_normal((4, 3)), 0.5, r.standard_normal((4, 2)),
+              r.standard_normal((2, 3)), 0.75]  # fmt: skip
+
+    def outputs(*args):
+        updated, squares = op(*args)
+        return (updated * updated).sum() + 3 * squares
+
+    tensorjit.verify_grad(outputs, values)
+    with pytest.raises(TypeError, match="one BLAS dtype"):
+        op(T.lmatrix("ints"), alpha, T.lmatrix("a"), T.lmatrix("b"), beta)
+    c = [T.matrix(name, dtype="complex128") for name in ("cz", "cx", "cy")]
+    with pytest.raises(TypeError, match="float weight and sum"):
+        op(c[0], alpha, c[1], c[2], beta)
+    with pytest.raises(TypeError, match="float weight and sum"):
+        PenalisedGemm("int64")(z, alpha, x, y, beta)
 
 
 # ---------------------------------------------------------------- local_elemwise_alloc

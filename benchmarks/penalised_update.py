@@ -1,0 +1,95 @@
+"""The L2-penalised weight update in one pass (c_backend/penalised.py) against the decay
+pass then BLAS's GEMM, on the tutorial MLP's W1 update: ``out = beta * W + alpha * X^T G``
+and ``sum(W**2)``, W 784 x 500, X the next 20-row minibatch of a 12,000-row data set (read
+transposed, as the gradient reads it), one thread. Both paths are the project's own
+kernel: tj_skinny_enable(0) (what more than one thread sets) makes it take the decay
+pass and ``tj_gemm``; the two alternate call by call. Then NumPy's three passes,
+``beta * W + alpha * (X.T @ G)`` and the sum.
+
+Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _competitors import limit_threads
+
+limit_threads(1)  # before NumPy loads OpenBLAS
+
+import numpy as np  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--calls", type=int, default=3000, help="calls of each, round-robin")
+    args = parser.parse_args()
+
+    import tensorjit
+    from tensorjit.plugins.c_backend import blas, penalised
+
+    tensorjit.config.threads = 1
+    ffi, lib = blas.library()
+    fn = getattr(lib, penalised.function_name(args.dtype))
+    rng = np.random.default_rng(0)
+    dtype = np.dtype(args.dtype)
+    m, n, k, rows = 784, 500, 20, 12000
+    data = rng.standard_normal((rows, m)).astype(dtype)
+    g = rng.standard_normal((k, n)).astype(dtype)
+    w = rng.standard_normal((m, n)).astype(dtype)
+    out = np.empty_like(w)
+    squares = ffi.new("double *")
+    alpha, beta = -0.01, 0.999
+
+    def ptr(a: np.ndarray):
+        return ffi.cast("char *", a.ctypes.data)
+
+    def kernel(i: int, one_pass: int) -> float:
+        x = data[(i % (rows // k)) * k :][:k].T
+        lib.tj_skinny_enable(one_pass)
+        status = fn(ptr(x), m, k, *x.strides, ptr(g), n, *g.strides, ptr(w), ptr(out),
+                    alpha, beta, squares)  # fmt: skip
+        assert status == 0
+        return squares[0]
+
+    def numpy(i: int, _: int) -> float:
+        x = data[(i % (rows // k)) * k :][:k].T
+        np.add(beta * w, alpha * (x.T.T @ g), out=out)
+        return float(np.sum(np.square(w), dtype=np.float64))
+
+    variants = {
+        "one pass (penalised.py)": (kernel, 1),
+        "decay pass + tj_gemm": (kernel, 0),
+        "numpy (three passes)": (numpy, 0),
+    }
+    results = {}
+    for name, (call, flag) in variants.items():
+        call(0, flag)
+        results[name] = (out.copy(), squares[0])
+    reference = results["decay pass + tj_gemm"][0]
+    # The two kernel paths alternate; NumPy (whose temporaries evict W) runs after them.
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for group in (list(variants)[:2], list(variants)[2:]):
+        for i in range(args.calls):
+            for name in group:
+                call, flag = variants[name]
+                start = time.perf_counter()
+                call(i, flag)
+                samples[name].append(time.perf_counter() - start)
+    lib.tj_skinny_enable(1)
+    print(f"W {m} x {n} {args.dtype}, k {k}: us a call ({args.calls} calls each)")
+    print(f"  {'':<26}{'min':>9}{'median':>9}  largest difference from the decay pass + tj_gemm")
+    if args.dtype == "float64":
+        print("  (float64 has no one-pass kernel: both rows run the decay pass and tj_gemm)")
+    for name, times in samples.items():
+        gap = float(np.abs(results[name][0] - reference).max())
+        print(
+            f"  {name:<26}{min(times) * 1e6:>9.1f}{statistics.median(times) * 1e6:>9.1f}  {gap:.3g}"
+        )
+
+
+if __name__ == "__main__":
+    main()
