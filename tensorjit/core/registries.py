@@ -237,6 +237,12 @@ class Kernel:
     spec: KernelSpec | None = None
     plan: Any = None
 
+    def cannot_fail(self, node: Apply) -> bool:
+        """Whether this kernel can not raise on ``node``, whatever its input values (its
+        spec's ``cannot_fail``; False when the spec does not say)."""
+        judge = None if self.spec is None else self.spec.cannot_fail
+        return judge is not None and bool(judge(node, self.plan))
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -252,6 +258,10 @@ class KernelSpec:
     - ``sources(node, plan)``: what a backend's ``prepare`` builds ahead (optional).
     - ``step(builder, node, plan)``: the node's step in a whole-graph program (optional;
       the builder is the backend's own, and may raise to decline).
+    - ``cannot_fail(node, plan)``: True when the kernel (and the node's program step)
+      can not raise on ``node`` whatever the input values, e.g. an elementwise kernel on
+      operands of static shapes (optional; all-or-nothing calls then neither check nor
+      undo anything for it after a call's first in-place write: core/compile/commit.py).
     """
 
     name: str
@@ -262,6 +272,7 @@ class KernelSpec:
     sources: Callable[[Apply, Any], list] | None = None
     step: Callable[[Any, Apply, Any], Any] | None = None
     plugin: str | None = None
+    cannot_fail: Callable[[Apply, Any], bool] | None = None
 
     def bind(self, node: Apply) -> Kernel | None:
         """This spec's kernel for ``node``, or None if it does not cover it."""

@@ -95,19 +95,25 @@ class Gemm(_BlasUpdate):
 
 class PenalisedGemm(Op):
     """``(beta * z + alpha * dot(x, y), sum(z ** 2))``: an L2-penalised weight's update
-    and its penalty's sum of squares, in one pass over the weight z (a new array: z is
-    not overwritten). ``dtype``: the sum's, as MappedReduce's. Made by the rewrite
-    ``local_decay_with_penalty`` from graphs whose gradients are already built; x, y and
-    z as Gemm's.
+    and its penalty's sum of squares, in one pass over the weight z. ``dtype``: the
+    sum's, as MappedReduce's; ``inplace=True`` overwrites z with the update (the sum is
+    taken first). Made by the rewrite ``local_decay_with_penalty`` from graphs whose
+    gradients are already built; x, y and z as Gemm's.
 
-    It has no in-place variant on purpose: overwriting z would make it the step's first
-    in-place write, and its sum (read by the cost) would then reach nodes that
-    all-or-nothing calls can not check beforehand, so every call would copy z first."""
+    In place, the node is a call's commit (core/compile/commit.py) and the cost reads
+    its sum afterwards: a program checks nothing there, as an elementwise kernel on
+    operands of static shapes can not fail (KernelSpec.cannot_fail)."""
 
-    __props__ = ("dtype",)
+    __props__ = ("dtype", "inplace")
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str, inplace: bool = False):
         self.dtype = dtype
+        self.inplace = inplace
+        if inplace:
+            self.destroy_map = {0: [0]}
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}{{{self.dtype}{', inplace' if self.inplace else ''}}}"
 
     def make_node(self, z: Any, alpha: Any, x: Any, y: Any, beta: Any) -> Apply:
         update = Gemm().make_node(z, alpha, x, y, beta)  # Gemm's checks
@@ -131,9 +137,14 @@ class PenalisedGemm(Op):
         z, alpha, x, y, beta = inputs
         squares = np.asarray(np.sum(np.square(z), dtype=self.dtype))
         # NumPy's BLAS (np.dot), as the Python backend's Gemm: see numpy_blas_kernel.
-        target = np.multiply(z, z.dtype.type(beta.item()))
+        # The product comes first: x or y may be views of z.
         product = np.dot(x, y)
         product *= z.dtype.type(alpha.item())
+        if self.inplace:
+            target = z
+            target *= z.dtype.type(beta.item())
+        else:
+            target = np.multiply(z, z.dtype.type(beta.item()))
         target += product
         output_storage[0][0] = target
         output_storage[1][0] = squares

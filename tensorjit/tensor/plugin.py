@@ -7,7 +7,7 @@ from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import InplaceRegistry, KernelRegistry, OpRegistry, TypeRegistry
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.tensor import allocation, extra_ops, linalg, nnet
-from tensorjit.tensor.blas import Gemm, Ger, numpy_blas_kernel
+from tensorjit.tensor.blas import Gemm, Ger, PenalisedGemm, numpy_blas_kernel
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
@@ -106,12 +106,17 @@ def gemm_inplace_variant(node, candidates: list[int]):
     return type(node.op)(inplace=True) if 0 in candidates else None
 
 
+def penalised_gemm_inplace_variant(node, candidates: list[int]):
+    return PenalisedGemm(node.op.dtype, inplace=True) if 0 in candidates else None
+
+
 @hookimpl
 def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
     registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)
+    registry.add(PenalisedGemm, penalised_gemm_inplace_variant, plugin=FAMILY)
     registry.add(AdvancedIncSubtensor, advanced_incsubtensor_inplace_variant, plugin=FAMILY)
 
 

@@ -78,9 +78,15 @@ class CommitPlan:
     stand_ins: dict[Variable, Variable] = field(default_factory=dict)
 
 
-def commit_plan(nodes: Sequence[Apply], can_precheck: Callable[[Apply], bool]) -> CommitPlan:
+def commit_plan(
+    nodes: Sequence[Apply],
+    can_precheck: Callable[[Apply], bool],
+    cannot_fail: Callable[[Apply], bool] = lambda node: False,
+) -> CommitPlan:
     """The plan for ``nodes`` (scheduled by ``commits_last``). ``can_precheck(node)``:
-    whether the runner can check that node's failure conditions from its inputs."""
+    whether the runner can check that node's failure conditions from its inputs;
+    ``cannot_fail(node)``: whether the runner's kernel for it can not raise at all (it
+    needs neither a check nor snapshots)."""
     roots = alias_roots(nodes)
     commits = {k: overwritten_input(n, roots) for k, n in enumerate(nodes)}
     commits = {k: root for k, root in commits.items() if root is not None}
@@ -93,7 +99,7 @@ def commit_plan(nodes: Sequence[Apply], can_precheck: Callable[[Apply], bool]) -
     snapshots: dict[int, Variable] = {}
     for j in range(first, len(nodes)):
         node = nodes[j]
-        if j > first and node.op.may_raise:
+        if j > first and node.op.may_raise and not cannot_fail(node):
             if can_precheck(node) and all(
                 i.owner is None or i in ready or i in stand_ins for i in node.inputs
             ):

@@ -149,7 +149,8 @@ class VM:
     def _guard_commits(self, can_precheck: Any) -> None:
         """Wrap the steps for all-or-nothing calls (core/compile/commit.py): the first
         commit runs the prechecks first; a commit that must be undoable saves its input."""
-        plan = commit_plan(self.nodes, can_precheck)
+        kernel_of = dict(zip(self.nodes, self.kernels))
+        plan = commit_plan(self.nodes, can_precheck, lambda node: kernel_of[node].cannot_fail(node))
         steps = [list(step) for step in self._plain_steps]
         for k, root in plan.snapshots.items():
             steps[k][0] = self._saving(steps[k][0], root)

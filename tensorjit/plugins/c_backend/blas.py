@@ -119,6 +119,29 @@ static int tj_too_big(long long a, long long b, long long c)
 {
     return a > TJ_INT_MAX || b > TJ_INT_MAX || c > TJ_INT_MAX;
 }
+
+/* GEMM's operands C (m x n) = A (m x k) . B (k x n), elements of z bytes, as BLAS
+   operands: a row-major C is computed as C.T = B.T . A.T (*flip). Returns tj_gemm's
+   status bits of the operands BLAS can not address (4: C), 0 when all can. */
+static int tj_gemm_operands(char *a, long long m, long long k, long long as0, long long as1,
+                            char *b, long long n, long long bs0, long long bs1, char *c,
+                            long long cs0, long long cs1, long long z, char *ta, char *tb,
+                            tj_int *lda, tj_int *ldb, tj_int *ldc, int *flip)
+{
+    char tc;
+    int need = 0;
+    if (!tj_layout(m, n, cs0, cs1, z, c, &tc, ldc))
+        return 4;
+    *flip = tc == 'T';
+    if (*flip) {
+        if (!tj_layout(n, k, bs1, bs0, z, b, tb, ldb)) need |= 2;
+        if (!tj_layout(k, m, as1, as0, z, a, ta, lda)) need |= 1;
+    } else {
+        if (!tj_layout(m, k, as0, as1, z, a, ta, lda)) need |= 1;
+        if (!tj_layout(k, n, bs0, bs1, z, b, tb, ldb)) need |= 2;
+    }
+    return need;
+}
 """
 
 _TEMPLATE = r"""
@@ -155,9 +178,9 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
                char *c, long long cs0, long long cs1, double alpha, double beta)
 {
     const long long z = sizeof({T});
-    char ta, tb, tc;
+    char ta, tb;
     tj_int lda, ldb, ldc, im, in, ik;
-    int need = 0, flip;
+    int need, flip;
     if (m == 0 || n == 0)
         return 0;
     if (tj_too_big(m, n, k))
@@ -170,16 +193,8 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
     if ({SKINNY} && tj_skinny_on &&
         tj_skinny_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta) == 0)
         return 0;
-    if (!tj_layout(m, n, cs0, cs1, z, c, &tc, &ldc))
-        return 4;
-    flip = tc == 'T';  /* row-major C: compute C.T = B.T . A.T */
-    if (flip) {
-        if (!tj_layout(n, k, bs1, bs0, z, b, &tb, &ldb)) need |= 2;
-        if (!tj_layout(k, m, as1, as0, z, a, &ta, &lda)) need |= 1;
-    } else {
-        if (!tj_layout(m, k, as0, as1, z, a, &ta, &lda)) need |= 1;
-        if (!tj_layout(k, n, bs0, bs1, z, b, &tb, &ldb)) need |= 2;
-    }
+    need = tj_gemm_operands(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, z, &ta, &tb,
+                            &lda, &ldb, &ldc, &flip);
     if (need)
         return need;
     {

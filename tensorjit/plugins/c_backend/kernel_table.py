@@ -15,6 +15,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.c_backend import (
@@ -70,6 +72,23 @@ def _perform(node: Apply, plan: Any) -> Callable[[list, list], None]:
     return partial(node.op.perform, node)
 
 
+def _elemwise_cannot_fail(node: Apply, plan: Any) -> bool:
+    """An elementwise kernel's only failure is operands whose shapes do not broadcast
+    (float arithmetic in C raises nothing): float operands of static shapes that
+    broadcast can not make it fail."""
+    variables = [*node.inputs, *node.outputs]
+    if any(np.dtype(v.type.dtype).kind != "f" for v in variables):
+        return False
+    shapes = [v.type.shape for v in node.inputs]
+    if any(length is None for shape in shapes for length in shape):
+        return False
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return False
+    return True
+
+
 def _step(name: str) -> Callable[[Any, Apply, Any], Any]:
     """The program builder's method ``name`` as a spec's ``step``."""
     return lambda tables, node, plan: getattr(tables, name)(node, plan)
@@ -109,6 +128,7 @@ SPECS = (
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("elemwise"),
         plugin=PLUGIN,
+        cannot_fail=_elemwise_cannot_fail,
     ),
     KernelSpec(
         "c:reduce",

@@ -164,7 +164,9 @@ static int tj_penalised_fused_{p}(const char *a, long long m, long long k, long 
 }
 
 /* out (m x n) = alpha * a (m x k) . b (k x n) + beta * c and *squares = sum(c * c), c
-   and out C-contiguous and distinct. Statuses as tj_gemm's (bits 1 and 2: a and b). */
+   and out C-contiguous; out may be c (in place), a and b must not overlap it. Statuses
+   as tj_gemm's (bits 1 and 2: a and b to be copied), returned before anything is
+   written: an in-place call repeated with copies decays c once. */
 int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long as1,
                      char *b, long long n, long long bs0, long long bs1, char *c, char *out,
                      double alpha, double beta, double *squares)
@@ -175,6 +177,17 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
         tj_penalised_fused_{p}(a, m, k, as0, as1, b, n, bs0, (const {T} *)c, ({T} *)out,
                                ({T})alpha, ({T})beta, squares) == 0)
         return 0;
+    if (m > 0 && n > 0 && k > 0) { /* tj_gemm's checks, before the decay writes */
+        char ta, tb;
+        tj_int lda, ldb, ldc;
+        int flip, need;
+        if (tj_too_big(m, n, k))
+            return -1;
+        need = tj_gemm_operands(a, m, k, as0, as1, b, n, bs0, bs1, out, n * z, z, z, &ta, &tb,
+                                &lda, &ldb, &ldc, &flip);
+        if (need)
+            return need;
+    }
     *squares = tj_decay_{p}((const {T} *)c, ({T} *)out, m * n, ({T})beta);
     return tj_gemm_{p}(a, m, k, as0, as1, b, n, bs0, bs1, out, n * z, z, alpha, 1.0);
 }
@@ -216,8 +229,9 @@ def supported(node: Apply) -> bool:
 
 
 def factory(node: Apply) -> Callable[[list, list], None]:
-    """The per-node kernel: the C function on C-contiguous weights of the node's dtype,
-    Op.perform otherwise."""
+    """The per-node kernel: the C function on C-contiguous (and, in place, writeable)
+    weights of the node's dtype, Op.perform otherwise. In place, an x or y that shares
+    memory with the weight is read from a copy."""
     from tensorjit.plugins.c_backend import blas
 
     ffi, lib = blas.library()
@@ -226,6 +240,7 @@ def factory(node: Apply) -> Callable[[list, list], None]:
     sum_dtype = node.outputs[1].type.numpy_dtype
     op = node.op
     check = op.input_check(node)
+    inplace = op.inplace
     new_double, address = ffi.new, ffi.cast
 
     def ptr(a: np.ndarray):
@@ -235,11 +250,16 @@ def factory(node: Apply) -> Callable[[list, list], None]:
         z, alpha, x, y, beta = inputs
         check(inputs)
         if not (z.dtype == x.dtype == y.dtype == dtype) or not (
-            z.flags.c_contiguous and z.flags.aligned
+            z.flags.c_contiguous and z.flags.aligned and (z.flags.writeable or not inplace)
         ):
             op.perform(node, inputs, output_storage)  # another layout: NumPy's passes
             return
-        out = output_buffer(output_storage[0][0], z.shape, dtype, inputs)
+        if inplace:
+            out = z
+            x = x.copy() if np.may_share_memory(x, z) else x
+            y = y.copy() if np.may_share_memory(y, z) else y
+        else:
+            out = output_buffer(output_storage[0][0], z.shape, dtype, inputs)
         squares = new_double("double *")
         m, k = x.shape
         n = y.shape[1] if y.ndim == 2 else 1

@@ -678,14 +678,16 @@ done:
 typedef int (*tj_penalised_fn)(char *, tj_ll, tj_ll, tj_ll, tj_ll, char *, tj_ll, tj_ll, tj_ll,
                                char *, char *, double, double, double *);
 
-/* PenalisedGemm (penalised.py): out = beta * z + alpha * x . y into a new array, and the
-   sum of the squares of z into slot axes[0], of dtype n_kept. A z that is not
-   C-contiguous is read from a copy, x and y from copies where BLAS can not address
-   them. 1 (declined) when the shapes do not match: prechecked, so never after a write. */
+/* PenalisedGemm (penalised.py): out = beta * z + alpha * x . y, into z itself when the
+   step is in place (target 0), else into a new array; the sum of the squares of z into
+   slot axes[0], of dtype n_kept. A z that is not C-contiguous is read from a copy (in
+   place, the result is then copied back into z); x and y are read from copies where BLAS
+   can not address them or, in place, where they overlap z. 1 (declined) when the shapes
+   do not match: prechecked, so never after a write. */
 static int tj_penalised(const tj_step *s, PyObject **v)
 {
     PyArrayObject *z = (PyArrayObject *)v[s->ops[0]], *x = (PyArrayObject *)v[s->ops[2]];
-    PyArrayObject *y = (PyArrayObject *)v[s->ops[3]], *out = NULL;
+    PyArrayObject *y = (PyArrayObject *)v[s->ops[3]], *out = NULL, *dest = z;
     PyObject *copies[3] = {NULL, NULL, NULL}, *sum = NULL;
     double alpha = tj_real((PyArrayObject *)v[s->ops[1]]), total = 0;
     double beta = tj_real((PyArrayObject *)v[s->ops[4]]);
@@ -697,9 +699,26 @@ static int tj_penalised(const tj_step *s, PyObject **v)
             return -1;
         z = (PyArrayObject *)copies[0];
     }
-    out = (PyArrayObject *)tj_take(s, PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
+    if (s->target == 0 && z == dest) { /* in place on a C-contiguous z */
+        out = z;
+        Py_INCREF(out);
+    } else {
+        out = (PyArrayObject *)tj_take(s, PyArray_NDIM(z), PyArray_DIMS(z), s->typenum);
+    }
     if (out == NULL || (sum = PyArray_SimpleNew(0, NULL, s->n_kept)) == NULL)
         goto done;
+    if (s->target == 0) /* the products must not read what the pass overwrites */
+        for (int i = 1; i <= 2; i++) {
+            PyArrayObject *operand = i == 1 ? x : y;
+            if (!tj_overlap(operand, dest))
+                continue;
+            if ((copies[i] = PyArray_NewCopy(operand, NPY_CORDER)) == NULL)
+                goto done;
+            if (i == 1)
+                x = (PyArrayObject *)copies[i];
+            else
+                y = (PyArrayObject *)copies[i];
+        }
     for (round = 0; round < 3; round++) {
         PyThreadState *saved = PyArray_SIZE(z) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
         status = ((tj_penalised_fn)s->fn[0])(
@@ -733,6 +752,12 @@ static int tj_penalised(const tj_step *s, PyObject **v)
         *(float *)PyArray_BYTES((PyArrayObject *)sum) = (float)total;
     else
         *(double *)PyArray_BYTES((PyArrayObject *)sum) = total;
+    if (s->target == 0 && out != dest) { /* z was read from a copy: write into z itself */
+        if (PyArray_CopyInto(dest, out) < 0)
+            goto done;
+        Py_INCREF(dest);
+        Py_SETREF(out, dest);
+    }
     Py_XSETREF(v[s->out], (PyObject *)out);
     Py_XSETREF(v[s->axes[0]], sum);
     out = NULL;

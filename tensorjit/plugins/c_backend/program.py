@@ -205,8 +205,11 @@ class _Tables:
         self.outputs = [self._slot(v) for v in plan.outputs]
         # All-or-nothing calls (core/compile/commit.py): program.c checks these kinds.
         kinds = {node: step[0] for node, step in zip(plan.nodes, self.steps)}
+        kernel_of = dict(zip(plan.nodes, plan.kernels))
         commits = commit_plan(
-            plan.nodes, lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER, PENALISED)
+            plan.nodes,
+            lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER, PENALISED),
+            lambda node: kinds[node] != PYTHON and kernel_of[node].cannot_fail(node),
         )
         snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
         # A failed call copies saved values back into their slots: those stay alive.
@@ -456,10 +459,15 @@ class _Tables:
                 raise Unsupported(f"{node.op}: {scalar} of dtype {scalar.type.dtype}")
         fns = self._addresses(*blas.library(), [penalised.function_name(z.type.dtype)])
         ops = [self._slot(v) for v in node.inputs]
+        target, destroys = -1, 0
+        if node.op.inplace:
+            target = 0
+            root = self.roots[updated] = self._root(z)
+            destroys = self._not_computed(root)
         slot = self._new_slot(updated)
         total = self._new_slot(squares)
-        return (PENALISED, fns, ops, [], [], -1, slot, _typenum(updated), updated.type.ndim,
-                [], [total], _typenum(squares), [], 0, 0)  # fmt: skip
+        return (PENALISED, fns, ops, [], [], target, slot, _typenum(updated),
+                updated.type.ndim, [], [total], _typenum(squares), [], 0, destroys)  # fmt: skip
 
     def rowwise(self, node: Apply, plan: object = None) -> tuple:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)

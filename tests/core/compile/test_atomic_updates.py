@@ -206,3 +206,68 @@ def test_a_weight_two_gemms_update_in_turn_is_checked_without_a_copy(path):
     x_, h_, g_, y_ = args
     np.testing.assert_allclose(w.get_value(), before - 0.1 * (x_.T @ h_ + g_.T @ y_))
     assert w.get_value(borrow=True) is buffer
+
+
+def _penalised_plan(f):
+    """The commit plan the function's runner made (the VM's rules, with its kernels)."""
+    vm = _vm(f)
+    kernel_of = dict(zip(vm.nodes, vm.kernels))
+    return commit_plan(
+        vm.nodes,
+        lambda node: node.op.input_check(node) is not None,
+        lambda node: kernel_of[node].cannot_fail(node),
+    )
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_penalised_update_in_place_is_all_or_nothing(path):
+    # The L2-penalised update overwrites w (PenalisedGemm in place) and the cost reads
+    # the penalty's sum afterwards. On C kernels that sum's elementwise reader of static
+    # shapes can not fail: nothing is saved. A failing call (shapes) changes nothing.
+    from tensorjit.tensor.blas import PenalisedGemm
+
+    rng = np.random.default_rng(3)
+    w = tensorjit.shared(rng.normal(size=(6, 4)), name="w")
+    x, y = T.matrices("x", "y")
+    cost = (T.tanh(T.dot(x, w)) * y).sum() + 0.01 * (w**2).sum()
+    f = _compile(path, [x, y], cost, [(w, w - 0.5 * tensorjit.grad(cost, w))])
+    (node,) = [n for n in f.fgraph.toposort() if isinstance(n.op, PenalisedGemm)]
+    assert node.op.inplace
+    if path != "python":
+        assert not _penalised_plan(f).snapshots
+    buffer, before = w.get_value(borrow=True), w.get_value()
+    for bad in [(rng.normal(size=(3, 6)), rng.normal(size=(2, 4))),
+                (rng.normal(size=(3, 5)), rng.normal(size=(3, 4)))]:  # fmt: skip
+        with pytest.raises(ValueError):
+            f(*bad)
+        np.testing.assert_array_equal(w.get_value(), before)
+    xv, yv = rng.normal(size=(3, 6)), rng.normal(size=(3, 4))
+    h = np.tanh(xv @ before)
+    np.testing.assert_allclose(f(xv, yv), (h * yv).sum() + 0.01 * (before**2).sum())
+    grad = xv.T @ ((1 - h**2) * yv) + 0.02 * before
+    np.testing.assert_allclose(w.get_value(), before - 0.5 * grad, rtol=1e-12)
+    assert w.get_value(borrow=True) is buffer  # updated in place
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_failure_after_a_penalised_update_restores_the_weight(path):
+    # An output that indexes with the penalty's sum after the in-place update can fail
+    # (an index out of range): the update saves w first and a failed call puts it back.
+    rng = np.random.default_rng(4)
+    w = tensorjit.shared(rng.normal(size=(5, 3)), name="w")
+    x, y = T.matrices("x", "y")
+    i = T.lscalar("i")
+    penalty = (w**2).sum()
+    cost = (T.dot(x, w) * y).sum() + 0.01 * penalty
+    picked = (penalty * T.ones_like(x[0]))[i]
+    f = _compile(path, [x, y, i], [cost, picked], [(w, w - 0.5 * tensorjit.grad(cost, w))])
+    assert _penalised_plan(f).snapshots  # the case this test is about
+    buffer, before = w.get_value(borrow=True), w.get_value()
+    xv, yv = rng.normal(size=(4, 5)), rng.normal(size=(4, 3))
+    with pytest.raises(IndexError):
+        f(xv, yv, 9)
+    np.testing.assert_array_equal(w.get_value(), before)
+    assert w.get_value(borrow=True) is buffer
+    _, value = f(xv, yv, 1)
+    np.testing.assert_allclose(value, (before**2).sum())
+    np.testing.assert_allclose(w.get_value(), before - 0.5 * (xv.T @ yv + 0.02 * before))

@@ -1176,6 +1176,39 @@ def test_penalised_gemm_kernel_layouts_shapes_and_threads(mode, dtype):
         f(zval, 1.0, xval[:, :7], yval, 1.0)
 
 
+@pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_penalised_gemm_in_place_on_every_layout(mode, dtype):
+    """In place (a mutable input): the update lands in z's own buffer, for C-ordered,
+    Fortran-ordered and strided z, with the one-pass kernel (one thread) and without. An
+    operand that is a view of z keeps the update out of place (the destroy handler)."""
+    z, x, y = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    alpha, beta = T.scalar("alpha", dtype=dtype), T.scalar("beta", dtype=dtype)
+    op = PenalisedGemm(dtype)
+    mutable = tensorjit.In(z, mutable=True)
+    f = tensorjit.function([mutable, alpha, x, y, beta], op(z, alpha, x, y, beta), mode=mode)
+    g = tensorjit.function([mutable, alpha, y, beta], op(z, alpha, z[:, :5], y, beta), mode=mode)
+    assert [n.op.inplace for n in f.fgraph.toposort() if isinstance(n.op, PenalisedGemm)] == [True]
+    assert [n.op.inplace for n in g.fgraph.toposort() if isinstance(n.op, PenalisedGemm)] == [False]
+    r = rng(16)
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    for threads in (1, 2):
+        with tensorjit.config.change_flags(threads=threads):
+            for layout in (np.ascontiguousarray, np.asfortranarray, lambda a: a[:, ::2]):
+                zval = layout(r.standard_normal((14, 18)).astype(dtype))
+                m, n = zval.shape
+                xval, yval = (r.standard_normal(s).astype(dtype) for s in [(m, 5), (5, n)])
+                want, want_sum = _penalised_reference(zval, -0.25, xval, yval, 0.75, dtype)
+                updated, squares = f(zval, -0.25, xval, yval, 0.75)
+                np.testing.assert_allclose(updated, want, rtol=tol, atol=tol * 10)
+                np.testing.assert_allclose(squares, want_sum, rtol=tol)
+                np.testing.assert_allclose(zval, want, rtol=tol, atol=tol * 10)  # in place
+                before = zval.copy()
+                want, _ = _penalised_reference(before, -0.25, before[:, :5], yval, 0.75, dtype)
+                updated, _ = g(zval, -0.25, yval, 0.75)
+                np.testing.assert_allclose(updated, want, rtol=tol, atol=tol * 10)
+
+
 def test_penalised_gemm_gradient_and_types():
     z, x, y = T.matrices("z", "x", "y")
     alpha, beta = T.scalars("alpha", "beta")
