@@ -47,7 +47,8 @@ TEMPLATE = r"""
 
 /* out[i] = beta * c[i] for n contiguous elements; returns the sum of the c[i] * c[i]
    (eight double partial sums). */
-static double tj_decay_{p}(const {T} *c, {T} *out, long long n, {T} beta)
+static inline __attribute__((always_inline)) double
+tj_decay_body_{p}(const {T} *c, {T} *out, long long n, {T} beta)
 {
     double s[8] = {0};
     long long i = 0;
@@ -63,6 +64,15 @@ static double tj_decay_{p}(const {T} *c, {T} *out, long long n, {T} beta)
         out[i] = c[i] * beta;
     }
     return total;
+}
+
+/* In place (out == c) the loop runs on one pointer: with two that may overlap, the
+   vectoriser's run-time check sends it to scalar code. */
+static double tj_decay_{p}(const {T} *c, {T} *out, long long n, {T} beta)
+{
+    if ((const {T} *)out == c)
+        return tj_decay_body_{p}(out, out, n, beta);
+    return tj_decay_body_{p}(c, out, n, beta);
 }
 
 /* The one-pass kernel: c and out m x n C-contiguous, b's rows contiguous (row stride
