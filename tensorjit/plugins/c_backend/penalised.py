@@ -1,6 +1,7 @@
 """The C kernel of ``PenalisedGemm`` (an L2-penalised weight's update and its penalty's
 sum of squares, see tensor/blas.py), part of the BLAS library of ``blas.py``:
-``out = beta * c + alpha * a . b`` and ``sum(c ** 2)``.
+``out = beta * c + alpha * a . b`` and ``sum(c ** 2)``, with ``out`` a new array or, for
+the in-place variant (a weight update), ``c`` itself.
 
 A minibatch's weight gradient ``X^T G`` has few terms per element (k, the minibatch
 size), so its GEMM is bound by passes over the weight: the penalty's sum reads it, the
@@ -13,8 +14,9 @@ squared, decayed and accumulated into out while the next rows are prefetched. Ot
 accumulates into out. The squares are taken in the weight's dtype and summed in double.
 
 The one pass is float32's only: on the tutorial MLP's W1 update (784 x 500, k = 20, one
-core) it takes ~252 us against ~275 for the decay pass and OpenBLAS; in float64 both
-took ~515 us (the products, twice the FMAs, dominate), so float64 keeps BLAS's order.
+core; benchmarks/penalised_update.py) it takes ~252 us into a new array (~239 in place)
+against ~273 (~268) for the decay pass and OpenBLAS; in float64 both took ~515 us (the
+products, twice the FMAs, dominate), so float64 keeps BLAS's order.
 
 Whole-graph programs call the same function (program.c's penalised step).
 """
