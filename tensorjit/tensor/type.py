@@ -11,7 +11,7 @@ import numpy as np
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST, array_kind, kind_of
 from tensorjit.core.graph.basic import Variable
-from tensorjit.core.graph.type import Type
+from tensorjit.core.graph.type import PYTHON_SCALARS, Type
 
 # Theano's one-letter dtype prefixes: bmatrix, wvector, ivector, lvector, fmatrix, ...
 DTYPE_PREFIXES = {
@@ -41,8 +41,7 @@ def normalize_dtype(dtype: Any) -> str:
 
 
 # Values that are host values whatever devices are loaded (no array kind is asked).
-_PYTHON_SCALARS = (bool, int, float, complex)
-_PYTHON_VALUES = (*_PYTHON_SCALARS, list, tuple)
+_PYTHON_VALUES = (*PYTHON_SCALARS, list, tuple)
 _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
 
 
@@ -122,7 +121,7 @@ class TensorType(Type):
         """
         if self.device != HOST:
             return self._filter_on_device(value, strict, allow_downcast)
-        if type(value) in _PYTHON_SCALARS and not self.ndim and not strict:
+        if type(value) in PYTHON_SCALARS and not self.ndim and not strict:
             return self._convert(value, allow_downcast)  # a minibatch index, a rate
         if type(value) is not np.ndarray and isinstance(value, np.ndarray):
             value = _base_array(value)

@@ -38,6 +38,7 @@ from tensorjit.core.graph.fgraph import (
     MissingInputError,
 )
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
+from tensorjit.core.graph.type import PYTHON_SCALARS
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
@@ -332,7 +333,7 @@ class Function:
         filtered, scalars = list(args), 0
         try:
             for k, value in enumerate(args):
-                if type(value) in _PYTHON_SCALARS or isinstance(value, np.generic):
+                if type(value) in PYTHON_SCALARS or isinstance(value, np.generic):
                     filter_value, strict, allow_downcast = self.memory.plain_filters[k]
                     filtered[k] = filter_value(value, strict, allow_downcast)
                     scalars += 1
@@ -409,11 +410,6 @@ class Function:
             finally:
                 memory.clear()
             return memory.store_updates(results)
-
-
-# Arguments a program does not take as they are (nor NumPy scalars), but a filter turns
-# into 0-d arrays.
-_PYTHON_SCALARS = (bool, int, float, complex)
 
 
 def _check_device(device: str, system: Any) -> None:

@@ -10,6 +10,11 @@ if TYPE_CHECKING:
     from tensorjit.core.graph.basic import Constant, Variable
 
 
+# Python's own scalar types: a value of one is no array, but Types' filters turn it into
+# one (whole-graph programs take exact arrays, so calls filter these first).
+PYTHON_SCALARS = (bool, int, float, complex)
+
+
 class Type:
     """Base class of all types. Subclasses must be hashable and comparable by value.
 
