@@ -3,8 +3,8 @@ pass then BLAS's GEMM, on the tutorial MLP's W1 update: ``out = beta * W + alpha
 and ``sum(W**2)``, W 784 x 500, X the next 20-row minibatch of a 12,000-row data set (read
 transposed, as the gradient reads it), one thread; in place (out is W, as the MLP's
 update runs) and into another array. Both paths are the project's own
-kernel: tj_skinny_enable(0) (what more than one thread sets) makes it take the decay
-pass and ``tj_gemm``; the two alternate call by call. Then NumPy's three passes,
+kernel: tj_penalised_one_pass(0) makes it take the decay pass and ``tj_gemm`` (as more
+than one thread does); the two alternate call by call. Then NumPy's three passes,
 ``beta * W + alpha * (X.T @ G)`` and the sum.
 
 Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32]
@@ -53,7 +53,7 @@ def main() -> None:
     def kernel(i: int, one_pass: int, in_place: bool) -> None:
         x = data[(i % (rows // k)) * k :][:k].T
         c = own[one_pass] if in_place else w
-        lib.tj_skinny_enable(one_pass)
+        lib.tj_penalised_one_pass(one_pass)
         status = fn(ptr(x), m, k, *x.strides, ptr(g), n, *g.strides, ptr(c),
                     ptr(c if in_place else out), alpha, beta, squares)  # fmt: skip
         assert status == 0
@@ -85,7 +85,7 @@ def main() -> None:
                 start = time.perf_counter()
                 call(i, flag, in_place)
                 samples[name].append(time.perf_counter() - start)
-    lib.tj_skinny_enable(1)
+    lib.tj_penalised_one_pass(1)
     print(f"W {m} x {n} {args.dtype}, k {k}: us a call ({args.calls} calls each)")
     if args.dtype == "float64":
         print("  (float64 has no one-pass kernel: its rows run the decay pass and tj_gemm)")

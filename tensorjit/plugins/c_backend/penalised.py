@@ -13,6 +13,11 @@ squared, decayed and accumulated into out while the next rows are prefetched. Ot
 (more terms, more threads, other layouts) the decay pass runs, then ``tj_gemm``
 accumulates into out. The squares are taken in the weight's dtype and summed in double.
 
+The one pass runs on one thread only (as skinny.py's kernels). Tried with its row blocks
+split over two threads, it was faster alone (153 against 173 us) but slower inside the
+MLP step (0.57 against 0.45 ms a step, median): the pool's worker contended with
+OpenBLAS's spinning ones.
+
 The one pass is float32's only: on the tutorial MLP's W1 update (784 x 500, k = 20, one
 core; benchmarks/penalised_update.py) it takes ~252 us into a new array (~239 in place)
 against ~273 (~268) for the decay pass and OpenBLAS; in float64 both took ~515 us (the
@@ -35,6 +40,17 @@ OPS = (PenalisedGemm,)
 
 FUSED_MAX_K = 32  # more terms per element: the products' own cost outweighs the passes
 FUSED_MAX_PACKED = 1 << 18  # bytes of packed b: beyond, its panels leave the L2 cache
+
+# Once per library: the switch benchmarks/penalised_update.py turns the one pass off with.
+HEADER = r"""
+static int tj_pen_one_pass = 1;
+
+void tj_penalised_one_pass(int on)
+{
+    tj_pen_one_pass = on;
+}
+"""
+HEADER_CDEF = "void tj_penalised_one_pass(int);\n"
 
 TEMPLATE = r"""
 #if defined(__FMA__)
@@ -184,7 +200,7 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
                      double alpha, double beta, double *squares)
 {
     const long long z = sizeof({T});
-    if ({FUSED} && tj_skinny_on && m > 0 && n > 0 && k > 0 && k <= {MAX_K} &&
+    if ({FUSED} && tj_pen_one_pass && tj_skinny_on && m > 0 && n > 0 && k > 0 && k <= {MAX_K} &&
         (n == 1 || bs1 == z) && ((n + 2 * 32 / z - 1) / (2 * 32 / z)) * k * 64 <= {MAX_PACKED} &&
         tj_penalised_fused_{p}(a, m, k, as0, as1, b, n, bs0, (const {T} *)c, ({T} *)out,
                                ({T})alpha, ({T})beta, squares) == 0)
