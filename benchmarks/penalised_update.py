@@ -7,7 +7,9 @@ kernel: tj_penalised_one_pass(0) makes it take the decay pass and ``tj_gemm`` (a
 than one thread does); the two alternate call by call. Then NumPy's three passes,
 ``beta * W + alpha * (X.T @ G)`` and the sum.
 
-Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32]
+With --step: the tutorial MLP's whole training step instead, the one pass on and off.
+
+Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32] [--step]
 """
 
 from __future__ import annotations
@@ -16,18 +18,23 @@ import argparse
 import statistics
 import time
 
-from _competitors import limit_threads
+import tutorial  # (limits the threads, by --threads, before NumPy loads)
 
-limit_threads(1)  # before NumPy loads OpenBLAS
-
+# isort: split
 import numpy as np  # noqa: E402
+from _mlp_bound import five_gemms  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--calls", type=int, default=3000, help="calls of each, round-robin")
+    parser.add_argument("--step", action="store_true", help="the tutorial MLP's whole step")
+    parser.add_argument("--threads", type=int, default=1, help="(read by tutorial.py)")
     args = parser.parse_args()
+    if args.step:
+        whole_step(args.dtype, args.calls)
+        return
 
     import tensorjit
     from tensorjit.plugins.c_backend import blas, penalised
@@ -97,6 +104,46 @@ def main() -> None:
             gap = float(np.abs(value - reference[0]).max())
             line += f"  {gap:.3g}, {total:.10g} (against {reference[1]:.10g})"
         print(line)
+
+
+def whole_step(dtype: str, blocks: int) -> None:
+    """The tutorial MLP's training step (benchmarks/tutorial.py, tensorjit) with the one
+    pass on and off, and the step's five GEMMs alone (the bound), in blocks of 100 calls
+    taking turns; medians and minimums of the blocks' mean times."""
+    from tensorjit.plugins.c_backend import blas
+
+    _, lib = blas.library()
+    x_all, y_all, params0 = tutorial.make_data("mlp", dtype)
+    step = tutorial.symbolic_step("tensorjit", "mlp", x_all, y_all, params0, dtype, None)
+    w1, _, w2, _ = (np.asarray(p, dtype) for p in params0)
+    bound = five_gemms(np.ascontiguousarray(x_all[:20]), w1, w2)
+
+    def block(one_pass: int | None, calls: int = 100) -> float:
+        if one_pass is not None:
+            lib.tj_penalised_one_pass(one_pass)
+            step(0)
+        start = time.perf_counter()
+        for i in range(calls):
+            if one_pass is None:
+                bound()
+            else:
+                step(i % tutorial.N_BATCHES)
+        return (time.perf_counter() - start) / calls
+
+    kinds = {"one pass": 1, "decay + tj_gemm": 0, "bound (5 GEMMs)": None}
+    samples: dict[str, list[float]] = {name: [] for name in kinds}
+    for _ in range(max(1, blocks // 50)):
+        for name, flag in kinds.items():
+            samples[name].append(block(flag))
+    lib.tj_penalised_one_pass(1)
+    limit = statistics.median(samples["bound (5 GEMMs)"])
+    print(f"tutorial MLP step, {dtype}, one thread: ms a step ({len(samples['bound (5 GEMMs)'])} "
+          "blocks of 100 calls each, taking turns)")  # fmt: skip
+    print(f"  {'':<18}{'median':>9}{'min':>9}{'% bound':>9}")
+    for name, times in samples.items():
+        middle = statistics.median(times)
+        print(f"  {name:<18}{middle * 1e3:>9.4f}{min(times) * 1e3:>9.4f}"
+              f"{100 * limit / middle:>8.1f}%")  # fmt: skip
 
 
 if __name__ == "__main__":
