@@ -238,8 +238,9 @@ class Kernel:
     plan: Any = None
 
     def cannot_fail(self, node: Apply) -> bool:
-        """Whether this kernel can not raise on ``node``, whatever its input values (its
-        spec's ``cannot_fail``; False when the spec does not say)."""
+        """Whether this kernel can not raise on ``node``, whatever its input values,
+        allocation failures aside (its spec's ``cannot_fail``; False when the spec does
+        not say)."""
         judge = None if self.spec is None else self.spec.cannot_fail
         return judge is not None and bool(judge(node, self.plan))
 
@@ -260,8 +261,9 @@ class KernelSpec:
       the builder is the backend's own, and may raise to decline).
     - ``cannot_fail(node, plan)``: True when the kernel (and the node's program step)
       can not raise on ``node`` whatever the input values, e.g. an elementwise kernel on
-      operands of static shapes (optional; all-or-nothing calls then neither check nor
-      undo anything for it after a call's first in-place write: core/compile/commit.py).
+      operands of static shapes; running out of memory aside (optional; all-or-nothing
+      calls then neither check nor undo anything for it after a call's first in-place
+      write: core/compile/commit.py, so a MemoryError there leaves that write).
     """
 
     name: str

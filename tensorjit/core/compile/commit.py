@@ -85,8 +85,8 @@ def commit_plan(
 ) -> CommitPlan:
     """The plan for ``nodes`` (scheduled by ``commits_last``). ``can_precheck(node)``:
     whether the runner can check that node's failure conditions from its inputs;
-    ``cannot_fail(node)``: whether the runner's kernel for it can not raise at all (it
-    needs neither a check nor snapshots)."""
+    ``cannot_fail(node)``: whether the runner's kernel for it can not raise, running out
+    of memory aside (it needs neither a check nor snapshots)."""
     roots = alias_roots(nodes)
     commits = {k: overwritten_input(n, roots) for k, n in enumerate(nodes)}
     commits = {k: root for k, root in commits.items() if root is not None}

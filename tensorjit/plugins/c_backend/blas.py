@@ -46,6 +46,12 @@ _HEADER = r"""
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* C11's, which <stdlib.h> does not declare under the kernels' -std=gnu99 (newer
+   compilers refuse a call to an undeclared function). */
+void *aligned_alloc(size_t alignment, size_t size);
 
 /* BLAS's integer: int (LP64, SciPy's) or int64_t (ILP64, NumPy's scipy-openblas64). */
 typedef {I} tj_int;

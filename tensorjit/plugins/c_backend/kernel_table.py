@@ -73,9 +73,9 @@ def _perform(node: Apply, plan: Any) -> Callable[[list, list], None]:
 
 
 def _elemwise_cannot_fail(node: Apply, plan: Any) -> bool:
-    """An elementwise kernel's only failure is operands whose shapes do not broadcast
-    (float arithmetic in C raises nothing): float operands of static shapes that
-    broadcast can not make it fail."""
+    """An elementwise kernel's only failure, memory aside, is operands whose shapes do
+    not broadcast (float arithmetic in C raises nothing): float operands of static
+    shapes that broadcast can not make it fail."""
     variables = [*node.inputs, *node.outputs]
     if any(np.dtype(v.type.dtype).kind != "f" for v in variables):
         return False

@@ -11,7 +11,9 @@ of two vectors' width, six rows of a at a time get their products in registers (
 terms summed in order with FMAs, as OpenBLAS's kernels do), then those rows of c are
 squared, decayed and accumulated into out while the next rows are prefetched. Otherwise
 (more terms, more threads, other layouts) the decay pass runs, then ``tj_gemm``
-accumulates into out. The squares are taken in the weight's dtype and summed in double.
+accumulates into out. The squares are taken in the weight's dtype; the decay pass sums
+them in eight double sums, the one pass in vector lanes of the weight's dtype along each
+row (n / 16 terms a lane), the rows' sums in double.
 
 The one pass runs on one thread only (as skinny.py's kernels). Tried with its row blocks
 split over two threads, it was faster alone (153 against 173 us) but slower inside the
@@ -217,6 +219,8 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
             return need;
     }
     *squares = tj_decay_{p}((const {T} *)c, ({T} *)out, m * n, ({T})beta);
+    if (k == 0) /* no products: tj_gemm would only scale by 1 */
+        return 0;
     return tj_gemm_{p}(a, m, k, as0, as1, b, n, bs0, bs1, out, n * z, z, alpha, 1.0);
 }
 """
@@ -298,6 +302,9 @@ def factory(node: Apply) -> Callable[[list, list], None]:
                       ptr(z), ptr(out), float(alpha), float(beta), squares)  # fmt: skip
 
         status = call(x, y)
+        if status < 0:  # a dimension past BLAS's int (nothing written yet): NumPy's way
+            op.perform(node, inputs, output_storage)
+            return
         if status != 0:
             blas._retry(call, status, [x, y], (1, 2))
         output_storage[0][0] = out

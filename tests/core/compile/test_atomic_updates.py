@@ -223,7 +223,8 @@ def _penalised_plan(f):
 def test_a_penalised_update_in_place_is_all_or_nothing(path):
     # The L2-penalised update overwrites w (PenalisedGemm in place) and the cost reads
     # the penalty's sum afterwards. On C kernels that sum's elementwise reader of static
-    # shapes can not fail: nothing is saved. A failing call (shapes) changes nothing.
+    # shapes can not fail: nothing is saved (the point of this test). Calls whose shapes
+    # do not match fail before the update and change nothing.
     from tensorjit.tensor.blas import PenalisedGemm
 
     rng = np.random.default_rng(3)

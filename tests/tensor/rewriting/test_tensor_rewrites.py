@@ -1207,6 +1207,7 @@ def test_penalised_gemm_in_place_on_every_layout(mode, dtype):
                 want, _ = _penalised_reference(before, -0.25, before[:, :5], yval, 0.75, dtype)
                 updated, _ = g(zval, -0.25, yval, 0.75)
                 np.testing.assert_allclose(updated, want, rtol=tol, atol=tol * 10)
+                np.testing.assert_array_equal(zval, before)  # out of place: z untouched
 
 
 def test_penalised_gemm_gradient_and_types():
