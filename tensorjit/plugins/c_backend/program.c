@@ -218,6 +218,18 @@ static int tj_overlap(PyArrayObject *a, PyArrayObject *b)
     return alo < bhi && blo < ahi;
 }
 
+/* Points *a at a new C-ordered copy of it, owned by *copy (which releases an earlier
+   copy); -1 with an exception set when none can be made. */
+static int tj_use_copy(PyArrayObject **a, PyObject **copy)
+{
+    PyObject *made = PyArray_NewCopy(*a, NPY_CORDER);
+    if (made == NULL)
+        return -1;
+    Py_XSETREF(*copy, made);
+    *a = (PyArrayObject *)made;
+    return 0;
+}
+
 static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
 {
     if (PyArray_NDIM(a) != nd)
@@ -273,10 +285,8 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
         for (j = 0; j < n; j++) {
             if (j == s->target || a[j] == t || !tj_overlap(a[j], t))
                 continue;
-            copies[j] = PyArray_NewCopy(a[j], NPY_CORDER);
-            if (copies[j] == NULL)
+            if (tj_use_copy(&a[j], &copies[j]) < 0)
                 goto error;
-            a[j] = (PyArrayObject *)copies[j];
         }
         out = t;
         Py_INCREF(out);
@@ -515,15 +525,9 @@ static int tj_blas(const tj_step *s, int call, PyArrayObject **arr, int written,
             PyEval_RestoreThread(saved);
         if (status <= 0)
             break;
-        for (i = 0; i < 3; i++) {
-            if (!(status >> i & 1))
-                continue;
-            PyObject *copy = PyArray_NewCopy(arr[i], NPY_CORDER);
-            if (copy == NULL)
+        for (i = 0; i < 3; i++)
+            if ((status >> i & 1) && tj_use_copy(&arr[i], &copies[i]) < 0)
                 goto done;
-            Py_XSETREF(copies[i], copy);
-            arr[i] = (PyArrayObject *)copy;
-        }
     }
     if (status != 0) {
         result = 1;
@@ -636,16 +640,9 @@ static int tj_gemm_ger(const tj_step *s, PyObject **v)
         target = z;
         Py_INCREF(target);
         /* An operand overlapping the target is read from a copy. */
-        if (tj_overlap(x, z)) {
-            if ((copies[0] = PyArray_NewCopy(x, NPY_CORDER)) == NULL)
-                goto done;
-            x = (PyArrayObject *)copies[0];
-        }
-        if (tj_overlap(y, z)) {
-            if ((copies[1] = PyArray_NewCopy(y, NPY_CORDER)) == NULL)
-                goto done;
-            y = (PyArrayObject *)copies[1];
-        }
+        if ((tj_overlap(x, z) && tj_use_copy(&x, &copies[0]) < 0) ||
+            (tj_overlap(y, z) && tj_use_copy(&y, &copies[1]) < 0))
+            goto done;
     } else if (tj_dead_and_unshared(s, v, 0) && z != x && z != y) {
         target = z; /* nobody else can see z: update it in place instead of a copy */
         Py_INCREF(target);
@@ -694,11 +691,8 @@ static int tj_penalised(const tj_step *s, PyObject **v)
     int status = -1, round, result = -1, matrix = PyArray_NDIM(y) == 2;
     if (tj_gemm_ger_misfit(s, v))
         return 1;
-    if (!PyArray_IS_C_CONTIGUOUS(z) || !PyArray_ISALIGNED(z)) {
-        if ((copies[0] = PyArray_NewCopy(z, NPY_CORDER)) == NULL)
-            return -1;
-        z = (PyArrayObject *)copies[0];
-    }
+    if ((!PyArray_IS_C_CONTIGUOUS(z) || !PyArray_ISALIGNED(z)) && tj_use_copy(&z, &copies[0]) < 0)
+        return -1;
     if (s->target == 0 && z == dest) { /* in place on a C-contiguous z */
         out = z;
         Py_INCREF(out);
@@ -707,18 +701,10 @@ static int tj_penalised(const tj_step *s, PyObject **v)
     }
     if (out == NULL || (sum = PyArray_SimpleNew(0, NULL, s->n_kept)) == NULL)
         goto done;
-    if (s->target == 0) /* the products must not read what the pass overwrites */
-        for (int i = 1; i <= 2; i++) {
-            PyArrayObject *operand = i == 1 ? x : y;
-            if (!tj_overlap(operand, dest))
-                continue;
-            if ((copies[i] = PyArray_NewCopy(operand, NPY_CORDER)) == NULL)
-                goto done;
-            if (i == 1)
-                x = (PyArrayObject *)copies[i];
-            else
-                y = (PyArrayObject *)copies[i];
-        }
+    /* In place, the products must not read what the pass overwrites. */
+    if (s->target == 0 && ((tj_overlap(x, dest) && tj_use_copy(&x, &copies[1]) < 0) ||
+                           (tj_overlap(y, dest) && tj_use_copy(&y, &copies[2]) < 0)))
+        goto done;
     for (round = 0; round < 3; round++) {
         PyThreadState *saved = PyArray_SIZE(z) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
         status = ((tj_penalised_fn)s->fn[0])(
@@ -729,18 +715,10 @@ static int tj_penalised(const tj_step *s, PyObject **v)
             PyEval_RestoreThread(saved);
         if (status <= 0)
             break;
-        for (int i = 1; i <= 2; i++) { /* status bit 1: x, bit 2: y */
-            if (!(status >> (i - 1) & 1))
-                continue;
-            PyObject *copy = PyArray_NewCopy(i == 1 ? x : y, NPY_CORDER);
-            if (copy == NULL)
-                goto done;
-            Py_XSETREF(copies[i], copy);
-            if (i == 1)
-                x = (PyArrayObject *)copy;
-            else
-                y = (PyArrayObject *)copy;
-        }
+        /* status bit 1: x, bit 2: y */
+        if (((status & 1) && tj_use_copy(&x, &copies[1]) < 0) ||
+            ((status & 2) && tj_use_copy(&y, &copies[2]) < 0))
+            goto done;
     }
     if (status != 0) {
         PyErr_SetString(status < 0 ? PyExc_OverflowError : PyExc_RuntimeError,
