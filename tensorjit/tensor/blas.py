@@ -18,6 +18,7 @@ from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.math import Reduce, dot, mul, reusable_buffer, sqr
+from tensorjit.tensor.rounding import product_bound, summation_bound
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -80,15 +81,28 @@ class Gemm(_BlasUpdate):
         if x.shape[1] != y.shape[0] or z.shape != x.shape[:1] + y.shape[1:]:
             raise ValueError(f"Gemm: shapes z {z.shape}, x {x.shape}, y {y.shape} are not aligned")
 
+    def rounding_bounds(self, node, inputs):
+        z, alpha, x, y, beta = inputs
+        products = product_bound(x, y, z.dtype)
+        if products is None:
+            return None
+        # the products' sums, scaled, then one more rounding each for beta*z and the add
+        scaled = np.abs(float(alpha)) * products
+        return [scaled + summation_bound(np.abs(float(beta) * z.astype(np.float64)), 2, z.dtype)]
+
     def perform(self, node, inputs, output_storage):
         self.check_shapes(inputs)
         z, alpha, x, y, beta = inputs
         alpha, beta = alpha.item(), beta.item()
         target = self._target(z, output_storage)
-        if target.flags.c_contiguous and target.size and x.size and y.size:
+        if alpha == 0 or not x.size or not y.size:
+            # Reference BLAS's rule, on every CPU: alpha 0 reads neither x nor y (their
+            # NaNs do not show). OpenBLAS's small-matrix kernels (AVX-512) do read them.
+            _scale(target, beta)
+        elif target.flags.c_contiguous and target.size:
             _blas_into(target, alpha, x, y, beta)
         else:  # an odd-strided or empty target: still in place, without BLAS
-            target *= beta
+            _scale(target, beta)
             target += alpha * np.dot(x, y)
         output_storage[0][0] = target
 
@@ -168,6 +182,14 @@ def _as_fortran_operand(m: np.ndarray) -> tuple[np.ndarray, int] | None:
     return None
 
 
+def _scale(target: np.ndarray, beta: float) -> None:
+    """target *= beta in place, BLAS's way: beta 0 does not read the target (NaN -> 0)."""
+    if beta == 0:
+        target[...] = 0
+    elif beta != 1:
+        target *= beta
+
+
 def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) -> None:
     """target = alpha * x @ y + beta * target, target C-contiguous, no operand copies."""
     fx = _as_fortran_operand(x)
@@ -176,7 +198,7 @@ def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) ->
         fyt = _as_fortran_operand(y.T)
         fxt = _as_fortran_operand(x.T)
         if fyt is None or fxt is None:
-            target *= beta
+            _scale(target, beta)
             target += alpha * np.dot(x, y)
             return
         gemm = _blas("gemm", target.dtype)
@@ -188,7 +210,7 @@ def _blas_into(target: np.ndarray, alpha, x: np.ndarray, y: np.ndarray, beta) ->
             target[...] = result.T
         return
     if fx is None:
-        target *= beta
+        _scale(target, beta)
         target += alpha * np.dot(x, y)
         return
     a, trans = fx
@@ -233,7 +255,9 @@ class Ger(_BlasUpdate):
         self.check_shapes(inputs)
         z, alpha, x, y = inputs
         target = self._target(z, output_storage)
-        if target.flags.c_contiguous and target.size:
+        if alpha == 0:  # BLAS's rule, as Gemm's: x and y are not read
+            pass
+        elif target.flags.c_contiguous and target.size:
             # Row-major z is column-major z.T = z.T + alpha * y x^T.
             ger = _blas("ger", target.dtype)
             result = ger(alpha.item(), y, x, a=target.T, overwrite_a=True)
@@ -281,10 +305,13 @@ def numpy_blas_kernel(node: Apply):
         if not (x.dtype == y.dtype == target.dtype) or target.dtype.kind == "c":
             op.perform(node, inputs, output_storage)  # mixed or complex dtypes: the reference
             return
+        if alpha == 0:  # as Op.perform: BLAS's rule, x and y are not read
+            _scale(target, beta)
+            output_storage[0][0] = target
+            return
         prod = product(x, y, target)
         np.multiply(prod, alpha, out=prod)
-        if beta != 1.0:
-            np.multiply(target, beta, out=target)
+        _scale(target, beta)
         np.add(target, prod, out=target)
         output_storage[0][0] = target
 

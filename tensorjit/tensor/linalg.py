@@ -21,6 +21,7 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.elemwise import DimShuffle
+from tensorjit.tensor.rounding import summation_bound
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -264,6 +265,10 @@ class MatMul(Op):
                     f"{node.inputs[1].describe()}"
                 )
         _store(output_storage, 0, node, np.matmul(a, b))
+
+    def rounding_bounds(self, node, inputs):
+        a, b = (np.abs(v.astype(np.float64)) for v in inputs)
+        return [summation_bound(np.matmul(a, b), a.shape[-1], node.outputs[0].type.dtype)]
 
     def L_op(self, inputs, outputs, output_grads):
         undefined = _complex_result(self, inputs, outputs)

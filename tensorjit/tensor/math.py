@@ -11,6 +11,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.rounding import product_bound, summation_bound
 from tensorjit.tensor.scalar import SCALAR_OPS, Cast, Polygamma
 from tensorjit.tensor.type import TensorType, normalize_dtype
 from tensorjit.tensor.variable import as_tensor_variable, constant
@@ -371,6 +372,14 @@ class Reduce(Op):
         result = self.fn(x, axis=self.axis, **kwargs)
         output_storage[0][0] = np.asarray(result, dtype=out_type.numpy_dtype)
 
+    def rounding_bounds(self, node, inputs):
+        if self.kind != "sum":
+            return None  # max/min/all/any are exact; a product's error is relative
+        x = REDUCE_MAPS[self.map](inputs[0]) if isinstance(self, MappedReduce) else inputs[0]
+        n_terms = int(np.prod([x.shape[a] for a in self.axis]))
+        abs_sum = np.sum(np.abs(x.astype(np.float64)), axis=self.axis)
+        return [summation_bound(abs_sum, n_terms, node.outputs[0].type.dtype)]
+
     def L_op(self, inputs, outputs, output_grads):
         (x,) = inputs
         (g,) = output_grads
@@ -691,6 +700,9 @@ class Dot(Op):
             output_storage[0][0] = np.dot(x, y, out=out)  # BLAS writes into the buffer
             return
         output_storage[0][0] = np.asarray(np.dot(x, y), dtype=dtype)
+
+    def rounding_bounds(self, node, inputs):
+        return [product_bound(*inputs, node.outputs[0].type.dtype)]
 
     def grad(self, inputs, output_grads):
         x, y = inputs

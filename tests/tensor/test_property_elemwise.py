@@ -14,7 +14,7 @@ can be zero.
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tensorjit
@@ -161,8 +161,23 @@ def tolerance(dtype):
     return {"float16": 2e-3, "float32": 1e-5}.get(np.dtype(dtype).name, 1e-12)
 
 
+def _mixed_dtype_sum():
+    """Found by this test on random draws: (tanh(x0) - x2) + (x0 + x1 * 0.5) with x0, x1
+    int8 and x2 int32. tanh of an int8 is float16 in NumPy; the sum's canonical form had
+    put tanh(x0) + x0 first, a float16 sum NumPy never rounds to (3.46484 for 3.46387)."""
+    x0, x1 = T.tensor("int8", shape=(), name="x0"), T.tensor("int8", shape=(), name="x1")
+    x2 = T.tensor("int32", shape=(), name="x2")
+    values = [np.asarray(2, "int8"), np.asarray(1, "int8"), np.asarray(0, "int32")]
+    v0, v1, v2 = values
+    val = numpy_eval(lambda: (np.tanh(v0) - v2) + (v0 + v1 * 0.5))
+    return [x0, x1, x2], values, Node((T.tanh(x0) - x2) + (x0 + x1 * 0.5), val, 8.0)
+
+
+# Property tests draw the same cases in every run of the suite (conftest's deterministic
+# profile); TENSORJIT_HYPOTHESIS=explore draws new ones. A failing draw becomes an example.
 @settings(max_examples=60, deadline=None)
 @given(problem=problems())
+@example(problem=_mixed_dtype_sum())
 def test_random_elementwise_expression_matches_numpy(problem):
     inputs, values, out = problem
     expected = out.val

@@ -83,6 +83,15 @@ class Op:
         same call produces is given as the buffer before that update."""
         return None
 
+    def rounding_bounds(self, node: Apply, inputs: Sequence[Any]) -> list[Any] | None:
+        """How far two correct implementations of this node may differ on ``inputs``
+        because they round in different orders (a sum's terms in the order one CPU's
+        vector width likes, another BLAS kernel's): per output, an absolute bound (a
+        scalar or an array broadcasting to the output) or None. DebugMode compares a
+        kernel with ``perform`` within the larger of it and the type's tolerance.
+        None (the default): the type's tolerance alone."""
+        return None
+
     def make_node(self, *inputs: Variable) -> Apply:
         raise NotImplementedError(f"{type(self).__name__} must implement make_node")
 

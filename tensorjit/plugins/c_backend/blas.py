@@ -191,7 +191,9 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
         return 0;
     if (tj_too_big(m, n, k))
         return -1;
-    if (k == 0) {
+    if (k == 0 || alpha == 0) {
+        /* no products; alpha 0 reads neither A nor B (reference BLAS's rule, kept on
+           every CPU: OpenBLAS's AVX-512 small-matrix kernels read them, NaNs and all) */
         tj_scale_{p}(c, m, n, cs0, cs1, beta);
         return 0;
     }
@@ -236,7 +238,7 @@ int tj_gemv_{p}(char *a, long long m, long long k, long long as0, long long as1,
         return 0;
     if (tj_too_big(m, k, 0))
         return -1;
-    if (k == 0) {
+    if (k == 0 || alpha == 0) {  /* as tj_gemm: alpha 0 reads neither A nor x */
         tj_scale_{p}(y, m, 1, ys, 0, beta);
         return 0;
     }
@@ -264,7 +266,7 @@ int tj_ger_{p}(char *a, long long m, long long n, long long as0, long long as1,
     char ta;
     tj_int lda, incx, incy, im, in;
     int need = 0;
-    if (m == 0 || n == 0)
+    if (m == 0 || n == 0 || alpha == 0)  /* alpha 0: x and y are not read */
         return 0;
     if (tj_too_big(m, n, 0))
         return -1;

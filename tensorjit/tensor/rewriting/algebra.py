@@ -85,6 +85,15 @@ def _zeros_like_output(fgraph, var: Variable) -> Variable:
     return tm.alloc(constant(np.zeros((), dtype=var.type.dtype)), *shape_of(fgraph, var))
 
 
+def _in_dtype(var: Variable, dtype: str) -> Variable:
+    """A term of a sum whose every operation runs in ``dtype``, converted to it first.
+    Each term of a mixed-dtype sum met the rest in ``dtype`` (NumPy converts an operand
+    to the operation's dtype); reordered without the conversion, two terms could meet in a
+    narrower one (an int8 and a float16 term make a float16 sum that NumPy never rounds
+    to, in a float64 result)."""
+    return var if var.type.dtype == dtype else tm.cast(var, dtype)
+
+
 @node_rewriter([Elemwise], name="canonical_sum")
 def canonical_sum(fgraph: FunctionGraph, node):
     name = scalar_name(node)
@@ -110,7 +119,7 @@ def canonical_sum(fgraph: FunctionGraph, node):
     positives, negatives = [], []
     for var in sorted(counts, key=order.__getitem__):
         n = counts[var]
-        (positives if n > 0 else negatives).extend([var] * abs(n))
+        (positives if n > 0 else negatives).extend([_in_dtype(var, out.type.dtype)] * abs(n))
     if const_total is not None and np.any(const_total != 0):
         positives.append(constant(np.asarray(const_total, dtype=out.type.dtype)))
     if positives:

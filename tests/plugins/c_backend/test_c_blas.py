@@ -10,6 +10,7 @@ from helpers.c_backend import C_ONLY, DEBUG_C, NEEDS_C
 
 import tensorjit
 import tensorjit.tensor as T
+from tensorjit.core.compile.mode import Mode
 from tensorjit.plugins.c_backend import blas
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
@@ -425,8 +426,10 @@ def test_products_with_few_columns_read_the_matrix_once_and_agree(dtype, m, k, n
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_few_column_updates_keep_blas_semantics(dtype):
-    """Gemm's beta (0 does not read the target, others scale it), alpha 0 (BLAS: A and B
-    are not read, so their NaNs do not show) and NaN/inf in X propagating as BLAS's."""
+    """Gemm's beta (0 does not read the target, others scale it), alpha 0 (reference
+    BLAS's rule, which tensorjit keeps on every CPU: x and y are not read, so their NaNs do
+    not show; OpenBLAS's AVX-512 small-matrix kernels would read them) and NaN/inf in X
+    propagating as BLAS's."""
     z, x, w = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("w", dtype=dtype)
     a, b = T.scalar("a", dtype=dtype), T.scalar("b", dtype=dtype)
     f = compile_c([z, a, x, w, b], Gemm()(z, a, x, w, b))
@@ -446,6 +449,28 @@ def test_few_column_updates_keep_blas_semantics(dtype):
     assert np.isnan(got[3]).all() and not np.isfinite(got[7]).any()
     assert np.isfinite(np.delete(got, [3, 7], axis=0)).all()
     np.testing.assert_allclose(f(zv, 0.0, xn, wv, 1.0), zv)  # alpha 0: BLAS's answer
+    assert (f(nan_target, 0.0, xn, wv, 0.0) == 0).all()  # neither operand nor target read
+
+
+@pytest.mark.parametrize("backend", ["python", "perform"])
+@pytest.mark.parametrize("y_ndim", [1, 2])
+def test_gemm_with_alpha_zero_reads_no_operand_on_every_backend(backend, y_ndim):
+    """The alpha-0 rule holds for Op.perform (SciPy's BLAS) and the Python backend's
+    NumPy kernel as for the C kernels: the same answer whichever BLAS the CPU picks."""
+    z, x, a, b = T.dmatrix("z"), T.dmatrix("x"), T.dscalar("a"), T.dscalar("b")
+    y = T.dmatrix("y") if y_ndim == 2 else T.dvector("y")
+    z = z if y_ndim == 2 else T.dvector("z")
+    mode = tensorjit.FAST_RUN.with_backends("python")
+    if backend == "perform":
+        mode = Mode("DebugMode", tensorjit.FAST_RUN.query, backends=("python",), debug=True)
+    f = tensorjit.function([z, a, x, y, b], Gemm()(z, a, x, y, b), mode=mode)
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((9, 8))
+    xv[2, 3] = np.nan
+    yv = np.full((8, 3) if y_ndim == 2 else (8,), np.inf)
+    zv = rng.standard_normal((9, 3) if y_ndim == 2 else (9,))
+    np.testing.assert_array_equal(f(zv, 0.0, xv, yv, 0.5), 0.5 * zv)
+    assert (f(np.full_like(zv, np.nan), 0.0, xv, yv, 0.0) == 0).all()
 
 
 def test_few_column_products_on_two_threads_are_blas_s_and_agree():
