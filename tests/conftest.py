@@ -54,6 +54,7 @@ def _seeded_random_state(request):
             value.seed(seed % 2**32)
     yield
 
+
 _site: list[str] = []
 _user_cache: dict = {}
 
