@@ -11,7 +11,7 @@ from tensorjit.core.compile import FAST_COMPILE, FAST_RUN
 from tensorjit.core.compile import Mode as _TJMode
 from tensorjit.core.compile import function as _function
 from tensorjit.core.compile.mode import get_mode as _get_mode
-from tensorjit.core.memory import In
+from tensorjit.core.memory import In, Out
 from tensorjit.gradient import grad as _grad
 
 __all__ = ["Mode", "Param", "function", "get_default_mode", "get_mode", "grad"]
@@ -87,9 +87,14 @@ def function(
     on_unused_input: str | None = None,
 ) -> Any:
     """``theano.function``; ``profile=True`` records a run-time profile
-    (``f.profile.summary()``)."""
+    (``f.profile.summary()``). With ``accept_inplace``, an input that a hand-built
+    inplace op destroys is mutable, as in Theano (its graph set-up protected only the
+    inputs nothing destroys): ``add_inplace(x, y)`` writes into the caller's x."""
+    inputs = list(inputs)
+    if accept_inplace:
+        inputs = _destroyed_inputs_mutable(inputs, outputs, updates)
     return _function(
-        list(inputs),
+        inputs,
         outputs,
         updates=updates,
         givens=givens,
@@ -102,6 +107,27 @@ def function(
         rebuild_strict=rebuild_strict,
         profile=None if profile is None else bool(profile),
     )
+
+
+def _destroyed_inputs_mutable(inputs: list, outputs: Any, updates: Any) -> list:
+    """``inputs`` with each plain variable that a node of the graph destroys directly
+    given as ``In(var, mutable=True)``; an explicit ``In`` keeps its own setting."""
+    from tensorjit.core.graph.basic import Variable
+    from tensorjit.core.graph.traversal import toposort
+
+    targets = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    targets = [t.variable if isinstance(t, Out) else t for t in targets if t is not None]
+    if isinstance(updates, dict):
+        targets += list(updates.values())
+    elif updates:
+        targets += [value for _, value in updates]
+    targets = [t for t in targets if isinstance(t, Variable)]
+    plain = {id(v): v for v in inputs if isinstance(v, Variable)}
+    destroyed: set[int] = set()
+    for node in toposort(targets, list(plain.values())):
+        for indices in node.op.destroy_map.values():
+            destroyed.update(id(node.inputs[i]) for i in indices if id(node.inputs[i]) in plain)
+    return [In(v, mutable=True) if id(v) in destroyed else v for v in inputs]
 
 
 def grad(

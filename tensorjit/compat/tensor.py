@@ -12,13 +12,12 @@ What differs from ``tensorjit.tensor`` (only in the ``theano`` namespace):
   subsample, filter_flip)`` order; the old ``nnet.conv.conv2d`` takes ``image_shape``.
 - ``pool_2d``/``max_pool_2d`` accept the old ``ds``/``st``/``padding`` names, and
   ``ignore_border`` defaults to False, as in Theano 1.0 (tensorjit: True).
-- ``shape_padleft``, ``shape_padright``, ``addbroadcast``/``patternbroadcast``/
-  ``unbroadcast`` (where the static shape allows it).
+- ``shape_padleft``, ``shape_padright``; ``addbroadcast``/``patternbroadcast``/
+  ``unbroadcast`` are tensorjit.tensor's (a run-time check, a view).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import tensorjit.tensor as _T
 from tensorjit.core.config import config
 from tensorjit.tensor.nnet import conv2d as _conv2d
 from tensorjit.tensor.nnet import pool_2d as _pool_2d
+from tensorjit.tensor.shape_ops import addbroadcast, patternbroadcast, unbroadcast
 from tensorjit.tensor.type import _KINDS
 from tensorjit.tensor.type import CONSTRUCTORS as _CONSTRUCTORS
 from tensorjit.tensor.type import DTYPE_PREFIXES as _DTYPE_PREFIXES
@@ -133,35 +133,7 @@ def shape_padright(t: Any, n_ones: int = 1) -> Any:
     return t.dimshuffle(*range(t.type.ndim), *(["x"] * n_ones))
 
 
-def _rebroadcast(x: Any, pattern: dict[int, bool], what: str) -> Any:
-    x = as_tensor_variable(x)
-    shape = list(x.type.shape)
-    for axis, bcast in pattern.items():
-        static = shape[axis]
-        if bcast and static != 1:
-            raise NotImplementedError(
-                f"theano.tensor.{what}: making axis {axis} of {x.describe()} broadcastable "
-                "(its static length is not 1) is not supported by tensorjit yet"
-            )
-        if not bcast and static == 1:
-            raise NotImplementedError(
-                f"theano.tensor.{what}: making the length-1 axis {axis} of {x.describe()} "
-                "non-broadcastable is not supported by tensorjit yet"
-            )
-    return x
-
-
-def addbroadcast(x: Any, *axes: int) -> Any:
-    return _rebroadcast(x, {a: True for a in axes}, "addbroadcast")
-
-
-def unbroadcast(x: Any, *axes: int) -> Any:
-    x = as_tensor_variable(x)
-    return _rebroadcast(x, {a: False for a in axes if x.type.shape[a] != 1}, "unbroadcast")
-
-
-def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> Any:
-    return _rebroadcast(x, dict(enumerate(broadcastable)), "patternbroadcast")
+# addbroadcast, unbroadcast, patternbroadcast: tensorjit.tensor.shape_ops's.
 
 
 # ---------------------------------------------------------------- nnet

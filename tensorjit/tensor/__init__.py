@@ -93,6 +93,7 @@ from tensorjit.tensor.math import (
     power,
     prod,
     psi,
+    ptp,
     rad2deg,
     real,
     reciprocal,
@@ -125,14 +126,18 @@ from tensorjit.tensor.math import (
 from tensorjit.tensor.shape_ops import (
     Reshape,
     Shape,
+    Unbroadcast,
+    addbroadcast,
     dimshuffle,
     expand_dims,
     flatten,
+    patternbroadcast,
     reshape,
     shape,
     squeeze,
     stack,
     transpose,
+    unbroadcast,
 )
 from tensorjit.tensor.subtensor import (
     AdvancedIncSubtensor,
@@ -157,6 +162,7 @@ globals().update(CONSTRUCTORS)  # scalar, vector, matrix, ..., fmatrix, lvector,
 # Table 1 families; each module lists its public names in __all__.
 from tensorjit.tensor import allocation, extra_ops, linalg, nnet, random  # noqa: E402
 from tensorjit.tensor.allocation import *  # noqa: E402, F403
+from tensorjit.tensor.checks import Assert, SpecifyShape, assert_op, specify_shape  # noqa: E402
 from tensorjit.tensor.extra_ops import *  # noqa: E402, F403
 from tensorjit.tensor.linalg import *  # noqa: E402, F403
 from tensorjit.tensor.math import inv  # noqa: E402  (Theano: elementwise 1/x; linalg.inv is the matrix inverse)

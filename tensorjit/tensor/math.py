@@ -330,6 +330,9 @@ _REDUCERS = {
 }
 
 
+_NUMPY_NAMES = {"max": "maximum", "min": "minimum"}
+
+
 class Reduce(Op):
     """A NumPy reduction (sum, prod, max, min, all, any) over ``axis``."""
 
@@ -350,8 +353,15 @@ class Reduce(Op):
             if a >= x.type.ndim:
                 raise ValueError(f"{self.kind}: axis {a} out of range for {x.describe()}")
         probe = np.ones((1,) * x.type.ndim, dtype=x.type.dtype)
-        if self.kind in ("max", "min") and 0 in x.type.shape:
-            raise ValueError(f"{self.kind} of {x.describe()}: zero-size reduction")
+        empty = [a for a in self.axis if x.type.shape[a] == 0]
+        if self.kind in ("max", "min") and empty:
+            # only a reduction over an empty axis lacks a value (NumPy's error); the
+            # other axes may be empty: max over axis 0 of a (3, 0, 2) array is (0, 2)
+            raise ValueError(
+                f"{self.kind} of {x.describe()} over axis {empty[0]}, of static length 0: "
+                f"zero-size array to reduction operation {_NUMPY_NAMES[self.kind]} which "
+                "has no identity"
+            )
         kwargs = {"dtype": self.dtype} if self.dtype and self.kind in ("sum", "prod") else {}
         dtype = np.asarray(self.fn(probe, axis=self.axis, **kwargs)).dtype
         shape = tuple(s for a, s in enumerate(x.type.shape) if a not in self.axis)
@@ -476,15 +486,44 @@ def _reduce(kind: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None) -> 
     return out
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Variable:
-    """Sum over ``axis`` (int, tuple or None for all), like ``numpy.sum``."""
-    return _reduce("sum", x, axis, keepdims, dtype)
+def _accumulated(
+    kind: str, x: Any, axis: Any, keepdims: bool, dtype: Any, acc_dtype: Any
+) -> Variable:
+    """A sum or product accumulated in ``acc_dtype``, then cast to ``dtype`` (Theano's
+    pair of keywords); without ``acc_dtype``, NumPy's ``dtype`` alone."""
+    if acc_dtype is None:
+        return _reduce(kind, x, axis, keepdims, dtype)
+    x = as_tensor_variable(x)
+    acc = normalize_dtype(acc_dtype)
+    out = _reduce(kind, x, axis, keepdims, acc)
+    want = normalize_dtype(dtype) if dtype is not None else _reduce(kind, x, axis, keepdims).dtype
+    if np.result_type(want, acc) != np.dtype(acc):
+        raise TypeError(
+            f"{kind} of {x.describe()}: acc_dtype {acc} is less precise than the result's "
+            f"dtype {want}; the accumulator must hold every value of the result"
+        )
+    return out if want == acc else cast(out, want)
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Variable:
+def sum(
+    x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, acc_dtype: Any = None
+) -> Variable:
+    """Sum over ``axis`` (int, tuple or None for all), like ``numpy.sum``. ``dtype``: the
+    result's; ``acc_dtype`` (Theano's): the accumulator's, at least as precise."""
+    return _accumulated("sum", x, axis, keepdims, dtype, acc_dtype)
+
+
+def prod(
+    x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, acc_dtype: Any = None
+) -> Variable:
     """Product along ``axis`` (int, tuple or None for all), like ``numpy.prod``; its gradient
-    is exact with zeros."""
-    return _reduce("prod", x, axis, keepdims, dtype)
+    is exact with zeros. ``dtype`` and ``acc_dtype`` as ``sum``'s."""
+    return _accumulated("prod", x, axis, keepdims, dtype, acc_dtype)
+
+
+def ptp(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+    """Range (maximum - minimum) along ``axis``, like ``numpy.ptp``."""
+    return sub(max(x, axis, keepdims), min(x, axis, keepdims))
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
@@ -509,12 +548,24 @@ def any(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return _reduce("any", x, axis, keepdims)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
-    """Arithmetic mean over ``axis``; integer inputs give float64, as in NumPy."""
+def mean(
+    x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None, acc_dtype: Any = None
+) -> Variable:
+    """Arithmetic mean over ``axis``; integer inputs give float64, as in NumPy.
+    ``dtype``: the sum's and the result's (NumPy's ``mean(dtype=)``; an MCMC sampler's
+    ``accept.mean(dtype=floatX)``); ``acc_dtype``: the sum's accumulator, as ``sum``'s."""
     x = as_tensor_variable(x)
     axes = normalize_axis(axis, x.type.ndim, "mean")
-    total = sum(x, axis=axes, keepdims=keepdims)
-    if np.dtype(x.type.dtype).kind not in "fc":
+    if dtype is not None:
+        dtype = normalize_dtype(dtype)
+        total = sum(x, axis=axes, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
+        if np.dtype(dtype).kind not in "fc":  # NumPy: an integer mean is truncated
+            count = _count(x, axes)
+            count = constant(np.int64(1)) if count is None else count
+            return cast(true_div(total, cast(count, "float64")), dtype)
+    else:
+        total = sum(x, axis=axes, keepdims=keepdims, acc_dtype=acc_dtype)
+    if np.dtype(total.type.dtype).kind not in "fc":
         total = cast(total, "float64")
     shape = _shape_of(x)
     count: Any = None
@@ -723,10 +774,16 @@ class Dot(Op):
 
 
 def dot(x: Any, y: Any) -> Variable:
-    """Matrix/vector product; scalars multiply elementwise, like ``numpy.dot``."""
+    """``numpy.dot``: matrix/vector products; scalars multiply elementwise; N-d operands
+    sum over the last axis of ``x`` and the second-to-last of ``y`` (the last for a
+    vector), as Theano's and PyTensor's ``dot`` (a tensordot)."""
     x, y = as_tensor_variable(x), as_tensor_variable(y)
     if x.type.ndim == 0 or y.type.ndim == 0:
         return mul(x, y)
+    if x.type.ndim > 2 or y.type.ndim > 2:
+        from tensorjit.tensor.linalg import tensordot
+
+        return tensordot(x, y, [[x.type.ndim - 1], [builtins.max(0, y.type.ndim - 2)]])
     return Dot()(x, y)
 
 

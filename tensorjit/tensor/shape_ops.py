@@ -525,3 +525,65 @@ def swapaxes(x: Any, axis1: Any, axis2: Any) -> Variable:
     order = list(range(x.type.ndim))
     order[a1], order[a2] = order[a2], order[a1]
     return DimShuffle(x.type.ndim, tuple(order))(x)
+
+
+class Unbroadcast(Op):
+    """``x`` as it is, typed with no static length on ``axes`` (length-1 axes that no
+    longer broadcast): the value may then change length there, as a shared variable's
+    update of another length (Theano's ``unbroadcast``)."""
+
+    __props__ = ("axes",)
+    view_map = {0: [0]}  # noqa: RUF012  (the Op protocol's class attribute)
+    may_raise = False
+
+    def __init__(self, axes: Sequence[int]):
+        self.axes = tuple(sorted(set(int(a) for a in axes)))
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        for a in self.axes:
+            if not 0 <= a < x.type.ndim:
+                raise ValueError(f"unbroadcast: axis {a} is out of range for {x.describe()}")
+        shape = tuple(None if a in self.axes else s for a, s in enumerate(x.type.shape))
+        return Apply(self, [x], [x.type.clone(shape=shape).make_variable()])
+
+    def perform(self, node, inputs, output_storage):
+        output_storage[0][0] = inputs[0]
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def grad(self, inputs, output_grads):
+        (x,) = inputs
+        keep = tuple(a for a in self.axes if x.type.shape[a] == 1)
+        return [addbroadcast(output_grads[0], *keep)]
+
+
+def unbroadcast(x: Any, *axes: int) -> Variable:
+    """``x`` with its length-1 ``axes`` no longer broadcastable (a view)."""
+    x = as_tensor_variable(x)
+    axes = tuple(a % x.type.ndim for a in axes if x.type.shape[a % x.type.ndim] == 1)
+    return Unbroadcast(axes)(x) if axes else x
+
+
+def addbroadcast(x: Any, *axes: int) -> Variable:
+    """``x`` with ``axes`` broadcastable: checked at run time to have length 1 there."""
+    from tensorjit.tensor.checks import specify_shape
+
+    x = as_tensor_variable(x)
+    axes = tuple(a % x.type.ndim for a in axes)
+    if all(x.type.shape[a] == 1 for a in axes):
+        return x
+    return specify_shape(x, [1 if a in axes else None for a in range(x.type.ndim)])
+
+
+def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> Variable:
+    """``x`` with exactly the broadcast pattern ``broadcastable``."""
+    x = as_tensor_variable(x)
+    if len(broadcastable) != x.type.ndim:
+        raise ValueError(
+            f"patternbroadcast: a pattern of {len(broadcastable)} axes for the "
+            f"{x.type.ndim}-d {x.describe()}"
+        )
+    x = addbroadcast(x, *(a for a, b in enumerate(broadcastable) if b))
+    return unbroadcast(x, *(a for a, b in enumerate(broadcastable) if not b))

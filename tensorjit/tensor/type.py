@@ -318,6 +318,19 @@ class TensorType(Type):
             raise TypeError(f"expected a variable of type {self}, got {var.describe()}")
         return converted
 
+    def filter_update(self, value: Any) -> Variable:
+        var = self.filter_variable(value)
+        if var.type.broadcastable != self.broadcastable:
+            # Theano's rule: a length-1 dimension that broadcasts is part of the type; a
+            # (1, 1) update of a (10, 10) variable would change what the graph means.
+            raise TypeError(
+                f"the update {var.describe()} has broadcast pattern {var.type.broadcastable}, "
+                f"the shared variable's type {self} has {self.broadcastable}: an update must "
+                "keep the variable's type: unbroadcast(update, *axes) makes length-1 axes "
+                "non-broadcastable (and addbroadcast the reverse, checked when it runs)"
+            )
+        return var
+
     # ---------------------------------------------------------------- gradients
     def grad_zeros_like(self, var: Variable) -> Variable:
         from tensorjit.tensor.math import zeros_like

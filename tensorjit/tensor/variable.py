@@ -223,15 +223,24 @@ class _TensorMethods:
 
         return getitem(self, index)
 
-    # -- reductions
-    def sum(self, axis=None, keepdims: bool = False, dtype=None):
-        return _m().sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+    # -- reductions (Theano's keywords: dtype is the result's, acc_dtype the accumulator's)
+    def sum(self, axis=None, dtype=None, keepdims: bool = False, acc_dtype=None):
+        return _m().sum(self, axis=axis, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
 
-    def mean(self, axis=None, keepdims: bool = False):
-        return _m().mean(self, axis=axis, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, keepdims: bool = False, acc_dtype=None):
+        return _m().mean(self, axis=axis, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
 
-    def prod(self, axis=None, keepdims: bool = False, dtype=None):
-        return _m().prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
+    def prod(self, axis=None, dtype=None, keepdims: bool = False, acc_dtype=None):
+        return _m().prod(self, axis=axis, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
+
+    def var(self, axis=None, ddof: int = 0, keepdims: bool = False):
+        return _m().var(self, axis=axis, keepdims=keepdims, ddof=ddof)
+
+    def std(self, axis=None, ddof: int = 0, keepdims: bool = False):
+        return _m().std(self, axis=axis, keepdims=keepdims, ddof=ddof)
+
+    def ptp(self, axis=None, keepdims: bool = False):
+        return _m().ptp(self, axis=axis, keepdims=keepdims)
 
     def max(self, axis=None, keepdims: bool = False):
         return _m().max(self, axis=axis, keepdims=keepdims)
@@ -254,6 +263,84 @@ class _TensorMethods:
     def dot(self, other):
         return _m().dot(self, other)
 
+    # -- the other ndarray methods that have a tensor function (NumPy's signatures)
+    def cumsum(self, axis=None):
+        return _t().cumsum(self, axis=axis)
+
+    def cumprod(self, axis=None):
+        return _t().cumprod(self, axis=axis)
+
+    def clip(self, a_min, a_max):
+        return _m().clip(self, a_min, a_max)
+
+    def round(self, mode: str = "half_to_even"):
+        return _m().round(self, mode=mode)
+
+    def conj(self):
+        return _m().conj(self)
+
+    conjugate = conj
+
+    @property
+    def real(self):
+        return _m().real(self)
+
+    @property
+    def imag(self):
+        return _m().imag(self)
+
+    def trace(self, offset: int = 0, axis1: int = 0, axis2: int = 1):
+        return _t().trace(self, offset=offset, axis1=axis1, axis2=axis2)
+
+    def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1):
+        return _t().diagonal(self, offset=offset, axis1=axis1, axis2=axis2)
+
+    def sort(self, axis=-1, kind: str = "quicksort"):
+        return _t().sort(self, axis=axis, kind=kind)
+
+    def argsort(self, axis=-1, kind: str = "quicksort"):
+        return _t().argsort(self, axis=axis, kind=kind)
+
+    def repeat(self, repeats, axis=None):
+        return _t().repeat(self, repeats, axis=axis)
+
+    def take(self, indices, axis=None):
+        return _t().take(self, indices, axis=axis)
+
+    def searchsorted(self, v, side: str = "left", sorter=None):
+        return _t().searchsorted(self, v, side=side, sorter=sorter)
+
+    def squeeze(self, axis=None):
+        return _b().squeeze(self, axis=axis)
+
+    def swapaxes(self, axis1, axis2):
+        return _b().swapaxes(self, axis1, axis2)
+
+    def ravel(self):
+        return _b().flatten(self, 1)
+
+    def norm(self, L, axis=None, keepdims: bool = False):
+        """Theano's ``x.norm(L)``: the L-norm of the flattened tensor, or along ``axis``."""
+        x = self if axis is not None else _b().flatten(self, 1)
+        return _t().norm(x, ord=L, axis=axis, keepdims=keepdims)
+
+    def fill(self, value):
+        return _t().fill(self, value)
+
+    def zeros_like(self, dtype=None):
+        return _m().zeros_like(self, dtype=dtype)
+
+    def ones_like(self, dtype=None):
+        return _m().ones_like(self, dtype=dtype)
+
+    def copy(self, name: str | None = None):
+        """A new variable with this one's value (Theano's ``tensor_copy``)."""
+        from tensorjit.core.memory.copy_op import deep_copy
+
+        out = deep_copy(self)
+        out.name = name
+        return out
+
 
 def _m():
     from tensorjit.tensor import math
@@ -265,6 +352,12 @@ def _b():
     from tensorjit.tensor import shape_ops
 
     return shape_ops
+
+
+def _t():
+    import tensorjit.tensor
+
+    return tensorjit.tensor
 
 
 #: ``[True]`` while ``tensorjit.compat`` is installed: a variable that is not a

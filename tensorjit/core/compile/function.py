@@ -560,7 +560,7 @@ def function(
     for inp in ins:
         if inp.update is not None:
             try:
-                input_updates.append(inp.variable.type.filter_variable(inp.update))
+                input_updates.append(inp.variable.type.filter_update(inp.update))
             except TypeError as exc:
                 raise TypeError(f"In({inp.variable.describe()}).update: {exc}") from None
     # A device value is returned as a host array unless Out(return_internal_type=True).
@@ -851,7 +851,7 @@ def _normalize_updates(updates) -> list[tuple[SharedVariable, Variable]]:
             raise ValueError(f"updates: {shared.describe()} is updated twice")
         seen.add(shared)
         try:
-            value = shared.type.filter_variable(value)
+            value = shared.type.filter_update(value)
         except TypeError as exc:
             raise TypeError(
                 f"updates: the update of shared variable {shared.describe()}: {exc}"

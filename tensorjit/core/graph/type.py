@@ -108,6 +108,12 @@ class Type:
         """True if every value valid for ``other`` is valid for ``self``."""
         return self == other
 
+    def filter_update(self, value: Any) -> Variable:
+        """``value`` as the new value of a shared variable of this type (an update), or
+        TypeError. By default what ``filter_variable`` accepts; a type may be stricter
+        (a tensor's update keeps its broadcast pattern, as in Theano)."""
+        return self.filter_variable(value)
+
     def convert_variable(self, var: Variable) -> Variable | None:
         """Return ``var`` as a variable of this type, or None if impossible."""
         if var.type == self:

@@ -25,3 +25,9 @@ def register_specialize(lopt=None, *tags, **kwargs):
 def register_uncanonicalize(lopt=None, *tags, **kwargs):
     """Theano ran these after specialization; tensorjit's closest phase is specialize."""
     return register_in_phase("specialize", lopt, tags, kwargs)
+
+
+# Theano kept its run-time check in this module; tensorjit's lives in tensor/checks.py.
+from tensorjit.tensor.checks import Assert  # noqa: E402
+
+assert_op = Assert("Theano Assert failed!")
