@@ -87,7 +87,8 @@ class Gemm(_BlasUpdate):
         if products is None:
             return None
         # the products' sums, scaled, then one more rounding each for beta*z and the add
-        scaled = np.abs(float(alpha)) * products
+        # alpha 0 reads neither x nor y (BLAS's rule): their infs bound nothing
+        scaled = 0.0 if float(alpha) == 0 else np.abs(float(alpha)) * products
         return [scaled + summation_bound(np.abs(float(beta) * z.astype(np.float64)), 2, z.dtype)]
 
     def perform(self, node, inputs, output_storage):

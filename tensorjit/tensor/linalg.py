@@ -268,7 +268,9 @@ class MatMul(Op):
 
     def rounding_bounds(self, node, inputs):
         a, b = (np.abs(v.astype(np.float64)) for v in inputs)
-        return [summation_bound(np.matmul(a, b), a.shape[-1], node.outputs[0].type.dtype)]
+        with np.errstate(all="ignore"):
+            abs_sum = np.matmul(a, b)
+        return [summation_bound(abs_sum, a.shape[-1], node.outputs[0].type.dtype)]
 
     def L_op(self, inputs, outputs, output_grads):
         undefined = _complex_result(self, inputs, outputs)
@@ -362,6 +364,13 @@ class TensorDot(Op):
                     f"{node.inputs[1].describe()} has length {b.shape[ib]}"
                 )
         _store(output_storage, 0, node, np.tensordot(a, b, (self.axes_a, self.axes_b)))
+
+    def rounding_bounds(self, node, inputs):
+        a, b = (np.abs(v.astype(np.float64)) for v in inputs)
+        n_terms = int(np.prod([a.shape[i] for i in self.axes_a]))
+        with np.errstate(all="ignore"):
+            abs_sum = np.tensordot(a, b, (self.axes_a, self.axes_b))
+        return [summation_bound(abs_sum, n_terms, node.outputs[0].type.dtype)]
 
     def L_op(self, inputs, outputs, output_grads):
         undefined = _complex_result(self, inputs, outputs)

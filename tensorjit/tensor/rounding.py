@@ -31,7 +31,8 @@ def summation_bound(abs_sum: Any, n_terms: int, dtype: Any) -> Any:
         return None
     nu = (n_terms + 1) * u  # +1: the rounding of the result into dtype
     gamma = nu / (1 - nu) if nu < 0.5 else np.inf
-    return 2 * gamma * np.abs(np.asarray(abs_sum, dtype=np.float64))
+    with np.errstate(all="ignore"):  # inf or NaN terms: the bound is inf or NaN too
+        return 2 * gamma * np.abs(np.asarray(abs_sum, dtype=np.float64))
 
 
 def product_bound(x: np.ndarray, y: np.ndarray, dtype: Any) -> Any:
@@ -41,4 +42,6 @@ def product_bound(x: np.ndarray, y: np.ndarray, dtype: Any) -> Any:
         return None
     ax = np.abs(np.asarray(x, dtype=np.float64))
     ay = np.abs(np.asarray(y, dtype=np.float64))
-    return summation_bound(np.dot(ax, ay), x.shape[-1], dtype)
+    with np.errstate(all="ignore"):
+        sums = np.dot(ax, ay)
+    return summation_bound(sums, x.shape[-1], dtype)
