@@ -40,6 +40,13 @@ def normalize_dtype(dtype: Any) -> str:
     return dt.name
 
 
+class NotNumericError(TypeError, ValueError):
+    """A value that is no number (a string, an object array) where numbers are needed.
+    Both a TypeError (tensorjit's word for a value of the wrong kind) and a ValueError
+    (NumPy's and Theano's word for a conversion that failed), so code written against
+    either catches it."""
+
+
 # Values that are host values whatever devices are loaded (no array kind is asked).
 _PYTHON_VALUES = (*PYTHON_SCALARS, list, tuple)
 _APPROX_ATOL = {"float16": 1e-3, "float32": 1e-5, "complex64": 1e-5}
@@ -192,9 +199,11 @@ class TensorType(Type):
         try:
             src = value if isinstance(value, np.ndarray) else np.asarray(value)
         except (ValueError, TypeError) as exc:
-            raise TypeError(f"can not convert {_value_kind(value)} to an array: {exc}") from None
+            raise NotNumericError(
+                f"can not convert {_value_kind(value)} to an array: {exc}"
+            ) from None
         if src.dtype.kind not in "biufc":
-            raise TypeError(
+            raise NotNumericError(
                 f"expected numeric data of dtype {self.dtype}, got {_value_kind(value)}"
             )
         return self._cast(src, value, is_python or (src.ndim == 0 and allow_downcast is None),
