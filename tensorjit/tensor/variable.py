@@ -106,11 +106,11 @@ class _TensorMethods:
 
     @_defer_to_other_families
     def __matmul__(self, other):
-        return _m().dot(self, other)
+        return _matmul(self, other)
 
     @_defer_to_other_families
     def __rmatmul__(self, other):
-        return _m().dot(other, self)
+        return _matmul(other, self)
 
     # -- comparisons (``==`` stays identity, as in Theano: use eq()/neq())
     @_defer_to_other_families
@@ -340,6 +340,15 @@ class _TensorMethods:
         out = deep_copy(self)
         out.name = name
         return out
+
+
+def _matmul(a: Any, b: Any) -> Variable:
+    """``a @ b`` as NumPy's: ``dot`` up to matrices, ``matmul`` (stacks of matrices with
+    broadcast batch axes) beyond, where ``dot`` would be a tensordot."""
+    a, b = as_tensor_variable(a), as_tensor_variable(b)
+    if a.type.ndim > 2 or b.type.ndim > 2:
+        return _t().matmul(a, b)
+    return _m().dot(a, b)
 
 
 def _m():
