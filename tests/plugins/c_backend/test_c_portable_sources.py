@@ -38,7 +38,7 @@ DRIVER = textwrap.dedent(
     original = compiler._build
 
     def recording(source, directory, key, what, extra_flags=()):
-        path = f"{out_dir}/{len(saved)}.c"
+        path = f"{out_dir}/{key}.c"  # (builds run on several threads: a name of its own)
         with open(path, "w") as f:
             f.write(source)
         saved.append({"path": path, "extension": bool(extra_flags), "what": what})
