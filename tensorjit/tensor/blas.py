@@ -18,7 +18,7 @@ from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.math import Reduce, dot, mul, reusable_buffer, sqr
-from tensorjit.tensor.rounding import product_bound, summation_bound
+from tensorjit.tensor.rounding import abs_float64, is_exact, product_bound, summation_bound
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -83,13 +83,15 @@ class Gemm(_BlasUpdate):
 
     def rounding_bounds(self, node, inputs):
         z, alpha, x, y, beta = inputs
-        products = product_bound(x, y, z.dtype)
-        if products is None:
+        if is_exact(z.dtype):
             return None
-        # the products' sums, scaled, then one more rounding each for beta*z and the add
-        # alpha 0 reads neither x nor y (BLAS's rule): their infs bound nothing
-        scaled = 0.0 if float(alpha) == 0 else np.abs(float(alpha)) * products
-        return [scaled + summation_bound(np.abs(float(beta) * z.astype(np.float64)), 2, z.dtype)]
+        # the products' sums, scaled (+2 roundings: alpha's product, the add), and beta*z;
+        # alpha 0 reads neither x nor y, beta 0 not z (BLAS's rule): they bound nothing
+        a, b = abs(complex(alpha)), abs(complex(beta))
+        with np.errstate(all="ignore"):
+            scaled = 0.0 if a == 0 else a * product_bound(x, y, z.dtype, extra_roundings=2)
+            target = 0.0 if b == 0 else summation_bound(b * abs_float64(z), 2, z.dtype)
+            return [scaled + target]
 
     def perform(self, node, inputs, output_storage):
         self.check_shapes(inputs)
@@ -152,9 +154,9 @@ class PenalisedGemm(Op):
         z, alpha, x, y, beta = inputs
         squares = np.asarray(np.sum(np.square(z), dtype=self.dtype))
         # NumPy's BLAS (np.dot), as the Python backend's Gemm: see numpy_blas_kernel.
-        # The product comes first: x or y may be views of z.
-        product = np.dot(x, y)
-        product *= z.dtype.type(alpha.item())
+        # The product comes first: x or y may be views of z. Alpha 0 reads neither
+        # (Gemm's rule).
+        product = 0 if alpha.item() == 0 else np.dot(x, y) * z.dtype.type(alpha.item())
         if self.inplace:
             target = z
             target *= z.dtype.type(beta.item())

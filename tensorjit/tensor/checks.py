@@ -14,12 +14,16 @@ from tensorjit.tensor.variable import as_tensor_variable
 
 
 class SpecifyShape(Op):
-    """``x``, checked to have the shape given by its other inputs (int64 scalars; a
-    dimension given as None is not checked). The result's static shape holds every
-    constant length, so rewrites and kernels can rely on it."""
+    """``x``, checked to have the shape given by its other inputs (one int scalar per
+    axis; the axes in ``free`` are not checked, their input is a placeholder). The
+    result's static shape holds every constant length, so rewrites and kernels can rely
+    on it."""
 
-    __props__ = ()
+    __props__ = ("free",)
     view_map = {0: [0]}  # noqa: RUF012  (the Op protocol's class attribute)
+
+    def __init__(self, free: Sequence[int] = ()):
+        self.free = tuple(sorted(set(int(a) for a in free)))
 
     def make_node(self, x: Any, *shape: Any) -> Apply:
         x = as_tensor_variable(x)
@@ -30,36 +34,38 @@ class SpecifyShape(Op):
         lengths: list[Variable] = []
         static: list[int | None] = []
         for axis, (given, known) in enumerate(zip(shape, x.type.shape)):
-            length = as_tensor_variable(-1 if given is None else given)
+            length = as_tensor_variable(0 if axis in self.free else given)
             if length.type.ndim != 0 or np.dtype(length.type.dtype).kind not in "iu":
                 raise TypeError(
                     f"specify_shape: the length of axis {axis} must be an integer scalar, "
                     f"got {length.describe()}"
                 )
             value = int(length.data) if isinstance(length, Constant) else None
-            if value is not None and value >= 0 and known is not None and known != value:
+            if axis in self.free or value is None:
+                static.append(known)
+            elif value < 0 or (known is not None and known != value):
                 raise ValueError(
                     f"specify_shape: axis {axis} of {x.describe()} has static length "
                     f"{known}, not {value}"
                 )
+            else:
+                static.append(value)
             lengths.append(length)
-            static.append(known if value is None or value < 0 else value)
         out = x.type.clone(shape=tuple(static)).make_variable()
         return Apply(self, [x, *lengths], [out])
 
     def perform(self, node, inputs, output_storage):
         x, *lengths = inputs
-        want = tuple(int(n) for n in lengths)
-        if x.ndim != len(want) or any(w >= 0 and w != s for w, s in zip(want, x.shape)):
-            shown = tuple(None if w < 0 else w for w in want)
+        want = tuple(None if a in self.free else int(n) for a, n in enumerate(lengths))
+        if x.ndim != len(want) or any(w is not None and w != s for w, s in zip(want, x.shape)):
             raise AssertionError(
-                f"specify_shape: {node.inputs[0].describe()} has shape {x.shape}, expected {shown}"
+                f"specify_shape: {node.inputs[0].describe()} has shape {x.shape}, expected {want}"
             )
         output_storage[0][0] = x
 
     def infer_shape(self, fgraph, node, input_shapes):
-        # x's own lengths, not the promised ones: a graph that only reads the shape
-        # then reports the value's real shape (the check runs where the value is used)
+        # x's own lengths: a graph that reads only the shape does not run the check, and
+        # the lengths it reads are the value's (the static ones are the type's promise)
         return [input_shapes[0]]
 
     def L_op(self, inputs, outputs, output_grads):
@@ -71,15 +77,24 @@ class SpecifyShape(Op):
 
 def specify_shape(x: Any, shape: Sequence[Any] | Variable) -> Variable:
     """``x``, checked at run time to have ``shape`` (ints, int scalars, None for any
-    length); the result's static shape holds the constant lengths."""
+    length, or an int vector of one length per axis); the result's static shape holds
+    the constant lengths."""
     x = as_tensor_variable(x)
     if isinstance(shape, Variable):
         from tensorjit.tensor.subtensor import getitem
 
+        if shape.type.ndim != 1 or shape.type.shape[0] not in (None, x.type.ndim):
+            raise ValueError(
+                f"specify_shape: the shape {shape.describe()} must be a vector of "
+                f"{x.type.ndim} lengths for the {x.type.ndim}-d {x.describe()}"
+            )
+        if shape.type.shape[0] is None:  # its length is checked when it runs
+            shape = SpecifyShape()(shape, x.type.ndim)
         entries: list[Any] = [getitem(shape, i) for i in range(x.type.ndim)]
     else:
         entries = list(shape)
-    return SpecifyShape()(x, *entries)
+    free = [a for a, n in enumerate(entries) if n is None]
+    return SpecifyShape(free)(x, *entries)
 
 
 class Assert(Op):
@@ -105,8 +120,10 @@ class Assert(Op):
         x, *conds = inputs
         for var, value in zip(node.inputs[1:], conds):
             if not np.all(value):
-                where = var.created_at or "unknown"
-                raise AssertionError(f"{self.msg} (condition created at {where})")
+                raise AssertionError(
+                    f"{self.msg}: the condition {var.describe()} on "
+                    f"{node.inputs[0].describe()} is false"
+                )
         output_storage[0][0] = x
 
     def infer_shape(self, fgraph, node, input_shapes):

@@ -21,7 +21,7 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.elemwise import DimShuffle
-from tensorjit.tensor.rounding import summation_bound
+from tensorjit.tensor.rounding import abs_float64, summation_bound
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
@@ -267,7 +267,7 @@ class MatMul(Op):
         _store(output_storage, 0, node, np.matmul(a, b))
 
     def rounding_bounds(self, node, inputs):
-        a, b = (np.abs(v.astype(np.float64)) for v in inputs)
+        a, b = (abs_float64(v) for v in inputs)
         with np.errstate(all="ignore"):
             abs_sum = np.matmul(a, b)
         return [summation_bound(abs_sum, a.shape[-1], node.outputs[0].type.dtype)]
@@ -366,7 +366,7 @@ class TensorDot(Op):
         _store(output_storage, 0, node, np.tensordot(a, b, (self.axes_a, self.axes_b)))
 
     def rounding_bounds(self, node, inputs):
-        a, b = (np.abs(v.astype(np.float64)) for v in inputs)
+        a, b = (abs_float64(v) for v in inputs)
         n_terms = int(np.prod([a.shape[i] for i in self.axes_a]))
         with np.errstate(all="ignore"):
             abs_sum = np.tensordot(a, b, (self.axes_a, self.axes_b))

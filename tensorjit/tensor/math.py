@@ -11,7 +11,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
-from tensorjit.tensor.rounding import product_bound, summation_bound
+from tensorjit.tensor.rounding import abs_float64, product_bound, summation_bound
 from tensorjit.tensor.scalar import SCALAR_OPS, Cast, Polygamma
 from tensorjit.tensor.type import TensorType, normalize_dtype
 from tensorjit.tensor.variable import as_tensor_variable, constant
@@ -387,7 +387,7 @@ class Reduce(Op):
             return None  # max/min/all/any are exact; a product's error is relative
         x = REDUCE_MAPS[self.map](inputs[0]) if isinstance(self, MappedReduce) else inputs[0]
         n_terms = int(np.prod([x.shape[a] for a in self.axis]))
-        abs_sum = np.sum(np.abs(x.astype(np.float64)), axis=self.axis)
+        abs_sum = np.sum(abs_float64(x), axis=self.axis)
         return [summation_bound(abs_sum, n_terms, node.outputs[0].type.dtype)]
 
     def L_op(self, inputs, outputs, output_grads):
@@ -497,10 +497,11 @@ def _accumulated(
     acc = normalize_dtype(acc_dtype)
     out = _reduce(kind, x, axis, keepdims, acc)
     want = normalize_dtype(dtype) if dtype is not None else _reduce(kind, x, axis, keepdims).dtype
-    if np.result_type(want, acc) != np.dtype(acc):
+    if np.result_type(x.type.dtype, acc) != np.dtype(acc):
         raise TypeError(
-            f"{kind} of {x.describe()}: acc_dtype {acc} is less precise than the result's "
-            f"dtype {want}; the accumulator must hold every value of the result"
+            f"{kind} of {x.describe()}: acc_dtype {acc} is less precise than the input's "
+            f"dtype {x.type.dtype}; the accumulator must hold every value of the input "
+            "(as Theano requires)"
         )
     return out if want == acc else cast(out, want)
 

@@ -22,6 +22,17 @@ def _unit_roundoff(dtype: Any) -> float | None:
     return float(np.finfo(dtype).eps) / 2
 
 
+def is_exact(dtype: Any) -> bool:
+    """Whether sums in ``dtype`` are exact (integers, booleans): no bound applies."""
+    return _unit_roundoff(dtype) is None
+
+
+def abs_float64(value: Any) -> np.ndarray:
+    """|value| in float64 (the modulus of a complex value, not of its real part)."""
+    with np.errstate(all="ignore"):
+        return np.abs(np.asarray(value)).astype(np.float64)
+
+
 def summation_bound(abs_sum: Any, n_terms: int, dtype: Any) -> Any:
     """The largest difference between two correct sums of ``n_terms`` terms whose
     absolute values sum to ``abs_sum`` (an array of such sums, or a scalar), accumulated
@@ -35,13 +46,12 @@ def summation_bound(abs_sum: Any, n_terms: int, dtype: Any) -> Any:
         return 2 * gamma * np.abs(np.asarray(abs_sum, dtype=np.float64))
 
 
-def product_bound(x: np.ndarray, y: np.ndarray, dtype: Any) -> Any:
+def product_bound(x: np.ndarray, y: np.ndarray, dtype: Any, extra_roundings: int = 0) -> Any:
     """``summation_bound`` for ``dot(x, y)`` (vectors or matrices): its terms are the
-    products x[i, l] * y[l, j], summed over l."""
-    if _unit_roundoff(dtype) is None:
+    products x[i, l] * y[l, j], summed over l; ``extra_roundings``: operations applied
+    to the sum afterwards (a scaling, an addition)."""
+    if is_exact(dtype):
         return None
-    ax = np.abs(np.asarray(x, dtype=np.float64))
-    ay = np.abs(np.asarray(y, dtype=np.float64))
     with np.errstate(all="ignore"):
-        sums = np.dot(ax, ay)
-    return summation_bound(sums, x.shape[-1], dtype)
+        sums = np.dot(abs_float64(x), abs_float64(y))
+    return summation_bound(sums, x.shape[-1] + extra_roundings, dtype)

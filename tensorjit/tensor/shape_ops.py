@@ -562,7 +562,8 @@ class Unbroadcast(Op):
 def unbroadcast(x: Any, *axes: int) -> Variable:
     """``x`` with its length-1 ``axes`` no longer broadcastable (a view)."""
     x = as_tensor_variable(x)
-    axes = tuple(a % x.type.ndim for a in axes if x.type.shape[a % x.type.ndim] == 1)
+    axes = tuple(_one_axis(a, x.type.ndim, f"unbroadcast of {x.describe()}") for a in axes)
+    axes = tuple(a for a in axes if x.type.shape[a] == 1)
     return Unbroadcast(axes)(x) if axes else x
 
 
@@ -571,7 +572,7 @@ def addbroadcast(x: Any, *axes: int) -> Variable:
     from tensorjit.tensor.checks import specify_shape
 
     x = as_tensor_variable(x)
-    axes = tuple(a % x.type.ndim for a in axes)
+    axes = tuple(_one_axis(a, x.type.ndim, f"addbroadcast of {x.describe()}") for a in axes)
     if all(x.type.shape[a] == 1 for a in axes):
         return x
     return specify_shape(x, [1 if a in axes else None for a in range(x.type.ndim)])

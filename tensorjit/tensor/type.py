@@ -328,6 +328,11 @@ class TensorType(Type):
         return converted
 
     def filter_update(self, value: Any) -> Variable:
+        if not isinstance(value, Variable):  # data: a constant of this very type
+            try:
+                return self.make_constant(value)
+            except ValueError as exc:
+                raise TypeError(f"the update {value!r} is no value of {self}: {exc}") from None
         var = self.filter_variable(value)
         if var.type.broadcastable != self.broadcastable:
             # Theano's rule: a length-1 dimension that broadcasts is part of the type; a

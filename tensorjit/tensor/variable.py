@@ -320,9 +320,16 @@ class _TensorMethods:
         return _b().flatten(self, 1)
 
     def norm(self, L, axis=None, keepdims: bool = False):
-        """Theano's ``x.norm(L)``: the L-norm of the flattened tensor, or along ``axis``."""
-        x = self if axis is not None else _b().flatten(self, 1)
-        return _t().norm(x, ord=L, axis=axis, keepdims=keepdims)
+        """Theano's ``x.norm(L, axis)``: ``sum(|x| ** L, axis) ** (1 / L)`` (over every
+        element by default; never a matrix norm)."""
+        if L == 0 or not np.isfinite(L):
+            raise NotImplementedError(f"norm of {self.describe()}: L must be finite, not 0")
+        m = _m()
+        if L == 1:
+            return m.sum(m.abs(self), axis=axis, keepdims=keepdims)
+        if L == 2:
+            return m.sqrt(m.sum(m.sqr(self), axis=axis, keepdims=keepdims))
+        return m.pow(m.sum(m.pow(m.abs(self), L), axis=axis, keepdims=keepdims), 1.0 / L)
 
     def fill(self, value):
         return _t().fill(self, value)

@@ -91,3 +91,53 @@ def test_sum_reduction_bound_follows_the_reduced_axis():
     assert bound.shape == (2,)
     np.testing.assert_allclose(bound, summation_bound(5000.0, 5000, "float32"))
     assert T.max(x, axis=1).owner.op.rounding_bounds(None, [xv]) is None
+
+
+def _gemm_node(dtype: str, inplace: bool):
+    from tensorjit.tensor.blas import Gemm
+
+    z, x, y = (T.matrix(n, dtype=dtype) for n in "zxy")
+    a, b = T.scalar("a", dtype=dtype), T.scalar("b", dtype=dtype)
+    return Gemm(inplace=inplace)(z, a, x, y, b).owner
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_wrong_inplace_gemm_is_caught(inplace):
+    """The bound is taken before perform overwrites z: an in-place Gemm whose kernel
+    writes zeros where the answer is 1e8 * z fails as the out-of-place one does."""
+    node = _gemm_node("float32", inplace)
+    zv, xv, yv = (
+        np.ones((3, 2), np.float32),
+        np.ones((3, 4), np.float32),
+        np.ones((4, 2), np.float32),
+    )
+    run, storage = _run_checked(node, lambda z, a, x, y, b: np.zeros_like(z))
+    with pytest.raises(BadKernel):
+        run([zv, np.float32(1), xv, yv, np.float32(1e8)], storage)
+
+
+def test_gemm_bounds_of_complex_and_of_unread_operands():
+    complex_node = _gemm_node("complex128", False)
+    zv = np.full((2, 2), 1j)
+    (bound,) = complex_node.op.rounding_bounds(
+        complex_node, [zv, np.complex128(1j), zv, zv, np.complex128(2)]
+    )
+    assert np.all(bound > 0)  # the moduli of complex terms, not their real parts
+    node = _gemm_node("float32", False)
+    nan = np.full((2, 2), np.nan, np.float32)
+    with np.errstate(all="raise"):  # no warning from 0 * inf or 0 * NaN
+        (bound,) = node.op.rounding_bounds(
+            node,
+            [
+                nan,
+                np.float32(1),
+                np.ones((2, 2), np.float32),
+                np.ones((2, 2), np.float32),
+                np.float32(0),
+            ],
+        )
+        assert np.isfinite(bound).all()  # beta 0: z is not read, its NaNs bound nothing
+        (bound,) = node.op.rounding_bounds(
+            node, [np.ones((2, 2), np.float32), np.float32(0), nan, nan, np.float32(1)]
+        )
+        assert np.isfinite(bound).all()  # alpha 0: neither x nor y is read

@@ -82,8 +82,9 @@ def checked_kernel(kernel: Kernel) -> Kernel:
                     None if v is None else t.host_value(t.copy_value(v))
                     for t, v in zip(in_types, before)
                 ]  # (a host copy either way: ``before`` must stay intact for later checks)
-                node.op.perform(node, host_inputs, reference)
+                # the bounds first: perform may overwrite an input it destroys
                 bounds = node.op.rounding_bounds(node, host_inputs) or [None] * len(reference)
+                node.op.perform(node, host_inputs, reference)
                 for j, out in enumerate(node.outputs):
                     got, want = out.type.host_value(output_storage[j][0]), reference[j][0]
                     same_kind = getattr(got, "dtype", None) == getattr(want, "dtype", None)

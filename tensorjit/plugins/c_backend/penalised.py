@@ -202,12 +202,13 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
                      double alpha, double beta, double *squares)
 {
     const long long z = sizeof({T});
-    if ({FUSED} && tj_pen_one_pass && tj_skinny_on && m > 0 && n > 0 && k > 0 && k <= {MAX_K} &&
+    if ({FUSED} && tj_pen_one_pass && tj_skinny_on && m > 0 && n > 0 && k > 0 && alpha != 0 &&
+        k <= {MAX_K} &&
         (n == 1 || bs1 == z) && ((n + 2 * 32 / z - 1) / (2 * 32 / z)) * k * 64 <= {MAX_PACKED} &&
         tj_penalised_fused_{p}(a, m, k, as0, as1, b, n, bs0, (const {T} *)c, ({T} *)out,
                                ({T})alpha, ({T})beta, squares) == 0)
         return 0;
-    if (m > 0 && n > 0 && k > 0) { /* tj_gemm's checks, before the decay writes */
+    if (m > 0 && n > 0 && k > 0 && alpha != 0) { /* tj_gemm's checks, before the decay */
         char ta, tb;
         tj_int lda, ldb, ldc;
         int flip, need;
@@ -219,7 +220,7 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
             return need;
     }
     *squares = tj_decay_{p}((const {T} *)c, ({T} *)out, m * n, ({T})beta);
-    if (k == 0) /* no products: tj_gemm would only scale by 1 */
+    if (k == 0 || alpha == 0) /* no products (alpha 0 reads neither a nor b, as tj_gemm) */
         return 0;
     return tj_gemm_{p}(a, m, k, as0, as1, b, n, bs0, bs1, out, n * z, z, alpha, 1.0);
 }

@@ -123,8 +123,22 @@ def _failures(cc: str, sources: list[dict], arch_flags: list[str]) -> list[str]:
     "sources are still compiled for baseline x86-64 by the test below",
 )
 def test_every_generated_source_compiles_for_aarch64(generated_sources):
-    failed = _failures(CROSS, generated_sources, [])
+    sources = generated_sources
+    if _multiarch_pyconfig():
+        # a Debian/Ubuntu system Python: its pyconfig.h includes the one of its own
+        # architecture, which only the arm64 dev package brings; the kernels (plain C)
+        # are still checked, the program (a CPython extension) only on x86-64
+        sources = [s for s in sources if not s["extension"]]
+    failed = _failures(CROSS, sources, [])
     assert not failed, "\n\n".join(failed)
+
+
+def _multiarch_pyconfig() -> bool:
+    header = Path(sysconfig.get_paths()["include"]) / "pyconfig.h"
+    try:
+        return "-linux-gnu/" in header.read_text()
+    except OSError:
+        return True
 
 
 def test_every_generated_source_compiles_for_baseline_x86_64(generated_sources):
