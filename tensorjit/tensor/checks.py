@@ -13,14 +13,31 @@ from tensorjit.core.graph.op import Op
 from tensorjit.tensor.variable import as_tensor_variable
 
 
-class SpecifyShape(Op):
+class _CheckedValue(Op):
+    """An op returning its first input unchanged (a view) after checking it against the
+    other inputs: the gradient flows to the value only, its shape is the value's (a
+    graph that reads only the shape does not run the check; the static lengths a
+    SpecifyShape gives are the type's promise)."""
+
+    view_map = {0: [0]}  # noqa: RUF012  (the Op protocol's class attribute)
+
+    def infer_shape(self, fgraph, node, input_shapes):
+        return [input_shapes[0]]
+
+    def L_op(self, inputs, outputs, output_grads):
+        return [output_grads[0]] + [None] * (len(inputs) - 1)
+
+    def connection_pattern(self, node):
+        return [[True]] + [[False]] * (len(node.inputs) - 1)
+
+
+class SpecifyShape(_CheckedValue):
     """``x``, checked to have the shape given by its other inputs (one int scalar per
     axis; the axes in ``free`` are not checked, their input is a placeholder). The
     result's static shape holds every constant length, so rewrites and kernels can rely
     on it."""
 
     __props__ = ("free",)
-    view_map = {0: [0]}  # noqa: RUF012  (the Op protocol's class attribute)
 
     def __init__(self, free: Sequence[int] = ()):
         self.free = tuple(sorted(set(int(a) for a in free)))
@@ -63,17 +80,6 @@ class SpecifyShape(Op):
             )
         output_storage[0][0] = x
 
-    def infer_shape(self, fgraph, node, input_shapes):
-        # x's own lengths: a graph that reads only the shape does not run the check, and
-        # the lengths it reads are the value's (the static ones are the type's promise)
-        return [input_shapes[0]]
-
-    def L_op(self, inputs, outputs, output_grads):
-        return [output_grads[0]] + [None] * (len(inputs) - 1)
-
-    def connection_pattern(self, node):
-        return [[True]] + [[False]] * (len(node.inputs) - 1)
-
 
 def specify_shape(x: Any, shape: Sequence[Any] | Variable) -> Variable:
     """``x``, checked at run time to have ``shape`` (ints, int scalars, None for any
@@ -97,12 +103,11 @@ def specify_shape(x: Any, shape: Sequence[Any] | Variable) -> Variable:
     return SpecifyShape(free)(x, *entries)
 
 
-class Assert(Op):
+class Assert(_CheckedValue):
     """``x``, after checking that every condition input is true (nonzero everywhere);
     raises AssertionError with ``msg`` otherwise."""
 
     __props__ = ("msg",)
-    view_map = {0: [0]}  # noqa: RUF012  (the Op protocol's class attribute)
     constant_folding = False  # a failing check must fail when the function runs
 
     def __init__(self, msg: str = "Assert failed"):
@@ -125,15 +130,6 @@ class Assert(Op):
                     f"{node.inputs[0].describe()} is false"
                 )
         output_storage[0][0] = x
-
-    def infer_shape(self, fgraph, node, input_shapes):
-        return [input_shapes[0]]
-
-    def L_op(self, inputs, outputs, output_grads):
-        return [output_grads[0]] + [None] * (len(inputs) - 1)
-
-    def connection_pattern(self, node):
-        return [[True]] + [[False]] * (len(node.inputs) - 1)
 
 
 assert_op = Assert()
