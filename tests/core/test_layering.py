@@ -1,4 +1,5 @@
-"""The core must not depend on the tensor family or on plugins (DESIGN.md layering)."""
+"""The core must not depend on the tensor family or on plugins (the layering of
+docs/architecture.md: a small core, everything else registered by plugins)."""
 
 from __future__ import annotations
 
