@@ -353,6 +353,9 @@ def _matmul(a: Any, b: Any) -> Variable:
     """``a @ b`` as NumPy's: ``dot`` up to matrices, ``matmul`` (stacks of matrices with
     broadcast batch axes) beyond, where ``dot`` would be a tensordot."""
     a, b = as_tensor_variable(a), as_tensor_variable(b)
+    for side, v in (("first", a), ("second", b)):
+        if v.type.ndim == 0:  # NumPy's matmul refuses scalars (dot would multiply)
+            raise ValueError(f"a @ b: the {side} operand {v.describe()} is a scalar")
     if a.type.ndim > 2 or b.type.ndim > 2:
         return _t().matmul(a, b)
     return _m().dot(a, b)

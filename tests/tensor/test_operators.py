@@ -376,6 +376,8 @@ def test_dot_and_matmul_of_rank_3_are_numpys():
     f = tensorjit.function([t, m], [T.dot(t, m), m @ t, t @ m])
     for got, want in zip(f(tv, mv), [np.dot(tv, mv), mv @ tv, tv @ mv]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="the second operand 's'.* is a scalar"):
+        m @ T.scalar("s")  # as NumPy's matmul (dot would multiply)
 
 
 def test_dot_runtime_shape_mismatch():
