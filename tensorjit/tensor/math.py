@@ -495,14 +495,14 @@ def _accumulated(
         return _reduce(kind, x, axis, keepdims, dtype)
     x = as_tensor_variable(x)
     acc = normalize_dtype(acc_dtype)
-    out = _reduce(kind, x, axis, keepdims, acc)
-    want = normalize_dtype(dtype) if dtype is not None else _reduce(kind, x, axis, keepdims).dtype
     if np.result_type(x.type.dtype, acc) != np.dtype(acc):
         raise TypeError(
             f"{kind} of {x.describe()}: acc_dtype {acc} is less precise than the input's "
             f"dtype {x.type.dtype}; the accumulator must hold every value of the input "
             "(as Theano requires)"
         )
+    out = _reduce(kind, x, axis, keepdims, acc)
+    want = normalize_dtype(dtype) if dtype is not None else _reduce(kind, x, axis, keepdims).dtype
     return out if want == acc else cast(out, want)
 
 
@@ -557,21 +557,15 @@ def mean(
     ``accept.mean(dtype=floatX)``); ``acc_dtype``: the sum's accumulator, as ``sum``'s."""
     x = as_tensor_variable(x)
     axes = normalize_axis(axis, x.type.ndim, "mean")
-    if dtype is not None:
-        dtype = normalize_dtype(dtype)
-        total = sum(x, axis=axes, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
-        if np.dtype(dtype).kind not in "fc":  # NumPy: an integer mean is truncated
-            count = _count(x, axes)
-            count = constant(np.int64(1)) if count is None else count
-            return cast(true_div(total, cast(count, "float64")), dtype)
-    else:
-        total = sum(x, axis=axes, keepdims=keepdims, acc_dtype=acc_dtype)
+    dtype = None if dtype is None else normalize_dtype(dtype)
+    total = sum(x, axis=axes, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
+    count = _count(x, axes)
+    if dtype is not None and np.dtype(dtype).kind not in "fc":
+        # NumPy: an integer mean is computed in float64, then truncated to dtype
+        count = constant(np.int64(1)) if count is None else count
+        return cast(true_div(total, cast(count, "float64")), dtype)
     if np.dtype(total.type.dtype).kind not in "fc":
         total = cast(total, "float64")
-    shape = _shape_of(x)
-    count: Any = None
-    for a in axes:
-        count = shape[a] if count is None else mul(count, shape[a])
     if count is None:
         return total
     return true_div(total, cast(count, total.type.dtype))

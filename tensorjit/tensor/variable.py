@@ -323,7 +323,10 @@ class _TensorMethods:
         """Theano's ``x.norm(L, axis)``: ``sum(|x| ** L, axis) ** (1 / L)`` (over every
         element by default; never a matrix norm)."""
         if L == 0 or not np.isfinite(L):
-            raise NotImplementedError(f"norm of {self.describe()}: L must be finite, not 0")
+            # Theano's limit too: the 0- and inf-"norms" are no sums of powers
+            raise NotImplementedError(
+                f"norm of {self.describe()}: L must be finite and nonzero, got {L}"
+            )
         m = _m()
         if L == 1:
             return m.sum(m.abs(self), axis=axis, keepdims=keepdims)
