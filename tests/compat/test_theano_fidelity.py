@@ -193,7 +193,7 @@ import numpy as np
 import theano
 import theano.tensor as T
 from theano import gof
-from theano.gof.opt import PatternSub, TopoOptimizer, local_optimizer
+from theano.gof.opt import EquilibriumOptimizer, PatternSub, TopoOptimizer, local_optimizer
 from theano.gof.toolbox import ReplaceValidate
 from theano.tensor.opt import register_canonicalize
 
@@ -244,6 +244,19 @@ assert op1 != op2
 a, b = T.dscalars('a', 'b')
 g = gof.FunctionGraph([a, b], [op1(op1(a, b), b)])
 TopoOptimizer(PatternSub((op1, (op1, '1', '2'), '2'), (op2, '1', '2'))).optimize(g)
+assert str(g) == '[Op2(a, b)]', str(g)
+
+# EquilibriumOptimizer's budget, as Theano counts it: a local optimizer applied more
+# than max_use_ratio x (largest node count) times stops the pass after that application.
+op3, op4 = Plain('Op3'), Plain('Op4')
+cycle = [PatternSub((op1, 'x', 'y'), (op2, 'x', 'y')),
+         PatternSub((op4, 'x', 'y'), (op1, 'x', 'y')),
+         PatternSub((op3, (op2, 'x', 'y')), (op4, 'x', 'y'))]
+g = gof.FunctionGraph([a, b], [op3(op4(a, b))])
+EquilibriumOptimizer(cycle, max_use_ratio=0.5).optimize(g)
+assert str(g) == '[Op1(a, b)]', str(g)
+g = gof.FunctionGraph([a, b], [op3(op4(a, b))])
+EquilibriumOptimizer(cycle, max_use_ratio=10).optimize(g)
 assert str(g) == '[Op2(a, b)]', str(g)
 
 a.tag.indestructible = True

@@ -11,7 +11,7 @@ Theano 1.0's local optimizers take ``transform(node)`` (no ``fgraph``).
 
 from __future__ import annotations
 
-import logging  # noqa: F401  (Theano's tests import it from here)
+import logging
 from typing import Any
 
 import numpy as np
@@ -502,26 +502,34 @@ class EquilibriumOptimizer(NavigatorOptimizer):
         changes = _ChangeCounter()
         fgraph.attach_feature(changes)
         try:
-            # Each local optimizer may apply at most max_use_ratio times the node count.
-            budget = max(1, int(self.max_use_ratio * max(1, len(fgraph.apply_nodes))))
-            uses = dict.fromkeys(self.local_optimizers, 0)
-            for _ in range(budget + 1):
+            # Theano's budget: a local optimizer that has been applied more than
+            # max_use_ratio times the largest node count seen stops the whole pass.
+            largest = max(1, len(fgraph.apply_nodes))
+            uses = dict.fromkeys(self.local_optimizers + self.global_optimizers, 0)
+            while True:
                 changed = False
                 for opt in self.global_optimizers:
                     before = changes.count
                     opt.optimize(fgraph)
-                    changed |= changes.count != before
+                    if changes.count != before:
+                        changed = True
+                        uses[opt] += 1
+                        if self._maxed_out(opt, uses, largest):
+                            return
                 _current_fgraph[0] = fgraph
                 for node in toposort(fgraph.outputs, fgraph.inputs):
                     if node not in fgraph.apply_nodes:
                         continue
                     for lopt in self.local_optimizers:
                         tracks = lopt.tracks()
-                        if uses[lopt] >= budget or (tracks and not _tracked(node, tracks)):
+                        if tracks and not _tracked(node, tracks):
                             continue
                         if self.process_node(fgraph, node, lopt):
                             uses[lopt] += 1
                             changed = True
+                            largest = max(largest, len(fgraph.apply_nodes))
+                            if self._maxed_out(lopt, uses, largest):
+                                return
                             break
                 for opt in self.final_optimizers:
                     opt.optimize(fgraph)
@@ -530,6 +538,16 @@ class EquilibriumOptimizer(NavigatorOptimizer):
         finally:
             _current_fgraph[0] = None
             fgraph.remove_feature(changes)
+
+
+    def _maxed_out(self, opt, uses: dict, largest: int) -> bool:
+        if uses[opt] <= self.max_use_ratio * largest:
+            return False
+        _log.error(
+            "EquilibriumOptimizer max'ed out by %s: applied %d times (max_use_ratio %s)",
+            opt, uses[opt], self.max_use_ratio,
+        )  # fmt: skip
+        return True
 
 
 class _ChangeCounter(Feature):
