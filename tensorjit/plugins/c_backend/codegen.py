@@ -22,6 +22,14 @@ import numpy as np
 from tensorjit.plugins.c_backend import parallel
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
+from tensorjit.plugins.cstyle.numpy_helpers import (
+    HelperSpelling,
+    float_helpers,
+    integer_helpers,
+    sigmoid_helper,
+    softplus_helper,
+    suffixed,
+)
 from tensorjit.plugins.cstyle.scalar import supported_names
 from tensorjit.tensor.scalar import ScalarOp
 
@@ -54,59 +62,26 @@ def covered_by(plan: Callable[[Any], object]) -> Callable[[Any], bool]:
     return supported
 
 
-def _float_helpers(t: str, s: str, suffix: str) -> str:
-    """NumPy's floor division and remainder for a float type (npy_divmod)."""
+# The host's spelling of the shared NumPy/SciPy helpers: always-inlined functions,
+# libm's f-suffixed float names, the vectorisable exp and log1p below, and lgamma_r
+# (lgamma writes the global signgam: a data race between threads).
+HOST_SPELLING = HelperSpelling(
+    qualifier="TJ_INLINE",
+    int64="int64_t",
+    uint64="uint64_t",
+    math=lambda s: suffixed("f" if s == "f" else ""),
+    exp=lambda s: f"tj_vexp_{s}",
+    log1p=lambda s: f"tj_vlog1p_{s}",
+    lgamma=lambda s: f"tj_lgamma_r_{s}",
+)
+
+
+def _reentrant_lgamma(t: str, s: str, suffix: str) -> str:
     return f"""
-TJ_INLINE {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
-    {t} div, mod, floordiv;
-    mod = fmod{suffix}(a, b);
-    div = (a - mod) / b;
-    if (mod) {{
-        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
-    }} else {{
-        mod = copysign{suffix}(0, b);
-    }}
-    if (div) {{
-        floordiv = floor{suffix}(div);
-        if (div - floordiv > ({t})0.5) floordiv += 1;
-    }} else {{
-        floordiv = copysign{suffix}(0, a / b);
-    }}
-    *modulus = mod;
-    return floordiv;
-}}
-TJ_INLINE {t} tj_floordiv_{s}({t} a, {t} b) {{
-    {t} m;
-    if (!b) return a / b;
-    return tj_divmod_{s}(a, b, &m);
-}}
-TJ_INLINE {t} tj_mod_{s}({t} a, {t} b) {{
-    {t} m;
-    if (!b) return fmod{suffix}(a, b);
-    tj_divmod_{s}(a, b, &m);
-    return m;
-}}
-TJ_INLINE {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
-    /* numpy.clip: minimum(maximum(x, lo), hi) where a NaN first operand wins, and the
-       comparisons make a NaN bound win too (and a bound win a tie of signed zeros) */
-    {t} m = (x != x) ? x : (x > lo ? x : lo);
-    return (m != m) ? m : (m < hi ? m : hi);
-}}
-TJ_INLINE {t} tj_round_away_{s}({t} x) {{
-    /* trunc(x) + sign(x) where the dropped fraction (exact) is >= 1/2, as the Python
-       kernel computes it: unlike C round, -0.3 gives +0.0 there */
-    {t} t = trunc{suffix}(x);
-    return t + (fabs{suffix}(x - t) >= ({t})0.5 ? copysign{suffix}(1, x) : ({t})0);
-}}
-TJ_INLINE {t} tj_lgamma_{s}({t} x) {{
-    /* scipy.special.gammaln: log|gamma(x)|, but -inf at -inf; lgamma_r leaves the
-       global signgam alone (lgamma writes it: a data race between threads) */
-    if (x == -INFINITY) return x;
+TJ_INLINE {t} tj_lgamma_r_{s}({t} x) {{
 #if defined(__GLIBC__) && defined(__USE_MISC)
-    {{
-        int sign;
-        return lgamma{suffix}_r(x, &sign);
-    }}
+    int sign;
+    return lgamma{suffix}_r(x, &sign);
 #else
     return lgamma{suffix}(x);
 #endif
@@ -123,27 +98,12 @@ PREAMBLE = (
    is not vectorised (softplus = exp then log1p was 10x slower than either alone). */
 #define TJ_INLINE static inline __attribute__((always_inline))
 #endif
-
-TJ_INLINE int64_t tj_floordiv_i(int64_t a, int64_t b) {
-    int64_t q;
-    if (b == 0) return 0;
-    if (b == -1) return (int64_t)(0 - (uint64_t)a);
-    q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-    return q;
-}
-TJ_INLINE int64_t tj_mod_i(int64_t a, int64_t b) {
-    int64_t r;
-    if (b == 0 || b == -1) return 0;
-    r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}
-TJ_INLINE uint64_t tj_floordiv_u(uint64_t a, uint64_t b) { return b ? a / b : 0; }
-TJ_INLINE uint64_t tj_mod_u(uint64_t a, uint64_t b) { return b ? a % b : 0; }
 """
-    + _float_helpers("double", "d", "")
-    + _float_helpers("float", "f", "f")
+    + integer_helpers(HOST_SPELLING)
+    + _reentrant_lgamma("double", "d", "")
+    + _reentrant_lgamma("float", "f", "f")
+    + float_helpers(HOST_SPELLING, "double", "d")
+    + float_helpers(HOST_SPELLING, "float", "f")
 )
 
 
@@ -372,26 +332,6 @@ TJ_INLINE $t tj_vlog1p_$s($t x) {
 }
 """,
     ),
-    (
-        "tj_sigmoid_$s",
-        ("tj_vexp_$s",),
-        """
-TJ_INLINE $t tj_sigmoid_$s($t x) {
-    /* as scipy.special.expit computes it: 0 once e^-x overflows */
-    return 1 / (1 + tj_vexp_$s(-x));
-}
-""",
-    ),
-    (
-        "tj_softplus_$s",
-        ("tj_vexp_$s", "tj_vlog1p_$s"),
-        """
-TJ_INLINE $t tj_softplus_$s($t x) {
-    /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|) */
-    return (x > 0 ? x : 0) + tj_vlog1p_$s(tj_vexp_$s(-fabs$f(x)));
-}
-""",
-    ),
 ]
 
 
@@ -406,6 +346,12 @@ def _vector_helpers() -> dict[str, tuple[tuple[str, ...], str]]:
                 tuple(d.replace("$s", s) for d in deps),
                 Template(code).substitute(values),
             )
+        t = values["t"]
+        helpers[f"tj_sigmoid_{s}"] = ((f"tj_vexp_{s}",), sigmoid_helper(HOST_SPELLING, t, s))
+        helpers[f"tj_softplus_{s}"] = (
+            (f"tj_vexp_{s}", f"tj_vlog1p_{s}"),
+            softplus_helper(HOST_SPELLING, t, s),
+        )
     return helpers
 
 

@@ -19,8 +19,7 @@ from tensorjit.plugins.device_kernels.dialect import (
     HELPERS,
     UNARY,
     DeviceDialect,
-    float_helpers,
-    integer_helpers,
+    device_helpers,
     powi,
 )
 
@@ -66,8 +65,8 @@ HEADER = "\n".join(
         "#define tj_float_rn(z) __ll2float_rn(z)",
     ]
 )
-PREAMBLE_F32 = HEADER + integer_helpers(FN) + float_helpers(FN, "float", "f")
-PREAMBLE = PREAMBLE_F32 + float_helpers(FN, "double", "d")
+PREAMBLE_F32 = HEADER + device_helpers(FN, ("float",))
+PREAMBLE = HEADER + device_helpers(FN, ("float", "double"))
 
 FLAT_LOOP = (
     f"for (long {{i}} = {GLOBAL_ID} * TJ_CHUNK, tj_end = min({{i}} + TJ_CHUNK, (long){{n}}); "

@@ -1,8 +1,8 @@
 """What the device dialects (OpenCL C, CUDA C++) share: a bool stored as a byte, the
-index of the running work-item, and the helper functions the scalar renderer calls
-(NumPy's floor division and remainder, clip, rounding away from zero, sigmoid and
-softplus as SciPy computes them), written once with the dialect's function qualifier.
-They mirror the host C backend's definitions, so every device agrees with the host.
+index of the running work-item, and the devices' spelling of the helper functions the
+scalar renderer calls (NumPy's floor division and remainder, clip, rounding away from
+zero, sigmoid and softplus as SciPy computes them): the helpers themselves are
+cstyle/numpy_helpers.py's, the host C backend's too, so every device agrees with the host.
 """
 
 from __future__ import annotations
@@ -10,6 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorjit.plugins.cstyle import Dialect
+from tensorjit.plugins.cstyle.numpy_helpers import (
+    HelperSpelling,
+    float_helpers,
+    integer_helpers,
+    overloaded,
+    sigmoid_helper,
+    softplus_helper,
+)
 
 # dtype -> the type name both device dialects use (a CUDA preamble typedefs the short
 # unsigned names); a bool is a byte: kernels can not take ``bool`` buffers in OpenCL.
@@ -43,73 +51,32 @@ class DeviceDialect(Dialect):
         return super().convert(expr, src, dst)
 
 
-def float_helpers(fn: str, t: str, s: str) -> str:
-    """The helpers of float type ``t`` (suffix ``s``), each qualified by ``fn``."""
-    return f"""
-{fn} {t} tj_divmod_{s}({t} a, {t} b, {t} *modulus) {{
-    {t} div, mod, floordiv;
-    mod = fmod(a, b);
-    div = (a - mod) / b;
-    if (mod) {{
-        if ((b < 0) != (mod < 0)) {{ mod += b; div -= 1; }}
-    }} else {{
-        mod = copysign(({t})0, b);
-    }}
-    if (div) {{
-        floordiv = floor(div);
-        if (div - floordiv > ({t})0.5) floordiv += 1;
-    }} else {{
-        floordiv = copysign(({t})0, a / b);
-    }}
-    *modulus = mod;
-    return floordiv;
-}}
-{fn} {t} tj_floordiv_{s}({t} a, {t} b) {{
-    {t} m;
-    if (!b) return a / b;
-    return tj_divmod_{s}(a, b, &m);
-}}
-{fn} {t} tj_mod_{s}({t} a, {t} b) {{
-    {t} m;
-    if (!b) return fmod(a, b);
-    tj_divmod_{s}(a, b, &m);
-    return m;
-}}
-{fn} {t} tj_clip_{s}({t} x, {t} lo, {t} hi) {{
-    {t} m = (x != x) ? x : (x > lo ? x : lo);
-    return (m != m) ? m : (m < hi ? m : hi);
-}}
-{fn} {t} tj_round_away_{s}({t} x) {{
-    {t} t = trunc(x);
-    return t + (fabs(x - t) >= ({t})0.5 ? copysign(({t})1, x) : ({t})0);
-}}
-{fn} {t} tj_sigmoid_{s}({t} x) {{ return 1 / (1 + exp(-x)); }}
-{fn} {t} tj_softplus_{s}({t} x) {{ return (x > 0 ? x : 0) + log1p(exp(-fabs(x))); }}
-{fn} {t} tj_lgamma_{s}({t} x) {{ return x == -INFINITY ? x : lgamma(x); }}
-"""
+def helper_spelling(qualifier: str) -> HelperSpelling:
+    """The device dialects' spelling of the shared helpers (cstyle/numpy_helpers.py):
+    ``long``/``ulong``, overloaded math functions, the device's own exp, log1p, lgamma."""
+    return HelperSpelling(
+        qualifier=qualifier,
+        int64="long",
+        uint64="ulong",
+        math=lambda s: overloaded,
+        exp=lambda s: "exp",
+        log1p=lambda s: "log1p",
+        lgamma=lambda s: "lgamma",
+    )
 
 
-def integer_helpers(fn: str) -> str:
-    """Integer floor division and remainder as NumPy's (division by zero gives 0)."""
-    return f"""
-{fn} long tj_floordiv_i(long a, long b) {{
-    long q;
-    if (b == 0) return 0;
-    if (b == -1) return (long)(0 - (ulong)a);
-    q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-    return q;
-}}
-{fn} long tj_mod_i(long a, long b) {{
-    long r;
-    if (b == 0 || b == -1) return 0;
-    r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
-}}
-{fn} ulong tj_floordiv_u(ulong a, ulong b) {{ return b ? a / b : 0; }}
-{fn} ulong tj_mod_u(ulong a, ulong b) {{ return b ? a % b : 0; }}
-"""
+def device_helpers(qualifier: str, float_types: tuple[str, ...]) -> str:
+    """The integer helpers and those of each float type (``float``, ``double``)."""
+    spelling = helper_spelling(qualifier)
+    parts = [integer_helpers(spelling)]
+    for t in float_types:
+        s = "d" if t == "double" else "f"
+        parts += [
+            float_helpers(spelling, t, s),
+            sigmoid_helper(spelling, t, s),
+            softplus_helper(spelling, t, s),
+        ]
+    return "".join(parts)
 
 
 # Names of unary math functions, the same (overloaded for float and double) in both.

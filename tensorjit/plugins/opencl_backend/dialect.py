@@ -3,7 +3,7 @@
 OpenCL's math builtins are overloaded for float and double (no ``f`` suffix), 64-bit
 integers are ``long``/``ulong``, and a bool is stored as a byte (``uchar``): OpenCL
 kernels can not take ``bool`` buffers. The helpers are the device dialects' shared ones
-(device_kernels/dialect.py).
+(cstyle/numpy_helpers.py, spelled by device_kernels/dialect.py).
 """
 
 from __future__ import annotations
@@ -14,25 +14,24 @@ from tensorjit.plugins.device_kernels.dialect import (
     HELPERS,
     UNARY,
     DeviceDialect,
-    float_helpers,
-    integer_helpers,
+    device_helpers,
     powi,
 )
 
 TYPES = DEVICE_TYPES
 
-INTEGER_HELPERS = """
+LONG_NAMES = """
 typedef long int64_t;
 typedef ulong uint64_t;
 #define INT64_C(x) (x##L)
 #define UINT64_C(x) (x##UL)
 #define INT64_MIN (-0x7fffffffffffffffL - 1)
-#define tj_float_rn convert_float_rte""" + integer_helpers("inline")
+#define tj_float_rn convert_float_rte"""
 
 FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
 
-PREAMBLE_F32 = INTEGER_HELPERS + float_helpers("inline", "float", "f")
-PREAMBLE = FP64 + PREAMBLE_F32 + float_helpers("inline", "double", "d")
+PREAMBLE_F32 = LONG_NAMES + device_helpers("inline", ("float",))
+PREAMBLE = FP64 + LONG_NAMES + device_helpers("inline", ("float", "double"))
 
 # A work-item computes a contiguous chunk of TJ_CHUNK elements (a build option, the
 # kernel's tunable): on a CPU runtime (PoCL) chunks keep each core streaming through
