@@ -12,7 +12,8 @@ host ("cpu", NumPy arrays) is declared by the core's own Python backend.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 HOST = "cpu"
 _ORDINAL = re.compile(r"^([A-Za-z_]+?)(\d+)$")
@@ -154,22 +155,41 @@ class UnknownDeviceError(ValueError):
     """A type or shared variable names a device no loaded backend declares."""
 
 
+class DeclaredDevices(Protocol):
+    """The devices backends declared, with their array kinds (the backend registry)."""
+
+    def array_kind(self, device: str) -> ArrayKind: ...
+
+    def array_kinds(self) -> Mapping[str, ArrayKind]: ...
+
+
+_declared: Callable[[], DeclaredDevices] | None = None
+
+
+def use_declared_devices(source: Callable[[], DeclaredDevices] | None) -> None:
+    """Where ``array_kind`` and ``kind_of`` find the devices that backends declared: the
+    plugin system installs its backend registry here (core/hooks.py), so this module
+    needs nothing above it; a test may install its own."""
+    global _declared
+    _declared = source
+
+
 def array_kind(device: str) -> ArrayKind:
     """The array kind of ``device``, as declared by the backends that plugins registered."""
     if device == HOST:
         return HOST_ARRAYS
-    from tensorjit.core.hooks import registries
-
-    return registries().backends.array_kind(device)
+    if _declared is None:
+        raise UnknownDeviceError(
+            f"device {device!r}: no backend can declare it, no plugin system is installed"
+        )
+    return _declared().array_kind(device)
 
 
 def kind_of(value: Any) -> ArrayKind | None:
     """The array kind that recognises ``value`` (the host's first), or None."""
     if HOST_ARRAYS.is_value(value):
         return HOST_ARRAYS
-    from tensorjit.core.hooks import registries
-
-    for kind in registries().backends.array_kinds().values():
+    for kind in (_declared().array_kinds() if _declared is not None else {}).values():
         if kind.is_value(value):
             return kind
     return None

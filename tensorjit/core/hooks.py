@@ -21,8 +21,12 @@ from typing import Any
 
 import pluggy
 
+from tensorjit.core import devices
 from tensorjit.core.config import config
 from tensorjit.core.diagnostics import logger
+from tensorjit.core.kernel_selection import KernelSource
+from tensorjit.core.memory import transfer_op
+from tensorjit.core.memory.shared import use_shared_constructors
 from tensorjit.core.registries import (
     BackendRegistry,
     InplaceRegistry,
@@ -189,6 +193,8 @@ class PluginSystem:
             InplaceRegistry(),
             TransferRegistry(),
         )
+        r = self.registries
+        self.kernel_source = KernelSource(r.backends, r.kernels, r.transfers, self._select_kernel)
         self.entry_points: dict[str, str] = {}  # plugin name -> distribution "name version"
         self.blocked: list[str] = []
         from tensorjit.core import builtin_plugin
@@ -197,6 +203,9 @@ class PluginSystem:
         self._call_registration_hooks()
         if autoload:
             self._load_entry_points(set(blocklist))
+
+    def _select_kernel(self, node: Any, backend: str) -> Any:
+        return self.pm.hook.tensorjit_select_kernel(node=node, backend=backend)
 
     def _call_registration_hooks(self) -> None:
         r = self.registries
@@ -279,6 +288,18 @@ def get_plugin_system() -> PluginSystem:
 
 def registries() -> Registries:
     return get_plugin_system().registries
+
+
+def _install() -> None:
+    """Give the lower layers of the core the registries they read, without their
+    importing this module: the devices backends declare, the shared-variable
+    constructors and the direct copiers."""
+    devices.use_declared_devices(lambda: registries().backends)
+    use_shared_constructors(lambda: registries().types)
+    transfer_op.use_copiers(lambda: registries().transfers)
+
+
+_install()
 
 
 def register_plugin(plugin: Any, name: str) -> None:

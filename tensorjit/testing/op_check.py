@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.compile.function import function
-from tensorjit.core.compile.linker import PERFORM, find_kernel
 from tensorjit.core.devices import HOST
 from tensorjit.core.gradient import NotDifferentiableError, Rop
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.kernel_selection import PERFORM
 from tensorjit.tensor.gradient_check import GradientError, verify_grad
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import constant
@@ -227,7 +227,7 @@ def _host_kernels(node: Apply) -> list:
     registry = get_plugin_system().registries.backends
     found = []
     for backend in registry.for_device(HOST):
-        kernel = find_kernel(node, [backend])
+        kernel = get_plugin_system().kernel_source.find_kernel(node, [backend])
         if kernel is None or kernel.factory is None or kernel.backend != backend.name:
             continue
         if kernel is PERFORM:
@@ -320,7 +320,7 @@ def check_device_kernels(op: Op, values: list, expected: list, where: str) -> li
         host_node = op.make_node(*_symbolic(values))
         outputs = [o.type.on_device(backend.device).make_variable() for o in host_node.outputs]
         node = Apply(op, typed, outputs)
-        kernel = find_kernel(node, [backend])
+        kernel = get_plugin_system().kernel_source.find_kernel(node, [backend])
         if kernel is None:
             continue
         if backend.prepare is not None:

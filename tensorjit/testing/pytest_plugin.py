@@ -47,10 +47,9 @@ class PluginSet:
 
     def register(self, plugin: Any, name: str) -> Any:
         """Register ``plugin`` under ``name`` (its registration hooks run now)."""
-        from tensorjit.core.compile import linker
-
         self.system.register(plugin, name)
-        linker._select_cache.clear()  # a kernel it selects must not be shadowed by a cached miss
+        # a kernel it selects must not be shadowed by a remembered miss
+        self.system.kernel_source.forget_selections()
         self.names.append(name)
         return plugin
 
@@ -60,9 +59,7 @@ class PluginSet:
             if plugin is not None:
                 self.system.pm.unregister(plugin)
         _restore(self._saved)
-        from tensorjit.core.compile import linker
-
-        linker._select_cache.clear()  # kernels a removed plugin selected
+        self.system.kernel_source.forget_selections()  # kernels a removed plugin selected
 
 
 def _snapshot(registries: Any) -> list[tuple[Any, str, Any]]:

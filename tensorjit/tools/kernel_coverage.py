@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from tensorjit.core.compile.function import function
-from tensorjit.core.compile.linker import backends_for, choose_kernel
 from tensorjit.core.compile.mode import FAST_RUN, Mode
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
@@ -100,7 +99,8 @@ def coverage(backend: str) -> list[ProbeResult]:
         # Placement needs the device's backend in the mode: its kernels are built (a
         # device compiles quickly) and each node reports the kernel it was linked with.
         mode = Mode(f"kernel-coverage-{backend}", mode.query, backends=(backend, "python"))
-    backends = backends_for((backend, "python"), device)
+    source = get_plugin_system().kernel_source
+    backends = source.backends_for((backend, "python"), device)
     results = []
     for probe in PROBES:
         try:
@@ -114,7 +114,7 @@ def coverage(backend: str) -> list[ProbeResult]:
             continue
         nodes = []
         for node in f.kernels:  # the nodes in the order the VM runs them
-            kernel = f.kernels[node] if device != HOST else choose_kernel(node, backends)
+            kernel = f.kernels[node] if device != HOST else source.choose_kernel(node, backends)
             nodes.append(
                 NodeReport(
                     _describe(node),

@@ -16,20 +16,14 @@ import numpy as np
 from tensorjit.core.compile.commit import commits_last
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_schedule
-from tensorjit.core.compile.linker import (
-    BackendChoice,
-    CompileError,
-    backends_for,
-    choose_kernels,
-    link,
-)
+from tensorjit.core.compile.linker import link
 from tensorjit.core.compile.mode import Mode, get_mode
 from tensorjit.core.compile.profiling import ProfileStats
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST, default_device
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning, TensorjitWarning
-from tensorjit.core.graph.basic import Constant, Variable
+from tensorjit.core.graph.basic import Constant, Variable, use_compiler
 from tensorjit.core.graph.fgraph import (
     OUTPUT,
     Feature,
@@ -40,6 +34,7 @@ from tensorjit.core.graph.fgraph import (
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
 from tensorjit.core.graph.type import PYTHON_SCALARS
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.kernel_selection import BackendChoice, CompileError
 from tensorjit.core.memory.copy_op import deep_copy
 from tensorjit.core.memory.destroy_handler import DestroyHandler, destroyed_inputs
 from tensorjit.core.memory.io import In, Out
@@ -127,8 +122,9 @@ class Function:
             ordered = fgraph.get_feature(DestroyHandler).orderings(fgraph)
             pinned = set(ordered) | {n for before in ordered.values() for n in before}
             order, lazy_blocks = lazy_schedule(fgraph, order, pinned)
-        backends = fgraph.get_feature(BackendChoice).backends
-        kernels = choose_kernels(order, backends)
+        choice = fgraph.get_feature(BackendChoice)
+        backends = choice.backends
+        kernels = choice.source.choose_kernels(order, backends)
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
         self._checker = checker
@@ -598,8 +594,9 @@ def function(
     devices = {device} | {v.type.device for v in fgraph.inputs}
     devices |= {v.type.device for v in fgraph.variables if isinstance(v, Constant)}
     _check_device(device, system)
-    backends = backends_for(mode_obj.backends, device, devices)
-    fgraph.attach_feature(BackendChoice(backends, device))
+    source = system.kernel_source
+    backends = source.backends_for(mode_obj.backends, device, devices)
+    fgraph.attach_feature(BackendChoice(backends, device, source))
     internal = [k for k, o in enumerate(outs) if o.return_internal_type]
     if internal:
         fgraph.attach_feature(InternalOutputs(internal))
@@ -898,3 +895,6 @@ def _check_inputs(
             f"the outputs depend on {var.describe()}, which is not among the function's "
             f"inputs ({', '.join(v.describe() for v in roots) or 'none'})"
         )
+
+
+use_compiler(function)  # Variable.eval compiles with this function

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,17 @@ if TYPE_CHECKING:
     from tensorjit.core.graph.op import Op
 
 _ids = itertools.count()
+
+
+# ``function(inputs, outputs, **kwargs)``, which Variable.eval compiles with: installed
+# by core/compile/function.py (a graph does not import the layers above it).
+_compiler: Callable[..., Any] | None = None
+
+
+def use_compiler(compiler: Callable[..., Any] | None) -> None:
+    """Install the compiler behind ``Variable.eval``."""
+    global _compiler
+    _compiler = compiler
 
 
 class _PicklesSlots:
@@ -101,8 +112,9 @@ class Variable(_PicklesSlots):
 
     def eval(self, inputs_to_values: dict | None = None) -> Any:
         """Compile (cached) and evaluate this variable for the given input values."""
-        from tensorjit.core.compile.function import function
-
+        if _compiler is None:
+            raise RuntimeError(f"{self}.eval(): no compiler is installed (tensorjit.core.compile)")
+        function = _compiler
         inputs_to_values = inputs_to_values or {}
         inputs = list(inputs_to_values)
         if self._eval_fns is None:

@@ -10,7 +10,8 @@ writes the same storage cell, so values persist across functions.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tensorjit.core.devices import HOST, HOST_ARRAYS, array_kind, writeable
 from tensorjit.core.graph.basic import Variable
@@ -110,16 +111,35 @@ class SharedVariable(Variable):
         self._set_filtered(value, borrow, self.strict, self.allow_downcast)
 
 
+class SharedConstructors(Protocol):
+    """Finds the constructor for a kind of value (the type registry)."""
+
+    def shared_constructor_for(self, value: Any) -> Callable[..., Variable]: ...
+
+
+_constructors: Callable[[], SharedConstructors] | None = None
+
+
+def use_shared_constructors(source: Callable[[], SharedConstructors] | None) -> None:
+    """Where ``shared()`` finds the constructors that plugins registered: the plugin
+    system installs its type registry here (core/hooks.py)."""
+    global _constructors
+    _constructors = source
+
+
 def shared(value: Any, name: str | None = None, borrow: bool = False, **kwargs: Any) -> Variable:
     """Create a shared variable for ``value``, using the constructor a plugin registered
     for that kind of value (the tensor family registers NumPy arrays and scalars)."""
-    from tensorjit.core.hooks import registries
-
     if isinstance(value, Variable):
         raise TypeError(
             f"shared() takes a value (e.g. a NumPy array), not a symbolic Variable: {value!r}"
         )
-    constructor = registries().types.shared_constructor_for(value)
+    if _constructors is None:
+        raise TypeError(
+            f"shared(): no constructor for {type(value).__name__} values, no plugin system "
+            "is installed"
+        )
+    constructor = _constructors().shared_constructor_for(value)
     return constructor(value, name=name, borrow=borrow, **kwargs)
 
 

@@ -7,7 +7,8 @@ its target, so it declares no view. Its gradient is the transfer back.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tensorjit.core.devices import HOST, array_kind
 from tensorjit.core.graph.basic import Apply, Constant, Variable
@@ -40,14 +41,28 @@ class Transfer(Op):
         return f"Transfer{{{self.target}}}" if self.target != HOST else "TransferToHost"
 
 
+class Copiers(Protocol):
+    """Direct device-to-device copiers that backends registered (the transfer registry)."""
+
+    def copier(self, source: str, target: str) -> Callable[[Any], Any] | None: ...
+
+
+_copiers: Callable[[], Copiers] | None = None
+
+
+def use_copiers(source: Callable[[], Copiers] | None) -> None:
+    """Where ``move`` finds direct copiers: the plugin system installs its transfer
+    registry here (core/hooks.py); without one, every copy goes through the host."""
+    global _copiers
+    _copiers = source
+
+
 def move(value: Any, source: str, target: str) -> Any:
     """A copy of ``value`` (living on ``source``) on ``target``, through a direct copier
     when a backend registered one, else through the host."""
     if source == target:
         return array_kind(source).copy(value)
-    from tensorjit.core.hooks import registries
-
-    copier = registries().transfers.copier(source, target)
+    copier = _copiers().copier(source, target) if _copiers is not None else None
     if copier is not None:
         return copier(value)
     host = value if source == HOST else array_kind(source).to_host(value)

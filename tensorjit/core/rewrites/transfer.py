@@ -17,6 +17,7 @@ from typing import Any
 from tensorjit.core.devices import HOST
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
+from tensorjit.core.kernel_selection import BackendChoice
 from tensorjit.core.memory.transfer_op import (
     DeviceConstant,
     Transfer,
@@ -44,18 +45,14 @@ class PlaceOnDevices(GraphRewriter):
     name = "place_on_devices"
 
     def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
-        from tensorjit.core.compile.linker import BackendChoice, backends_for, find_kernel
-        from tensorjit.core.devices import default_device
-        from tensorjit.core.hooks import registries
-
         choice = fgraph.get_feature(BackendChoice)
         if choice is None:
-            choice = BackendChoice(backends_for(None, default_device()), default_device())
+            return  # not compiling (function() attaches the choice): nowhere to place
         default = choice.default_device
         used = {_device(v) for v in fgraph.variables} | {default}
         if used == {HOST}:
             return  # a host-only function: nothing to place
-        lifters = registries().transfers
+        lifters = choice.source.transfers
         moved: dict[tuple[Variable, str], Variable] = {}
 
         def on(var: Variable, device: str) -> Variable:
@@ -82,7 +79,7 @@ class PlaceOnDevices(GraphRewriter):
             if op is None:
                 return None
             probe = _retyped(op, node, [v.type.on_device(device) for v in node.inputs], device)
-            return op if find_kernel(probe, backends) is not None else None
+            return op if choice.source.find_kernel(probe, backends) is not None else None
 
         for node in fgraph.toposort():
             if node not in fgraph.apply_nodes or is_transfer(node):
@@ -158,10 +155,8 @@ def runs_where_placed(node: Apply, fgraph: FunctionGraph) -> bool:
     device = _device(node.outputs[0]) if node.outputs else HOST
     if device == HOST or node.op.device_generic:
         return True
-    from tensorjit.core.compile.linker import BackendChoice, find_kernel
-
     choice = fgraph.get_feature(BackendChoice)
-    return choice is not None and find_kernel(node, choice.of_device(device)) is not None
+    return choice is not None and choice.has_kernel(node, device)
 
 
 def _retyped(

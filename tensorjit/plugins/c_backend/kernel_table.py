@@ -5,7 +5,7 @@ Each spec makes every decision about its family in one place: whether it covers 
 sources to prebuild, the per-node kernel and the node's step in a whole-graph program
 (``program._Tables``). The elementwise and reduction plans hold the generated source;
 the other families' plans only say "covered", and their modules build the source. Selection
-(core/compile/linker.py), preparation (``prepare`` below) and programs all read these
+(core/kernel_selection.py), preparation (``prepare`` below) and programs all read these
 specs, so they agree by construction.
 """
 

@@ -27,13 +27,13 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.compile.commit import commit_plan
-from tensorjit.core.compile.linker import node_device
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.compile.vm import explained
 from tensorjit.core.config import config
 from tensorjit.core.devices import HOST
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.kernel_selection import node_device
 from tensorjit.core.registries import Kernel
 from tensorjit.plugins.c_backend import (
     blas,

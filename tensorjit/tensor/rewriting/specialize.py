@@ -64,8 +64,8 @@ def _power_by_squaring(x, n: int):
 def _on_host(fgraph: FunctionGraph) -> bool:
     """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
     have kernels for)."""
-    from tensorjit.core.compile.linker import BackendChoice
     from tensorjit.core.devices import HOST
+    from tensorjit.core.kernel_selection import BackendChoice
 
     choice = fgraph.get_feature(BackendChoice)
     return choice is None or choice.default_device == HOST

@@ -19,9 +19,9 @@ from tensorjit_wrapdev.plugin import KERNEL_CALLS  # noqa: E402
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit import In, Out
-from tensorjit.core.compile.linker import CompileError
 from tensorjit.core.config import config
 from tensorjit.core.hooks import get_plugin_system
+from tensorjit.core.kernel_selection import CompileError
 from tensorjit.core.memory.transfer_op import Transfer
 from tensorjit.tensor.type import TensorType
 

@@ -539,7 +539,6 @@ class EquilibriumOptimizer(NavigatorOptimizer):
             _current_fgraph[0] = None
             fgraph.remove_feature(changes)
 
-
     def _maxed_out(self, opt, uses: dict, largest: int) -> bool:
         if uses[opt] <= self.max_use_ratio * largest:
             return False
