@@ -3,11 +3,14 @@ pass then BLAS's GEMM, on the tutorial MLP's W1 update: ``out = beta * W + alpha
 and ``sum(W**2)``, W 784 x 500, X the next 20-row minibatch of a 12,000-row data set (read
 transposed, as the gradient reads it), one thread; in place (out is W, as the MLP's
 update runs) and into another array. Both paths are the project's own
-kernel: tj_penalised_one_pass(0) makes it take the decay pass and ``tj_gemm`` (as more
-than one thread does); the two alternate call by call. Then NumPy's three passes,
+kernel, chosen by the layout of G as the library chooses (no switch): a row-major G
+takes the one pass, the same G in column-major order the decay pass and ``tj_gemm`` (as
+more than one thread does); the two alternate call by call. Then NumPy's three passes,
 ``beta * W + alpha * (X.T @ G)`` and the sum.
 
-With --step: the tutorial MLP's whole training step instead, the one pass on and off.
+With --step: the tutorial MLP's whole training step instead, against its five GEMMs
+alone (the bound); for the step without the one pass, run it on an older checkout
+(PYTHONPATH=<git worktree>, benchmarks/RESULTS.md's A/B runs).
 
 Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32] [--step]
 """
@@ -47,6 +50,8 @@ def main() -> None:
     m, n, k, rows = 784, 500, 20, 12000
     data = rng.standard_normal((rows, m)).astype(dtype)
     g = rng.standard_normal((k, n)).astype(dtype)
+    # G by the path it sends the kernel on: row-major (one pass), column-major (decay).
+    g_of = {1: g, 0: np.asfortranarray(g)}
     w = rng.standard_normal((m, n)).astype(dtype)
     out = np.empty_like(w)
     # In place, as a weight update runs: each path updates its own weight.
@@ -60,8 +65,8 @@ def main() -> None:
     def kernel(i: int, one_pass: int, in_place: bool) -> None:
         x = data[(i % (rows // k)) * k :][:k].T
         c = own[one_pass] if in_place else w
-        lib.tj_penalised_one_pass(one_pass)
-        status = fn(ptr(x), m, k, *x.strides, ptr(g), n, *g.strides, ptr(c),
+        b = g_of[one_pass]
+        status = fn(ptr(x), m, k, *x.strides, ptr(b), n, *b.strides, ptr(c),
                     ptr(c if in_place else out), alpha, beta, squares)  # fmt: skip
         assert status == 0
 
@@ -92,7 +97,6 @@ def main() -> None:
                 start = time.perf_counter()
                 call(i, flag, in_place)
                 samples[name].append(time.perf_counter() - start)
-    lib.tj_penalised_one_pass(1)
     print(f"W {m} x {n} {args.dtype}, k {k}: us a call ({args.calls} calls each)")
     if args.dtype == "float64":
         print("  (float64 has no one-pass kernel: its rows run the decay pass and tj_gemm)")
@@ -107,41 +111,29 @@ def main() -> None:
 
 
 def whole_step(dtype: str, blocks: int) -> None:
-    """The tutorial MLP's training step (benchmarks/tutorial.py, tensorjit) with the one
-    pass on and off, and the step's five GEMMs alone (the bound), in blocks of 100 calls
-    taking turns; medians and minimums of the blocks' mean times."""
-    from tensorjit.plugins.c_backend import blas
-
-    _, lib = blas.library()
+    """The tutorial MLP's training step (benchmarks/tutorial.py, tensorjit) and the
+    step's five GEMMs alone (the bound), in blocks of 100 calls taking turns; medians
+    and minimums of the blocks' mean times."""
     x_all, y_all, params0 = tutorial.make_data("mlp", dtype)
     step = tutorial.symbolic_step("tensorjit", "mlp", x_all, y_all, params0, dtype, None)
     w1, _, w2, _ = (np.asarray(p, dtype) for p in params0)
     bound = five_gemms(np.ascontiguousarray(x_all[:20]), w1, w2)
 
-    # An older checkout (PYTHONPATH=<worktree>, for A/B runs) may have no switch.
-    switch = getattr(lib, "tj_penalised_one_pass", None)
-
-    def block(one_pass: int | None, calls: int = 100) -> float:
-        if one_pass is not None and switch is not None:
-            switch(one_pass)
-            step(0)
+    def block(bound_only: bool, calls: int = 100) -> float:
         start = time.perf_counter()
         for i in range(calls):
-            if one_pass is None:
+            if bound_only:
                 bound()
             else:
                 step(i % tutorial.N_BATCHES)
         return (time.perf_counter() - start) / calls
 
-    kinds = {"one pass": 1, "decay + tj_gemm": 0, "bound (5 GEMMs)": None}
-    if switch is None:
-        kinds = {"as built": 0, "bound (5 GEMMs)": None}
+    step(0)
+    kinds = {"as built": False, "bound (5 GEMMs)": True}
     samples: dict[str, list[float]] = {name: [] for name in kinds}
     for _ in range(max(1, blocks // 50)):
-        for name, flag in kinds.items():
-            samples[name].append(block(flag))
-    if switch is not None:
-        switch(1)
+        for name, bound_only in kinds.items():
+            samples[name].append(block(bound_only))
     limit = statistics.median(samples["bound (5 GEMMs)"])
     print(f"tutorial MLP step, {dtype}, one thread: ms a step ({len(samples['bound (5 GEMMs)'])} "
           "blocks of 100 calls each, taking turns)")  # fmt: skip

@@ -327,8 +327,7 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         ilp64 = provider().ilp64
     header = _HEADER.replace("{I}", "int64_t" if ilp64 else "int")
     parts = [header.replace("{IMAX}", "INT64_MAX" if ilp64 else "INT_MAX")]
-    parts.append(penalised.HEADER)
-    cdefs = ["int tj_blas_init(void **);", "void tj_skinny_enable(int);", penalised.HEADER_CDEF]
+    cdefs = ["int tj_blas_init(void **);", "void tj_skinny_enable(int);"]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
         # str.format would trip over C braces: substitute the few names directly.

@@ -43,17 +43,6 @@ OPS = (PenalisedGemm,)
 FUSED_MAX_K = 32  # more terms per element: the products' own cost outweighs the passes
 FUSED_MAX_PACKED = 1 << 18  # bytes of packed b: beyond, its panels leave the L2 cache
 
-# Once per library: the switch benchmarks/penalised_update.py turns the one pass off with.
-HEADER = r"""
-static int tj_pen_one_pass = 1;
-
-void tj_penalised_one_pass(int on)
-{
-    tj_pen_one_pass = on;
-}
-"""
-HEADER_CDEF = "void tj_penalised_one_pass(int);\n"
-
 TEMPLATE = r"""
 #if defined(__FMA__)
 #define TJ_PEN_FMA_{p}(a, b, c) __builtin_ia32_vfmadd{FMA}256(a, b, c)
@@ -202,7 +191,7 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
                      double alpha, double beta, double *squares)
 {
     const long long z = sizeof({T});
-    if ({FUSED} && tj_pen_one_pass && tj_skinny_on && m > 0 && n > 0 && k > 0 && alpha != 0 &&
+    if ({FUSED} && tj_skinny_on && m > 0 && n > 0 && k > 0 && alpha != 0 &&
         k <= {MAX_K} &&
         (n == 1 || bs1 == z) && ((n + 2 * 32 / z - 1) / (2 * 32 / z)) * k * 64 <= {MAX_PACKED} &&
         tj_penalised_fused_{p}(a, m, k, as0, as1, b, n, bs0, (const {T} *)c, ({T} *)out,
