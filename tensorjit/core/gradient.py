@@ -55,7 +55,7 @@ def grad(
     disconnected_inputs: str = "raise",
     return_disconnected: str = "zero",
     null_gradients: str = "raise",
-) -> Variable | list[Variable | None]:
+) -> Variable | list[Variable | None] | None:
     """Symbolic gradient of scalar ``cost`` with respect to ``wrt``.
 
     ``consider_constant``: variables gradients do not flow through. ``known_grads``:
@@ -72,7 +72,7 @@ def grad(
             f"return_disconnected must be 'zero' or 'None', got {return_disconnected!r}"
         )
     single = isinstance(wrt, Variable)
-    wrt_list = [wrt] if single else list(wrt)
+    wrt_list: list[Variable] = [wrt] if isinstance(wrt, Variable) else list(wrt)
     for w in wrt_list:
         if not isinstance(w, Variable):
             raise TypeError(f"grad: wrt must contain symbolic Variables, got {w!r}")
@@ -88,8 +88,8 @@ def grad(
                 "dimensions; reduce it first (e.g. cost.sum()) or pass known_grads"
             )
         seeds[cost] = cost.type.grad_one_like(cost)
-    for var, g in (known_grads or {}).items():
-        seeds[var] = var.type.grad_as_type_of(var, var.type.filter_variable(g))
+    for var, known in (known_grads or {}).items():
+        seeds[var] = var.type.grad_as_type_of(var, var.type.filter_variable(known))
     if not seeds:
         raise ValueError("grad: give a cost or known_grads")
 
@@ -181,7 +181,7 @@ def Lop(
     eval_points: Any,
     consider_constant: Sequence[Variable] | None = None,
     disconnected_inputs: str = "raise",
-) -> Variable | list[Variable | None]:
+) -> Variable | list[Variable | None] | None:
     """Vector-Jacobian product ``v^T (d f / d wrt)``: the gradient with respect to
     ``wrt`` of ``sum(f * v)``, for ``v = eval_points`` of ``f``'s shape (one per output
     when ``f`` is a list). Returns one result per ``wrt`` (a single one if ``wrt`` is a
@@ -232,7 +232,7 @@ def Rop(
     known_u: dict[Variable, Any] = {}
     for fi, u in zip(fs, dummies):
         known_u[fi] = fi.type.grad_sum([known_u[fi], u]) if fi in known_u else u
-    gs = grad(
+    gs: list[Any] = grad(  # type: ignore[assignment]  # a list for a list of wrt
         None,
         ws,
         consider_constant=consider_constant,
@@ -243,7 +243,7 @@ def Rop(
     for g, v in zip(gs, vs):
         v = g.type.filter_variable(v)
         known_v[g] = g.type.grad_sum([known_v[g], v]) if g in known_v else v
-    results = grad(
+    results: list[Any] = grad(  # type: ignore[assignment]  # a list for a list of wrt
         None,
         dummies,
         known_grads=known_v,

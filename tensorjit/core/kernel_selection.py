@@ -180,7 +180,7 @@ def _warn_unavailable(name: str, reason: str | None) -> None:
 
 def _kernel_name(factory: Any) -> str:
     """A selected factory may say what it is (``kernel_name``) for profiles and errors."""
-    return getattr(factory, "kernel_name", None) or getattr(factory, "__name__", "selected")
+    return str(getattr(factory, "kernel_name", None) or getattr(factory, "__name__", "selected"))
 
 
 def node_device(node: Apply) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import FrameType
 
 # With the separator: a sibling such as ``tensorjit_foo.py`` is not tensorjit's code.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -29,7 +30,7 @@ def user_source_location(skip: int = 2) -> str | None:
     Cheap: walks frame objects without building a traceback.
     """
     try:
-        frame = sys._getframe(skip)
+        frame: FrameType | None = sys._getframe(skip)
     except ValueError:
         return None
     prefixes = _LIBRARY_PREFIXES

@@ -88,8 +88,8 @@ def commit_plan(
     ``cannot_fail(node)``: whether the runner's kernel for it can not raise, running out
     of memory aside (it needs neither a check nor snapshots)."""
     roots = alias_roots(nodes)
-    commits = {k: overwritten_input(n, roots) for k, n in enumerate(nodes)}
-    commits = {k: root for k, root in commits.items() if root is not None}
+    overwritten = {k: overwritten_input(n, roots) for k, n in enumerate(nodes)}
+    commits = {k: root for k, root in overwritten.items() if root is not None}
     if not commits:
         return CommitPlan()
     first = min(commits)

@@ -253,7 +253,7 @@ class Function:
         n_out = self.memory.n_outputs
         n_upd = len(self.memory.updated_shared)
         runs = "one whole-graph program" if self._program is not None else "per node"
-        if self._program is None and getattr(self.vm, "segment_nodes", 0):
+        if self._program is None and getattr(self.vm, "segment_nodes", False):
             runs = f"per node, {self.vm.segment_nodes} nodes in program segments"
         return (
             f"<tensorjit Function {self.name or '<unnamed>'}({inputs}) -> {n_out} output"
@@ -327,10 +327,13 @@ class Function:
         takes arrays only); None when no argument is a scalar or one does not convert
         (the general path words the error)."""
         filtered, scalars = list(args), 0
+        plain = self.memory.plain_filters
+        if plain is None:
+            return None  # (only functions without borrowed inputs take this path)
         try:
             for k, value in enumerate(args):
                 if type(value) in PYTHON_SCALARS or isinstance(value, np.generic):
-                    filter_value, strict, allow_downcast = self.memory.plain_filters[k]
+                    filter_value, strict, allow_downcast = plain[k]
                     filtered[k] = filter_value(value, strict, allow_downcast)
                     scalars += 1
         except (TypeError, ValueError):
@@ -577,7 +580,7 @@ def function(
         _refuse_inplace_ops(new_targets, roots)
     system = get_plugin_system()
     n_out = len(outs)
-    fgraph = FunctionGraph(roots + shared_inputs, new_targets)
+    fgraph = FunctionGraph([*roots, *shared_inputs], new_targets)
     fg_shared = fgraph.inputs[len(roots) :]
     update_index = {
         fg_shared[shared_inputs.index(s)]: n_out + k for k, (s, _) in enumerate(update_pairs)

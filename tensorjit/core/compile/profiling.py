@@ -137,12 +137,12 @@ class ProfileStats:
     def instrument(self, vm: Any) -> None:
         """Wrap ``vm``'s steps with timers (segment programs, recorded by
         ``describe_schedule``, time as one unit)."""
-        steps = [list(step) for step in vm.steps]
+        steps = list(vm.steps)
         for k, step in enumerate(steps):
             if k in self._in_segment and k not in self._segments:
                 continue  # runs inside its segment's program (a no-op step)
-            step[0] = self.timed_step(k, step[0], self._segments.get(k))
-        vm.steps = [tuple(step) for step in steps]
+            steps[k] = step._replace(run=self.timed_step(k, step.run, self._segments.get(k)))
+        vm.steps = steps
 
     # ------------------------------------------------------------------ reporting
     def by_op_class(self) -> list[tuple[str, float, int, int]]:

@@ -93,5 +93,7 @@ def _compile(
         if out in kept or last_read.get(out, -1) >= stop
     ]
     plan = GraphPlan(nodes, list(kernels[start:stop]), inputs, [], outputs)
+    if backend.whole_graph is None:
+        return None
     program = backend.whole_graph(plan)
     return None if program is None else Segment(start, stop, program, inputs, outputs)

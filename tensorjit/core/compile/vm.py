@@ -9,8 +9,8 @@ there when a temporary of the shape and dtype that node produced last time is fr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from tensorjit.core.compile import deferred
 from tensorjit.core.compile.commit import commit_plan, restore_value, save_value
@@ -18,6 +18,21 @@ from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.memory.aliasing import alias_roots
 from tensorjit.core.memory.destroy_handler import destroyed_inputs
 from tensorjit.core.registries import Kernel
+
+Cell = list  # a one-element list holding a value (or None)
+
+
+class Step(NamedTuple):
+    """One node's work in the VM's loop: ``run(input values, output cells)``, then the
+    cells to empty, the cells whose buffers go to the pool, and the output cells offered
+    a pooled buffer (with the slot of the buffer key they expect)."""
+
+    run: Callable[[list, list], None]
+    in_cells: list[Cell]
+    out_cells: list[Cell]
+    to_clear: list[Cell]
+    to_pool: list[Cell]
+    offers: list[tuple[Cell, int]]
 
 
 def buffer_key(value: Any) -> tuple | None:
@@ -64,7 +79,7 @@ class VM:
         self.nodes = list(nodes)
         self.kernels = list(kernels)
         self.storage = storage
-        self.pool: dict[tuple, list[Any]] = {}
+        self.pool: dict[tuple | None, list[Any]] = {}
         self._guards: dict[int, tuple[list, int, int, int]] = {}
         self._wanted: Counter = Counter()  # buffer kind -> how many nodes produce one
         self.allow_gc = allow_gc
@@ -129,7 +144,7 @@ class VM:
             for node in self.nodes
         ]
         self._plain_steps = [
-            (
+            Step(
                 _after_deferred_checks(kernel.factory(node))
                 if guarded[step]
                 else kernel.factory(node),
@@ -151,9 +166,9 @@ class VM:
         commit runs the prechecks first; a commit that must be undoable saves its input."""
         kernel_of = dict(zip(self.nodes, self.kernels))
         plan = commit_plan(self.nodes, can_precheck, lambda node: kernel_of[node].cannot_fail(node))
-        steps = [list(step) for step in self._plain_steps]
+        steps = list(self._plain_steps)
         for k, root in plan.snapshots.items():
-            steps[k][0] = self._saving(steps[k][0], root)
+            steps[k] = steps[k]._replace(run=self._saving(steps[k].run, root))
         if plan.prechecks:
             stand_in = plan.stand_ins
             checks = [
@@ -164,8 +179,9 @@ class VM:
                 )
                 for j in plan.prechecks
             ]
-            steps[plan.first][0] = self._prechecking(steps[plan.first][0], checks)
-        self.steps = [tuple(step) for step in steps]
+            first = steps[plan.first]
+            steps[plan.first] = first._replace(run=self._prechecking(first.run, checks))
+        self.steps: list[Step] = steps
 
     def _saving(self, run: Any, root: Variable) -> Any:
         cell, saved = self.storage[root], self._saved
@@ -198,16 +214,16 @@ class VM:
         """Run each segment's steps as its one program (core/compile/segments.py): the
         first step calls it, the others only free what they freed before. A program that
         declines the values runs the segment's kernels one by one instead."""
-        steps = [list(step) for step in self.steps]
+        steps = list(self.steps)
         for segment in segments:
             span = range(segment.start, segment.stop)
-            own = [(k, steps[k][0], steps[k][1], steps[k][2]) for k in span]
-            steps[segment.start][0] = self._segment_runner(segment, own)
+            own = [(k, steps[k].run, steps[k].in_cells, steps[k].out_cells) for k in span]
+            runner = self._segment_runner(segment, own)
             for k in span:
-                steps[k][5] = []  # no pooled buffer is offered to a node that runs inside
-                if k != segment.start:
-                    steps[k][0] = _nothing
-        self.steps = [tuple(step) for step in steps]
+                # no pooled buffer is offered to a node that runs inside
+                run = runner if k == segment.start else _nothing
+                steps[k] = steps[k]._replace(run=run, offers=[])
+        self.steps = steps
         self.segments = list(segments)
         self.segment_nodes = sum(seg.stop - seg.start for seg in segments)
 

@@ -75,8 +75,8 @@ class Variable(_PicklesSlots):
         self.name = name
         self.created_at = user_source_location(2)
         self.auto_name = f"_{next(_ids)}"
-        self._eval_fns = None
-        self._tag = None
+        self._eval_fns: dict[tuple, Any] | None = None
+        self._tag: SimpleNamespace | None = None
 
     @property
     def tag(self) -> SimpleNamespace:
@@ -135,7 +135,7 @@ class Constant(Variable):
     def __init__(self, type: Type, data: Any, name=None):
         super().__init__(type, None, None, name)
         self.data = data
-        self._signature = None
+        self._signature: tuple | None = None
 
     def signature(self) -> Any:
         if self._signature is None:

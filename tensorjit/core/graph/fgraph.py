@@ -73,7 +73,7 @@ class FunctionGraph:
         # removing a client of a much-used variable (a merged constant) is O(1).
         self.clients: dict[Variable, dict[tuple[Any, int], None]] = {}
         self.features: list[Feature] = []
-        self._journal: list[tuple[Any, int, Variable, Variable]] | None = None
+        self._journal: list[tuple[Any, Any, Any, Any]] | None = None  # (kind, ...) entries
         for inp in self.inputs:
             if inp.owner is not None:
                 raise ValueError(f"FunctionGraph input {inp.describe()} has an owner")

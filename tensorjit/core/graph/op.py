@@ -61,7 +61,7 @@ class Op:
         return tuple(getattr(self, p) for p in self.__props__)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._props() == other._props()
 
     def __hash__(self) -> int:
         return hash((type(self), self._props()))

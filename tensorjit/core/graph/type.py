@@ -36,7 +36,7 @@ class Type:
     def __eq__(self, other: object) -> bool:
         if not self.__props__:
             return self is other
-        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._props() == other._props()
 
     def __hash__(self) -> int:
         if not self.__props__:

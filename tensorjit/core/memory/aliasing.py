@@ -10,8 +10,8 @@ from tensorjit.core.graph.basic import Apply, Variable
 def alias_root(var: Variable) -> Variable:
     """The variable whose buffer ``var`` lives in, through view_map and destroy_map."""
     while var.owner is not None:
-        op = var.owner.op
-        aliased = op.view_map.get(var.index) or op.destroy_map.get(var.index)
+        op, index = var.owner.op, var.index or 0  # an owned variable has its index
+        aliased = op.view_map.get(index) or op.destroy_map.get(index)
         if not aliased:
             break
         var = var.owner.inputs[aliased[0]]

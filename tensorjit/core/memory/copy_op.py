@@ -14,7 +14,7 @@ class DeepCopy(Op):
     device_generic = True  # Type.copy_value copies on the value's own device
     may_raise = False
 
-    def make_node(self, x: Variable) -> Apply:
+    def make_node(self, x: Variable) -> Apply:  # type: ignore[override]  # one input
         return Apply(self, [x], [x.type.make_variable()])
 
     def perform(self, node, inputs, output_storage):

@@ -125,6 +125,7 @@ class DestroyHandler(Feature):
     def _readers(self, node: Apply) -> tuple[set[Apply], list[Variable]]:
         """Other nodes reading values ``node`` destroys, and graph outputs aliasing them."""
         fgraph = self.fgraph
+        assert fgraph is not None, "the handler is attached to a graph"
         own = [o for j, o in enumerate(node.outputs) if j in node.op.destroy_map]
         readers: set[Apply] = set()
         outputs: list[Variable] = []
@@ -193,13 +194,15 @@ class DestroyHandler(Feature):
     def _is_own_update(self, node: Apply, shared_input: Variable) -> bool:
         """Whether the update output of ``shared_input`` is ``node``'s result, possibly
         through further views and destroyers (all living in the same buffer)."""
+        assert self.fgraph is not None, "the handler is attached to a graph"
         var = self.fgraph.outputs[self.update_outputs[shared_input]]
         own = {o for j, o in enumerate(node.outputs) if j in node.op.destroy_map}
         while var not in own:
             owner = var.owner
             if owner is None:
                 return False
-            aliased = owner.op.view_map.get(var.index) or owner.op.destroy_map.get(var.index)
+            index = var.index or 0  # an owned variable has its index
+            aliased = owner.op.view_map.get(index) or owner.op.destroy_map.get(index)
             if aliased:
                 var = owner.inputs[aliased[0]]
             elif is_transfer(owner):

@@ -7,8 +7,8 @@ its target, so it declares no view. Its gradient is the transfer back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeGuard
 
 from tensorjit.core.devices import HOST, array_kind
 from tensorjit.core.graph.basic import Apply, Constant, Variable
@@ -26,19 +26,25 @@ class Transfer(Op):
     def __init__(self, target: str):
         self.target = target
 
-    def make_node(self, x: Variable) -> Apply:
+    def make_node(self, x: Variable) -> Apply:  # type: ignore[override]  # one input
         if not isinstance(x, Variable):
             raise TypeError(f"transfer() takes a symbolic variable, got {x!r}")
         return Apply(self, [x], [x.type.on_device(self.target).make_variable()])
 
-    def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list]) -> None:
         output_storage[0][0] = move(inputs[0], node.inputs[0].type.device, self.target)
 
-    def grad(self, inputs: list, output_grads: list) -> list:
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence) -> list:
         return [transfer(output_grads[0], inputs[0].type.device)]
 
     def __str__(self) -> str:
         return f"Transfer{{{self.target}}}" if self.target != HOST else "TransferToHost"
+
+
+class TransferNode(Apply):
+    """(For type checkers) an Apply whose op is a Transfer: what ``is_transfer`` tells."""
+
+    op: Transfer
 
 
 class Copiers(Protocol):
@@ -100,6 +106,7 @@ class DeviceConstant(Constant):
 
     def clone(self) -> DeviceConstant:
         cp = super().clone()
+        assert isinstance(cp, DeviceConstant)
         cp.host_constant = self.host_constant
         return cp
 
@@ -117,5 +124,5 @@ def before_transfers(var: Variable) -> Variable:
     return var
 
 
-def is_transfer(node: Any) -> bool:
+def is_transfer(node: Any) -> TypeGuard[TransferNode]:
     return node is not None and isinstance(getattr(node, "op", None), Transfer)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.memory.destroy_handler import DestroyHandler
-from tensorjit.core.registries import InplaceVariant
+from tensorjit.core.registries import InplaceRegistry, InplaceVariant
 from tensorjit.core.rewrites.basic import GraphRewriter
 from tensorjit.core.rewrites.transfer import keep_placement, runs_where_placed
 
@@ -24,7 +24,7 @@ Proposal = tuple[Apply, Apply, InplaceVariant]
 class InplacePass(GraphRewriter):
     name = "inplace"
 
-    def __init__(self, registry_getter: Callable[[], object]):
+    def __init__(self, registry_getter: Callable[[], InplaceRegistry]):
         self._registry = registry_getter  # read lazily: plugins may register late
 
     def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:

@@ -45,5 +45,6 @@ def constant_folding(fgraph: FunctionGraph, node: Apply):
     if not node.op.constant_folding or node.op.destroy_map:
         return None
     storage = [[None] for _ in node.outputs]
-    node.op.perform(node, [i.data for i in node.inputs], storage)
+    values = [i.data for i in node.inputs if isinstance(i, Constant)]  # all of them (above)
+    node.op.perform(node, values, storage)
     return [out.type.make_constant(cell[0]) for out, cell in zip(node.outputs, storage)]

@@ -8,6 +8,7 @@ import time
 import warnings
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply
@@ -78,6 +79,12 @@ class _Touched(Feature):
             self.nodes.append(node)
 
 
+def _tracks(rewriter: Any, op_class: type) -> bool:
+    """Whether a node rewriter wants nodes of ``op_class`` (``tracks`` None: all)."""
+    tracks = getattr(rewriter, "tracks", None)
+    return tracks is None or issubclass(op_class, tracks)
+
+
 def _dispatch_table(entries: list[RewriteEntry]):
     """op class -> the node rewriters tracking it (in entry order), built lazily."""
     cache: dict[type, list[RewriteEntry]] = {}
@@ -85,11 +92,7 @@ def _dispatch_table(entries: list[RewriteEntry]):
     def lookup(op_class: type) -> list[RewriteEntry]:
         found = cache.get(op_class)
         if found is None:
-            found = cache[op_class] = [
-                e
-                for e in entries
-                if e.rewriter.tracks is None or issubclass(op_class, e.rewriter.tracks)
-            ]
+            found = cache[op_class] = [e for e in entries if _tracks(e.rewriter, op_class)]
         return found
 
     return lookup

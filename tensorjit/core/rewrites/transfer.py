@@ -64,7 +64,11 @@ class PlaceOnDevices(GraphRewriter):
             key = (var, device)
             if key not in moved:
                 placed = isinstance(var, Constant) and device != HOST
-                moved[key] = DeviceConstant.of(var, device) if placed else transfer(var, device)
+                moved[key] = (
+                    DeviceConstant.of(var, device)
+                    if isinstance(var, Constant) and placed
+                    else transfer(var, device)
+                )
             return moved[key]
 
         def covered(node: Apply, device: str) -> Any:
@@ -213,16 +217,17 @@ def remove_back_to_back_transfers(fgraph: FunctionGraph, node: Apply) -> Any:
     """A copy of a value to where it already is, or back to where it came from, is the
     value itself."""
     (x,) = node.inputs
-    if _device(x) == node.op.target and x.type == node.outputs[0].type:
+    target = node.op.target  # type: ignore[attr-defined]  # the rewriter tracks Transfer
+    if _device(x) == target and x.type == node.outputs[0].type:
         return [x]
-    back = _view_made_on_the_host(x, node.op.target)
+    back = _view_made_on_the_host(x, target)
     if back is not None:
         return [back]
     if is_transfer(x.owner):
         source = x.owner.inputs[0]
         if source.type == node.outputs[0].type:
             return [source]
-        return [Transfer(node.op.target)(source)]  # a device-to-device copy, one hop
+        return [Transfer(target)(source)]  # a device-to-device copy, one hop
     return None
 
 

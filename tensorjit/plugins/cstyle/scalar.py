@@ -7,6 +7,7 @@ helpers), maximum/minimum propagate NaN."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def supported_names(dialect: Dialect) -> set[str]:
     return CORE_NAMES | set(dialect.unary) | set(dialect.helpers) | set(dialect.double_only)
 
 
-def _small_int(value: object) -> bool:
+def _small_int(value: Any) -> bool:
     return value is not None and float(value).is_integer() and 0 <= float(value) <= 64
 
 
