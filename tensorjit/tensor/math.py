@@ -732,13 +732,19 @@ class Dot(Op):
         x_shape, y_shape = input_shapes
         return [tuple(x_shape[:-1]) + tuple(y_shape[1:])]
 
-    def perform(self, node, inputs, output_storage):
-        x, y = inputs
-        if x.shape[-1] != y.shape[0]:
+    @staticmethod
+    def check_shapes(x: Any, y: Any, where: str = "") -> None:
+        """NumPy's rule for vectors and matrices, in the words every backend uses;
+        ``where`` names the node (device kernels add it)."""
+        if x.shape[-1] != y.shape[0] or x.ndim > 2 or y.ndim > 2:
             raise ValueError(
                 f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
-                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0)"
+                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0)" + (f", in {where}" if where else "")
             )
+
+    def perform(self, node, inputs, output_storage):
+        x, y = inputs
+        self.check_shapes(x, y)
         dtype = node.outputs[0].type.numpy_dtype
         shape = x.shape[:-1] + y.shape[1:]
         out = reusable_buffer(output_storage[0][0], shape, dtype)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import glob
 import os
 import threading
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -30,10 +29,10 @@ from tensorjit.plugins.cuda_backend.blas_calls import (
     ger_call,
 )
 from tensorjit.plugins.device_kernels.arrays import copy_to_new, is_c_contiguous
+from tensorjit.plugins.device_kernels.blas_plan import BlasPlan, BlasPlanner
 from tensorjit.plugins.device_kernels.elementwise import (
     copy_into,
     device_can_run,
-    inlined_constant,
 )
 from tensorjit.plugins.device_kernels.target import node_label
 
@@ -192,54 +191,25 @@ def step(v: Any) -> int:
     return v.strides[0] // v.dtype.itemsize if v.shape[0] > 1 else 1
 
 
-@dataclass(frozen=True)
-class BlasPlan:
-    dtype: str
-    alpha: Any  # an inlined constant's value, or None: read from the input
-    beta: Any
-    inplace: bool = False
-
-
-def _float_dtype(node: Apply, operands: list) -> str | None:
+def _takes(node: Apply) -> bool:
+    """Whether the CUDA device runs ``node``: its device, and cuBLAS usable here."""
     if not device_can_run(_target(), node):
-        return None
+        return False
     try:
         binding()
     except CublasUnavailable:
-        return None  # no cuBLAS here: the products run elsewhere
-    dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
-    return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
+        return False  # no cuBLAS here: the products run elsewhere
+    return True
 
 
-def dot_plan(node: Apply) -> BlasPlan | None:
-    dtype = _float_dtype(node, node.inputs)
-    return None if dtype is None else BlasPlan(dtype, 1.0, 0.0)
+PLANS = BlasPlanner(_takes)
 
 
-def matmul_plan(node: Apply) -> BlasPlan | None:
-    if any(v.type.ndim != 2 for v in node.inputs):
-        return None  # stacks of matrices stay on the host
-    return dot_plan(node)
-
-
-def _constant(var: Any) -> float | None:
-    value = inlined_constant(var)
-    return None if value is None else float(value)
-
-
-def gemm_plan(node: Apply) -> BlasPlan | None:
-    z, alpha, x, y, *rest = node.inputs
-    dtype = _float_dtype(node, [z, x, y])
-    if dtype is None:
-        return None
-    beta = _constant(rest[0]) if rest else 1.0
-    return BlasPlan(dtype, _constant(alpha), beta, node.op.inplace)
-
-
-def _scalar(handle: Cublas, dtype: str, constant: float | None, value: Any) -> Any:
-    """The device scalar of alpha or beta, of ``dtype``."""
-    if constant is not None:
-        return handle.constant(dtype, constant)
+def _scalar(handle: Cublas, dtype: str, source: Any, value: Any) -> Any:
+    """The device scalar of alpha or beta, of ``dtype``: the plan's constant, else the
+    input ``value``."""
+    if not BlasPlan.is_input(source):
+        return handle.constant(dtype, float(source))
     if value.dtype == np.dtype(dtype):
         return value
     out = handle.rt.empty(value.shape, dtype)
@@ -303,15 +273,13 @@ def _apart(value: Any, out: Any) -> Any:
 
 
 def dot_factory(node: Apply, plan: BlasPlan) -> Any:
+    from tensorjit.tensor.math import Dot
+
     where = node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         x, y = inputs
-        if x.shape[-1] != y.shape[0] or x.ndim > 2 or y.ndim > 2:
-            raise ValueError(  # the words of Dot.perform, so both devices say the same
-                f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
-                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0), in {where}"
-            )
+        Dot.check_shapes(x, y, where)
         handle = cublas(_target().runtime())
         out = handle.rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
         alpha, beta = handle.constant(plan.dtype, 1.0), handle.constant(plan.dtype, 0.0)
@@ -331,7 +299,7 @@ def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
             x, y = _apart(x, out), _apart(y, out)
         else:
             out = handle.rt.empty(z.shape, plan.dtype)
-            if plan.beta != 0.0:
+            if BlasPlan.is_input(plan.beta) or float(plan.beta) != 0.0:
                 copy_into(_target(), out, z)
         a = _scalar(handle, plan.dtype, plan.alpha, alpha)
         b = _scalar(handle, plan.dtype, plan.beta, beta)
@@ -364,12 +332,6 @@ def ger_factory(node: Apply, plan: BlasPlan) -> Any:
     return run
 
 
-def ger_plan(node: Apply) -> BlasPlan | None:
-    z, alpha, x, y = node.inputs
-    dtype = _float_dtype(node, [z, x, y])
-    return None if dtype is None else BlasPlan(dtype, _constant(alpha), None, node.op.inplace)
-
-
 def specs() -> list[KernelSpec]:
     from tensorjit.tensor.blas import Gemm, Ger
     from tensorjit.tensor.linalg import MatMul
@@ -379,8 +341,8 @@ def specs() -> list[KernelSpec]:
         return KernelSpec(f"cuda:{name}", "cuda", (op,), factory, plan=plan, plugin="cuda_backend")
 
     return [
-        spec("dot", Dot, dot_factory, dot_plan),
-        spec("matmul", MatMul, dot_factory, matmul_plan),
-        spec("gemm", Gemm, gemm_factory, gemm_plan),
-        spec("ger", Ger, ger_factory, ger_plan),
+        spec("dot", Dot, dot_factory, PLANS.dot_plan),
+        spec("matmul", MatMul, dot_factory, PLANS.matmul_plan),
+        spec("gemm", Gemm, gemm_factory, PLANS.gemm_plan),
+        spec("ger", Ger, ger_factory, PLANS.gemm_plan),
     ]

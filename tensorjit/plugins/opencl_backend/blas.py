@@ -32,7 +32,8 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import copy_to_new
-from tensorjit.plugins.device_kernels.elementwise import device_can_run, inlined_constant
+from tensorjit.plugins.device_kernels.blas_plan import BlasPlan, BlasPlanner
+from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.target import node_label
 from tensorjit.plugins.opencl_backend import BACKEND
 from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
@@ -42,7 +43,6 @@ from tensorjit.plugins.opencl_backend.runtime import Runtime, runtime
 from tensorjit.plugins.opencl_backend.target import OPENCL
 
 I64 = np.int64
-FLOATS = ("float32", "float64")
 # Lets ``a * b + c`` compile to fused multiply-adds (PoCL's ``fma()`` is a slow call).
 OPTIONS = ("-cl-mad-enable",)
 
@@ -367,62 +367,19 @@ def ger_into(
 
 
 # ---------------------------------------------------------------- ops
-@dataclass(frozen=True)
-class BlasPlan:
-    dtype: str
-    alpha: Any  # an inlined constant's value, or the dtype name of a device scalar
-    beta: Any
-    inplace: bool = False
-
-    def program(self) -> Program:
-        device = [v if isinstance(v, str) else None for v in (self.alpha, self.beta)]
-        return program(self.dtype, *device)
+PLANS = BlasPlanner(lambda node: device_can_run(OPENCL, node))
 
 
-def _float_dtype(node: Apply, operands: list) -> str | None:
-    """The one float dtype of ``operands`` and the output, if the device can run it."""
-    if not device_can_run(OPENCL, node):
-        return None
-    dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
-    return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
-
-
-def _scalar_source(var: Any) -> Any:
-    """An alpha/beta input: its constant value, else its dtype (read on the device)."""
-    value = inlined_constant(var)
-    if value is not None:
-        return value
-    dtype = var.type.dtype
-    return dtype if dtype in D.type_names and np.dtype(dtype).kind in "biuf" else None
-
-
-def dot_plan(node: Apply) -> BlasPlan | None:
-    dtype = _float_dtype(node, node.inputs)
-    return None if dtype is None else BlasPlan(dtype, np.asarray(1.0), np.asarray(0.0))
-
-
-def matmul_plan(node: Apply) -> BlasPlan | None:
-    if any(v.type.ndim != 2 for v in node.inputs):
-        return None  # stacks of matrices stay on the host
-    return dot_plan(node)
-
-
-def gemm_plan(node: Apply) -> BlasPlan | None:
-    z, alpha, x, y, *rest = node.inputs
-    dtype = _float_dtype(node, [z, x, y])
-    if dtype is None:
-        return None
-    scalars = [_scalar_source(v) for v in (alpha, *rest)]
-    if any(s is None for s in scalars):
-        return None
-    beta = scalars[1] if rest else np.asarray(1.0)
-    return BlasPlan(dtype, scalars[0], beta, node.op.inplace)
+def _program(plan: BlasPlan) -> Program:
+    """The kernels for the plan's dtype and the sources of its alpha and beta."""
+    device = [v if BlasPlan.is_input(v) else None for v in (plan.alpha, plan.beta)]
+    return program(plan.dtype, *device)
 
 
 def _scalars(plan: BlasPlan, alpha: Any, beta: Any) -> tuple[Scalar, Scalar]:
     """The kernel arguments of alpha and beta: inlined constants or device values."""
-    a = plan.alpha if not isinstance(plan.alpha, str) else alpha
-    b = plan.beta if not isinstance(plan.beta, str) else beta
+    a = alpha if BlasPlan.is_input(plan.alpha) else plan.alpha
+    b = beta if BlasPlan.is_input(plan.beta) else plan.beta
     return scalar_arg(a, plan.dtype), scalar_arg(b, plan.dtype)
 
 
@@ -441,16 +398,14 @@ def _product(prog: Program, out: Any, c: Any, x: Any, y: Any, alpha: Scalar, bet
 
 
 def dot_factory(node: Apply, plan: BlasPlan) -> Any:
-    where, prog = node_label(node), plan.program()
+    from tensorjit.tensor.math import Dot
+
+    where, prog = node_label(node), _program(plan)
     scalars = _scalars(plan, None, None)
 
     def run(inputs: list, output_storage: list) -> None:
         x, y = inputs
-        if x.shape[-1] != y.shape[0] or x.ndim > 2 or y.ndim > 2:
-            raise ValueError(  # the words of Dot.perform, so both devices say the same
-                f"dot: shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} "
-                f"(dim {x.ndim - 1}) != {y.shape[0]} (dim 0), in {where}"
-            )
+        Dot.check_shapes(x, y, where)
         out = prog.rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
         _product(prog, out, out, x, y, *scalars)
         output_storage[0][0] = out
@@ -464,7 +419,7 @@ def _apart(value: Any, out: Any) -> Any:
 
 
 def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
-    prog = plan.program()
+    prog = _program(plan)
 
     def run(inputs: list, output_storage: list) -> None:
         node.op.check_shapes(inputs)
@@ -479,7 +434,7 @@ def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
 
 
 def ger_factory(node: Apply, plan: BlasPlan) -> Any:
-    prog = plan.program()
+    prog = _program(plan)
 
     def run(inputs: list, output_storage: list) -> None:
         node.op.check_shapes(inputs)
@@ -505,8 +460,8 @@ def specs() -> list[KernelSpec]:
         )
 
     return [
-        spec("dot", Dot, dot_factory, dot_plan),
-        spec("matmul", MatMul, dot_factory, matmul_plan),
-        spec("gemm", Gemm, gemm_factory, gemm_plan),
-        spec("ger", Ger, ger_factory, gemm_plan),
+        spec("dot", Dot, dot_factory, PLANS.dot_plan),
+        spec("matmul", MatMul, dot_factory, PLANS.matmul_plan),
+        spec("gemm", Gemm, gemm_factory, PLANS.gemm_plan),
+        spec("ger", Ger, ger_factory, PLANS.gemm_plan),
     ]
