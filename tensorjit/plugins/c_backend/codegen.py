@@ -7,7 +7,8 @@ scalar constants (inlined as literals). Each Elemwise module has two entry point
 one flat loop) and ``tj_strided`` (any byte strides, negative or zero, as NumPy gives
 them). Semantics follow NumPy: values are converted to the dtype NumPy computes in, and
 integer division and modulo round toward minus infinity (0 for a zero divisor). exp,
-expm1, log, log1p and tanh (so sigmoid and softplus too) are branch-free helpers that the
+expm1, log, log1p and tanh (so sigmoid and softplus too), and float32 erf and erfc
+(vector_erf.py), are branch-free helpers that the
 compiler vectorises, not libm calls (HELPERS).
 """
 
@@ -19,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.plugins.c_backend import parallel
+from tensorjit.plugins.c_backend import parallel, vector_erf
+from tensorjit.plugins.c_backend.polynomials import estrin, estrin_powers
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
 from tensorjit.plugins.cstyle.numpy_helpers import (
@@ -159,10 +161,10 @@ def _vector_constants(s: str) -> dict[str, str]:
         "kc_max": "60" if double else "30",
         "tanh_max": "22" if double else "10",
         "libm_log": "defined(__x86_64__) && !defined(__AVX2__)" if double else "0",
-        "tail": _estrin([lit(c) for c in factorials], "r", s),
-        "tail_powers": _powers("r", len(factorials), s),
-        "atanh": _estrin([lit(c) for c in odd], "z", s),
-        "atanh_powers": _powers("z", len(odd), s),
+        "tail": estrin([lit(c) for c in factorials], "r", s),
+        "tail_powers": estrin_powers("r", len(factorials), s),
+        "atanh": estrin([lit(c) for c in odd], "z", s),
+        "atanh_powers": estrin_powers("z", len(odd), s),
         "min_normal": lit(2.0 ** (1 - bias)),
         "denormal_scale": lit(2.0 ** (mant + 2)),
         "denormal_shift": str(mant + 2),
@@ -171,26 +173,6 @@ def _vector_constants(s: str) -> dict[str, str]:
         "int_offset": lit(2.0**mant + bias),
         "recip_magic": f"{(2 * bias) << mant:#x}",
     }
-
-
-def _powers(x: str, n: int, s: str) -> str:
-    """Declarations of x^2, x^4, ... as Estrin's scheme uses them for n coefficients."""
-    names, k = [], 2
-    while k < n:
-        names.append(f"{x}{k} = {x}{k // 2 if k > 2 else ''} * {x}{k // 2 if k > 2 else ''}")
-        k *= 2
-    return f"const {'double' if s == 'd' else 'float'} {', '.join(names)};" if names else ""
-
-
-def _estrin(coeffs: Sequence[str], x: str, s: str) -> str:
-    """c0 + c1 x + c2 x^2 + ... as pairs (c0 + c1 x), combined with x^2, then x^4, ...:
-    a short dependency chain (Horner's is as long as the polynomial)."""
-    terms, power = list(coeffs), x
-    while len(terms) > 1:
-        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
-        terms = [f"TJ_MA_{s}({p[1]}, {power}, {p[0]})" if len(p) == 2 else p[0] for p in pairs]
-        power = f"{x}2" if power == x else f"{x}{2 * int(power[len(x) :])}"
-    return terms[0]
 
 
 _VECTOR_TEMPLATE = [
@@ -473,7 +455,11 @@ static double tj_erfinv_d(double y) {
 SPECIAL_HELPERS = {"tj_psi_d": _PSI_SOURCE, "tj_erfinv_d": _ERFINV_SOURCE}
 # Helper functions a kernel's source gets only if it calls them: name -> (the helpers it
 # calls, its C), each after those it calls.
-HELPERS = _vector_helpers() | {name: ((), code) for name, code in SPECIAL_HELPERS.items()}
+HELPERS = (
+    _vector_helpers()
+    | {name: ((), code) for name, code in SPECIAL_HELPERS.items()}
+    | vector_erf.SOURCES
+)
 
 
 #: Above this many helper calls in one element function, helpers are only ``inline``
@@ -515,9 +501,7 @@ def _powi(x: str, n: int, t: str) -> str:
 
 # Unary float functions by libm: op name -> libm name (the float32 one has an "f" suffix).
 _UNARY_FLOAT = {
-    name: name
-    for name in ("exp2", "log2", "log10", "sqrt", "erf", "erfc")
-    + ("sin", "cos", "tan", "sinh", "cosh")
+    name: name for name in ("exp2", "log2", "log10", "sqrt") + ("sin", "cos", "tan", "sinh", "cosh")
 }
 _UNARY_FLOAT |= {"arc" + name: "a" + name for name in ("sin", "cos", "tan", "sinh", "cosh", "tanh")}
 _UNARY_FLOAT["gamma"] = "tgamma"
@@ -526,6 +510,7 @@ _UNARY_FLOAT["gamma"] = "tgamma"
 _UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamma"}
 _UNARY_HELPER |= {name: "v" + name for name in ("exp", "expm1", "log", "log1p", "tanh")}
 _UNARY_HELPER["round_half_away_from_zero"] = "round_away"
+_UNARY_HELPER |= {"erf": "erf", "erfc": "erfc"}  # float32's vectorised (vector_erf.py)
 
 # Elementwise loops carry no dependence between iterations (an operand overlapping the
 # output in any other way than element for element is copied first), so they are marked
