@@ -16,6 +16,7 @@ from tensorjit.tensor.rewriting.algebra import (
     canonical_sum,
     exp_of_log,
     log_of_exp,
+    negation_out,
 )
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
@@ -47,6 +48,7 @@ PLUGIN = "tensor"
 REWRITES = [
     ("canonical_sum", canonical_sum, "canonicalize", ("fast_compile", "algebra")),
     ("canonical_product", canonical_product, "canonicalize", ("fast_compile", "algebra")),
+    ("negation_out", negation_out, "canonicalize", ("fast_compile", "algebra")),
     ("local_exp_log", exp_of_log, "canonicalize", ("fast_compile",)),
     ("local_log_exp", log_of_exp, "canonicalize", ("fast_compile",)),
     ("local_dimshuffle_lift", local_dimshuffle_lift, "canonicalize", ("fast_compile",)),

@@ -193,3 +193,46 @@ def _inverse_pair(outer: str, inner: str):
 
 exp_of_log = _inverse_pair("exp", "log")
 log_of_exp = _inverse_pair("log", "exp")
+
+
+# Functions with f(-x) = -f(x) exactly (their kernels keep the symmetry: sign-symmetric
+# formulas or copysign), and with f(-x) = f(x).
+ODD = {"erf", "erfinv", "tanh", "sinh", "arcsinh", "arctanh", "sin", "tan", "arcsin", "arctan"}
+ODD |= {"sign", "trunc", "round_half_away_from_zero"}
+EVEN = {"abs", "sqr", "cos", "cosh"}
+_NEGATION_FACTORS = {"mul": (0, 1), "true_div": (0, 1)}
+
+
+def _float_negation(var: Variable) -> Variable | None:
+    """x when ``var`` is neg(x) of the same float dtype (an integer neg may wrap)."""
+    if op_name(var) != "neg":
+        return None
+    (inner,) = var.owner.inputs
+    same = inner.type.dtype == var.type.dtype and var.type.numpy_dtype.kind == "f"
+    return inner if same else None
+
+
+@node_rewriter([Elemwise], name="negation_out")
+def negation_out(fgraph: FunctionGraph, node):
+    """Negations move outwards: f(-x) is -f(x) for an odd f and f(x) for an even one,
+    a product or quotient of negated factors is the negated product. Then f(x) and f(-x)
+    (the normal CDF's N(d) and N(-d) = 1 - N(d) in option pricing, symmetric
+    activations) merge into one evaluation, and sums absorb the sign (canonical_sum)."""
+    name = scalar_name(node)
+    out = node.outputs[0]
+    if out.type.numpy_dtype.kind != "f":
+        return None
+    if name in ODD or name in EVEN:
+        inner = _float_negation(node.inputs[0])
+        if inner is None or len(node.inputs) != 1:
+            return None
+        new = node.op(inner)
+        return [fits(out, tm.neg(new) if name in ODD else new)]
+    if name in _NEGATION_FACTORS:
+        inners = [_float_negation(v) for v in node.inputs]
+        flips = sum(inner is not None for inner in inners)
+        if not flips:
+            return None
+        new = node.op(*[v if inner is None else inner for v, inner in zip(node.inputs, inners)])
+        return [fits(out, tm.neg(new) if flips % 2 else new)]
+    return None

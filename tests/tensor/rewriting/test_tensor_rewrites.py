@@ -70,6 +70,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
     tested = {
         "canonical_sum",
         "canonical_product",
+        "negation_out",
         "local_exp_log",
         "local_log_exp",
         "local_dimshuffle_lift",
@@ -267,6 +268,58 @@ def test_cancellation_keeps_the_broadcast_shape(build):
 
 
 # ---------------------------------------------------------------- exp/log inverses
+
+
+# ---------------------------------------------------------------- negation_out
+
+
+def test_an_odd_function_of_x_and_of_minus_x_is_evaluated_once():
+    # The normal CDF's symmetry as option pricing writes it: N(d) and N(-d)
+    d = T.vector("d")
+    cdf = [0.5 * (1 + T.erf(v * 0.7071067811865476)) for v in (d, -d)]
+    f, g = compile_pair([d], cdf[0] * 3 + cdf[1])
+    assert elemwise_names(f).count("erf") == 1
+    assert f.profile.applied["negation_out"] >= 2  # the product's sign, then erf's
+    dv = np.concatenate([rng(2).standard_normal(50) * 3, [0.0, -0.0, np.inf, -np.inf]])
+    got = assert_same_values(f, g, dv, rtol=1e-15)
+    np.testing.assert_array_equal(np.isnan(got), np.zeros(dv.size, bool))
+
+
+@pytest.mark.parametrize("name", ["tanh", "sin", "arctan", "sinh", "sign", "trunc"])
+def test_odd_functions_take_the_sign_out(name):
+    x = T.vector("x")
+    fn = getattr(T, name)
+    f, g = compile_pair([x], fn(-x) + fn(x) * 2)
+    assert elemwise_names(f).count(name) == 1
+    xv = rng(3).uniform(-3, 3, 40)
+    assert_same_values(f, g, xv, rtol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["cos", "cosh", "abs", "sqr"])
+def test_even_functions_drop_the_sign(name):
+    x = T.vector("x")
+    fn = getattr(T, name)
+    f, g = compile_pair([x], fn(-x) * fn(x))
+    assert elemwise_names(f).count(name) == 1 and "neg" not in elemwise_names(f)
+    assert_same_values(f, g, rng(4).uniform(-3, 3, 40), rtol=1e-15)
+
+
+def test_negated_factors_of_a_product_or_quotient_leave_it():
+    x, y = T.vector("x"), T.vector("y")
+    f, g = compile_pair([x, y], [(-x) * (-y), (-x) / y, x / (-y)])
+    xv, yv = rng(5).uniform(0.5, 2, 9), rng(6).uniform(0.5, 2, 9)
+    for got, want in zip(f(xv, yv), g(xv, yv)):
+        np.testing.assert_array_equal(got, want)
+    assert f.profile.applied["negation_out"] >= 3
+
+
+def test_an_integer_negation_stays_where_it_is():
+    # -(-128) wraps to -128 in int8: erf(-x) is not -erf(x) there
+    x = T.vector("x", dtype="int8")
+    f, g = compile_pair([x], T.erf(-x))
+    assert f.profile.applied.get("negation_out", 0) == 0
+    xv = np.array([-128, -1, 0, 5, 127], dtype="int8")
+    np.testing.assert_allclose(f(xv), g(xv), rtol=1e-15)  # (libm's erf and SciPy's)
 
 
 def test_exp_of_log_is_x():
