@@ -6,18 +6,21 @@ gcc vectorises; checked against Op.perform by DebugMode. float64 keeps libm's.""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 import scipy.special
-from helpers.c_backend import DEBUG_C, NEEDS_C
+from helpers.c_backend import (
+    DEBUG_C,
+    NEEDS_C,
+    cached_sources,
+    compiler_macros,
+    vectorised_lines,
+)
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import compiler
 
 pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]
 
@@ -97,7 +100,7 @@ def _gelu(x):
 
 @pytest.mark.parametrize("model", [_normal_cdf, _gelu])
 def test_fused_graphs_with_erf_call_no_libm_erf_and_are_vectorised(model):
-    macros = _macros()
+    macros = compiler_macros()
     if "__GNUC__" not in macros or "__clang__" in macros:
         pytest.skip("only gcc reports vectorised loops (-fopt-info-vec); the compiler is not gcc")
     x = T.matrix("x", dtype="float32")
@@ -107,39 +110,11 @@ def test_fused_graphs_with_erf_call_no_libm_erf_and_are_vectorised(model):
     want = values.astype(np.float64)
     want = 0.5 * (1 + scipy.special.erf(want / np.sqrt(2))) * (want if model is _gelu else 1)
     np.testing.assert_allclose(f(values), want, rtol=1e-6, atol=1e-7)
-    entries = _c_entries("tj_erf_f(")
+    entries = cached_sources("tj_erf_f(")
     assert entries
-    argv, _ = compiler.compiler_identity()
     for base, text in entries:
         code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
         assert not re.search(r"(?<!\w)erff?\(", code), base  # no libm erf call
-        proc = subprocess.run(
-            [*argv, *compiler.compile_flags(), "-fopt-info-vec-optimized", "-c"]
-            + [base + ".c", "-o", os.devnull],
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0, proc.stderr
-        found = re.findall(r":(\d+):\d+: optimized: loop vectorized", proc.stderr)
-        vectorised = {int(n) for n in found}
+        vectorised = vectorised_lines(base)
         loops = [i + 1 for i, line in enumerate(text.splitlines()) if "[i] = tj_f(" in line]
         assert loops and set(loops) <= vectorised, (loops, sorted(vectorised))
-
-
-def _c_entries(needle: str) -> list[tuple[str, str]]:
-    directory = compiler.cache_dir()
-    found = []
-    for entry in sorted(os.listdir(directory)):
-        if entry.endswith(".c") and not entry.endswith(".failed.c"):
-            with open(os.path.join(directory, entry)) as src:
-                text = src.read()
-            if needle in text:
-                found.append((os.path.join(directory, entry[:-2]), text))
-    return found
-
-
-def _macros() -> str:
-    argv, _ = compiler.compiler_identity()
-    cmd = [*argv, *compiler.compile_flags(), "-dM", "-E", "-x", "c", os.devnull]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    return proc.stdout if proc.returncode == 0 else ""

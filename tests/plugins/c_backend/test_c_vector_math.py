@@ -5,14 +5,18 @@ the kernels really take the vector path (no libm call, loops vectorised by gcc).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 import scipy.special
-from helpers.c_backend import DEBUG_C, NEEDS_C
+from helpers.c_backend import (
+    DEBUG_C,
+    NEEDS_C,
+    cached_sources,
+    compiler_macros,
+    vectorised_lines,
+)
 
 import tensorjit
 import tensorjit.tensor as T
@@ -231,29 +235,9 @@ def test_debug_mode_checks_the_kernels_against_perform(name, dtype):
     f(x[:, ::3])
 
 
-def _c_entries(needle):
-    directory = compiler.cache_dir()
-    found = []
-    for entry in sorted(os.listdir(directory)):
-        if entry.endswith(".c") and not entry.endswith(".failed.c"):
-            with open(os.path.join(directory, entry)) as src:
-                text = src.read()
-            if needle in text:
-                found.append((os.path.join(directory, entry[:-2]), text))
-    return found
-
-
-def _macros(*flags):
-    """The compiler's predefined macros for the kernels' flags."""
-    argv, _ = compiler.compiler_identity()
-    cmd = [*argv, *compiler.compile_flags(), *flags, "-dM", "-E", "-x", "c", os.devnull]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    return proc.stdout if proc.returncode == 0 else ""
-
-
 def _vector_functions(dtype):
     # float64 log is libm's on x86-64 without AVX2 (there 2-wide SSE2 is slower than libm).
-    macros = _macros()
+    macros = compiler_macros()
     libm_log = dtype == "float64" and "__x86_64__" in macros and "__AVX2__" not in macros
     return [fn for fn in ("exp", "expm1", "log", "log1p", "tanh") if fn != "log" or not libm_log]
 
@@ -266,7 +250,7 @@ def test_kernels_call_no_libm_function(dtype):
     tensorjit.function([x, b], T.tanh(x + b))
     tensorjit.function([x], T.exp(x) + T.log(x) + T.log1p(x) + T.expm1(x))
     for needle in (f"tj_vtanh_{s}(", f"tj_vexp_{s}(", f"tj_vlog1p_{s}("):
-        entries = _c_entries(needle)
+        entries = cached_sources(needle)
         assert entries, needle
         for base, text in entries:
             code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)  # not the comments
@@ -280,7 +264,7 @@ def test_kernels_call_no_libm_function(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gcc_vectorises_the_kernel_loops(dtype):
-    macros = _macros()
+    macros = compiler_macros()
     if "__GNUC__" not in macros or "__clang__" in macros:
         pytest.skip("only gcc reports vectorised loops (-fopt-info-vec); the compiler is not gcc")
     x, b = T.TensorType(dtype, (None, None))("x"), T.TensorType(dtype, (None,))("b")
@@ -288,26 +272,17 @@ def test_gcc_vectorises_the_kernel_loops(dtype):
     tensorjit.function([x, b], T.tanh(x + b))
     terms = [T.sigmoid(x), T.softplus(x), T.expm1(x)]
     tensorjit.function([x], sum(terms, T.log(x) if "log" in _vector_functions(dtype) else 0))
-    argv, _ = compiler.compiler_identity()
-    entries = _c_entries(f"tj_vtanh_{s}(") + _c_entries(f"tj_sigmoid_{s}(")
+    entries = cached_sources(f"tj_vtanh_{s}(") + cached_sources(f"tj_sigmoid_{s}(")
     assert entries
     for base, text in entries:
-        proc = subprocess.run(
-            [*argv, *compiler.compile_flags(), "-fopt-info-vec-optimized", "-c"]
-            + [base + ".c", "-o", os.devnull],
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 0, proc.stderr
-        found = re.findall(r":(\d+):\d+: optimized: loop vectorized", proc.stderr)
-        vectorised = {int(n) for n in found}
+        vectorised = vectorised_lines(base)
         # Every loop that calls tj_f over contiguous elements: tj_contig's, tj_strided's,
         # and tj_contig_stream's over a cache line and over the tail.
         lines = text.splitlines()
         loops = [i + 1 for i, line in enumerate(lines) if "[i] = tj_f(" in line]
         loops += [i + 1 for i, line in enumerate(lines) if "line[k] = tj_f(" in line]
         assert len(loops) == 4, loops
-        assert set(loops) <= vectorised, (loops, sorted(vectorised), proc.stderr[-2000:])
+        assert set(loops) <= vectorised, (loops, sorted(vectorised))
 
 
 def test_native_code_is_keyed_by_the_cpu(monkeypatch):
