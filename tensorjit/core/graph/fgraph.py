@@ -254,13 +254,18 @@ class FunctionGraph:
         extra = self.orderings()
         if not extra:
             return toposort(self.outputs, self.inputs)
+        # Walked in the data-flow order (not the set's, which follows ids): the same
+        # graph gets the same schedule in every process.
+        base = toposort(self.outputs, self.inputs)
+        listed = set(base)
+        base += [n for n in self.apply_nodes if n not in listed]
         deps: dict[Apply, set[Apply]] = {}
-        for node in self.apply_nodes:
+        for node in base:
             d = {i.owner for i in node.inputs if i.owner is not None}
             d |= extra.get(node, set())
             deps[node] = d & self.apply_nodes
         order: list[Apply] = []
-        ready = [n for n in toposort(self.outputs, self.inputs) if not deps[n]]
+        ready = [n for n in base if not deps[n]]
         waiting = {n: len(d) for n, d in deps.items()}
         dependents: dict[Apply, list[Apply]] = {}
         for node, d in deps.items():
