@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from tensorjit.core.compile import deferred
 from tensorjit.core.compile.commit import commit_plan, restore_value, save_value
 from tensorjit.core.graph.basic import Apply, Constant, Variable
-from tensorjit.core.memory.aliasing import alias_roots
+from tensorjit.core.memory.aliasing import alias_roots, buffer_source
 from tensorjit.core.memory.destroy_handler import destroyed_inputs
 from tensorjit.core.registries import Kernel
 
@@ -132,8 +132,8 @@ class VM:
             node_offers = []
             if allow_gc:
                 for j, out in enumerate(node.outputs):
-                    aliasing = node.op.view_map.get(j) or node.op.destroy_map.get(j)
-                    if not aliasing and out not in keep and out.owner is not None:
+                    fresh = buffer_source(node, j) is None
+                    if fresh and out not in keep and out.owner is not None:
                         node_offers.append((storage[out], len(self._expected)))
                         self._expected.append(None)
             offers.append(node_offers)

@@ -7,14 +7,20 @@ from collections.abc import Iterable
 from tensorjit.core.graph.basic import Apply, Variable
 
 
+def buffer_source(node: Apply, j: int) -> Variable | None:
+    """The input whose buffer ``node``'s output ``j`` lives in (a view of it, or it
+    overwritten in place), or None for an output in a buffer of its own."""
+    aliased = node.op.view_map.get(j) or node.op.destroy_map.get(j)
+    return node.inputs[aliased[0]] if aliased else None
+
+
 def alias_root(var: Variable) -> Variable:
     """The variable whose buffer ``var`` lives in, through view_map and destroy_map."""
     while var.owner is not None:
-        op, index = var.owner.op, var.index or 0  # an owned variable has its index
-        aliased = op.view_map.get(index) or op.destroy_map.get(index)
-        if not aliased:
+        source = buffer_source(var.owner, var.index or 0)  # an owned variable has its index
+        if source is None:
             break
-        var = var.owner.inputs[aliased[0]]
+        var = source
     return var
 
 
@@ -22,12 +28,7 @@ def alias_roots(nodes: Iterable[Apply]) -> dict[Variable, Variable]:
     """``alias_root`` of every output of ``nodes`` (given inputs first), in linear time."""
     roots: dict[Variable, Variable] = {}
     for node in nodes:
-        op = node.op
         for j, out in enumerate(node.outputs):
-            aliased = op.view_map.get(j) or op.destroy_map.get(j)
-            if aliased:
-                source = node.inputs[aliased[0]]
-                roots[out] = roots.get(source, source)
-            else:
-                roots[out] = out
+            source = buffer_source(node, j)
+            roots[out] = out if source is None else roots.get(source, source)
     return roots

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, Feature, FunctionGraph, InconsistencyError
+from tensorjit.core.memory.aliasing import buffer_source
 from tensorjit.core.memory.transfer_op import is_transfer
 
 
@@ -201,10 +202,9 @@ class DestroyHandler(Feature):
             owner = var.owner
             if owner is None:
                 return False
-            index = var.index or 0  # an owned variable has its index
-            aliased = owner.op.view_map.get(index) or owner.op.destroy_map.get(index)
-            if aliased:
-                var = owner.inputs[aliased[0]]
+            source = buffer_source(owner, var.index or 0)  # an owned variable has its index
+            if source is not None:
+                var = source
             elif is_transfer(owner):
                 # A copy between devices of the destroyer's result (placement inserts
                 # them, and removes those that go there and back): the update is still

@@ -63,12 +63,10 @@ class PlaceOnDevices(GraphRewriter):
                 return var.owner.inputs[0]
             key = (var, device)
             if key not in moved:
-                placed = isinstance(var, Constant) and device != HOST
-                moved[key] = (
-                    DeviceConstant.of(var, device)
-                    if isinstance(var, Constant) and placed
-                    else transfer(var, device)
-                )
+                if isinstance(var, Constant) and device != HOST:
+                    moved[key] = DeviceConstant.of(var, device)  # placed, not copied
+                else:
+                    moved[key] = transfer(var, device)
             return moved[key]
 
         def covered(node: Apply, device: str) -> Any:

@@ -13,9 +13,10 @@ piece is computed and one selected), in double precision, rounded to float32 at 
 N/D, P and Q come from ``python -m tensorjit.tools.fit_erf`` (largest relative errors
 9.3e-10, 9.3e-13 and 1.6e-11, below float32's 6e-8), so a result is float32's correctly
 rounded value except where the exact value lies that close to a rounding boundary: at
-most 1 ulp from SciPy's double erf/erfc rounded to float32, measured by
-tests/plugins/c_backend/test_c_vector_math.py over [-11, 11] (benchmarks/RESULTS.md has
-the counts). NaN stays NaN, -0 gives -0 (erf), +-inf gives +-1 (erf), 0 and 2 (erfc).
+most 1 ulp from SciPy's double erf/erfc rounded to float32, checked by
+tests/plugins/c_backend/test_c_vector_erf.py over [-11, 11] and measured by
+benchmarks/erf_accuracy.py (benchmarks/RESULTS.md has the counts). NaN stays NaN, -0
+gives -0 (erf), +-inf gives +-1 (erf), 0 and 2 (erfc).
 float64 erf and erfc stay libm's calls.
 """
 

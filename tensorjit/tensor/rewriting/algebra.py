@@ -200,7 +200,6 @@ log_of_exp = _inverse_pair("log", "exp")
 ODD = {"erf", "erfinv", "tanh", "sinh", "arcsinh", "arctanh", "sin", "tan", "arcsin", "arctan"}
 ODD |= {"sign", "trunc", "round_half_away_from_zero"}
 EVEN = {"abs", "sqr", "cos", "cosh"}
-_NEGATION_FACTORS = {"mul": (0, 1), "true_div": (0, 1)}
 
 
 def _float_negation(var: Variable) -> Variable | None:
@@ -227,12 +226,14 @@ def negation_out(fgraph: FunctionGraph, node):
         if inner is None or len(node.inputs) != 1:
             return None
         new = node.op(inner)
-        return [fits(out, tm.neg(new) if name in ODD else new)]
-    if name in _NEGATION_FACTORS:
+        new = fits(out, tm.neg(new) if name in ODD else new)
+        return None if new is None else [new]
+    if name in MULTIPLICATIVE:
         inners = [_float_negation(v) for v in node.inputs]
         flips = sum(inner is not None for inner in inners)
         if not flips:
             return None
         new = node.op(*[v if inner is None else inner for v, inner in zip(node.inputs, inners)])
-        return [fits(out, tm.neg(new) if flips % 2 else new)]
+        new = fits(out, tm.neg(new) if flips % 2 else new)
+        return None if new is None else [new]
     return None
