@@ -35,6 +35,7 @@ from tensorjit.plugins.c_backend import (
 from tensorjit.tensor.allocation import ARange
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
+from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -133,9 +134,9 @@ SPECS = (
     KernelSpec(
         "c:reduce",
         BACKEND,
-        (Reduce, MappedReduce),
+        (Reduce, MappedReduce, ElemwiseReduce),
         kernels.reduce_factory,
-        plan=_exactly((Reduce, MappedReduce), kernels.reduce_plan),
+        plan=_exactly((Reduce, MappedReduce, ElemwiseReduce), kernels.reduce_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("reduce"),
         plugin=PLUGIN,

@@ -12,8 +12,11 @@ from typing import NamedTuple
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import codegen, compiler
+from tensorjit.plugins.c_backend import codegen, compiler, reduction
 from tensorjit.plugins.c_backend.buffers import reusable
+from tensorjit.plugins.cstyle.dialect import Unsupported
+from tensorjit.plugins.cstyle.elementwise import element_function
+from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 
 Run = Callable[[list, list], None]
 
@@ -30,19 +33,7 @@ def elemwise_plan(node: Apply) -> ElemwisePlan:
     """What the C kernel of an Elemwise node is (Unsupported if none can be made)."""
     op = node.op
     target = op.inplace
-    kinds, consts, bcast = [], {}, []
-    for i, var in enumerate(node.inputs):
-        b = tuple(s == 1 for s in var.type.shape)
-        bcast.append(b)
-        if i == target:
-            kinds.append("full")
-        elif all(b) and isinstance(var, Constant):
-            kinds.append("const")
-            consts[i] = np.asarray(var.data)
-        elif all(b):
-            kinds.append("scalar")
-        else:
-            kinds.append("full")
+    kinds, consts, bcast = elemwise_operands(node.inputs, target)
     dtypes = [v.type.dtype for v in node.inputs]
     out_dtype = node.outputs[0].type.dtype
     source, cdef = codegen.elemwise_source(
@@ -55,6 +46,28 @@ def elemwise_plan(node: Apply) -> ElemwisePlan:
     return ElemwisePlan(kinds, bcast, source, cdef)
 
 
+def elemwise_operands(
+    inputs: list, target: int | None = None
+) -> tuple[list[str], dict[int, np.ndarray], list[tuple[bool, ...]]]:
+    """Per input: its kind ("full", "scalar": broadcast everywhere, "const": inlined),
+    the constants' values, and the axes it broadcasts over (``target``: written in
+    place, so always "full")."""
+    kinds, consts, bcast = [], {}, []
+    for i, var in enumerate(inputs):
+        b = tuple(s == 1 for s in var.type.shape)
+        bcast.append(b)
+        if i == target:
+            kinds.append("full")
+        elif all(b) and isinstance(var, Constant):
+            kinds.append("const")
+            consts[i] = np.asarray(var.data)
+        elif all(b):
+            kinds.append("scalar")
+        else:
+            kinds.append("full")
+    return kinds, consts, bcast
+
+
 # Entry points with one signature for every kernel of a kind (arrays of shapes, data
 # pointers and strides), for whole-graph programs (program.c) to call through pointers.
 UNIFORM_ELEMWISE_CDEF = (
@@ -62,7 +75,6 @@ UNIFORM_ELEMWISE_CDEF = (
     "void tj_contig_stream_u(int64_t, char **);\n"
     "void tj_strided_u(const int64_t *, char **, const int64_t *);\n"
 )
-UNIFORM_REDUCE_CDEF = "void tj_reduce_u(const int64_t *, char *, char *, const int64_t *);\n"
 
 
 def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
@@ -74,15 +86,6 @@ def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
         f"void tj_contig_stream_u(int64_t n, char **p) {{ tj_contig_stream(n, {ptrs}); }}\n"
         "void tj_strided_u(const int64_t *n, char **p, const int64_t *s) "
         f"{{ (void)n; (void)s; tj_strided({shape}{ptrs}{strides}); }}\n"
-    )
-
-
-def _uniform_reduce(ndim: int) -> str:
-    shape = "".join(f"n[{a}], " for a in range(ndim))
-    strides = "".join(f", s[{a}]" for a in range(ndim))
-    return (
-        "void tj_reduce_u(const int64_t *n, char *x, char *out, const int64_t *s) "
-        f"{{ (void)n; (void)s; tj_reduce({shape}x, out{strides}); }}\n"
     )
 
 
@@ -168,52 +171,87 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
 # ---------------------------------------------------------------- Reduce
 class ReducePlan(NamedTuple):
     kept: list[int]  # the axes not reduced
+    bcast: list[tuple[bool, ...]]  # per pointer operand: the axes it broadcasts over
+    operands: list[int]  # the inputs that are pointer operands (the others: constants)
     source: str
     cdef: str
 
 
 def reduce_plan(node: Apply) -> ReducePlan:
-    """What the C kernel of a Reduce node is (Unsupported if none can be made)."""
+    """What the C kernel of a Reduce, MappedReduce or ElemwiseReduce node is
+    (Unsupported if none can be made)."""
     op = node.op
-    ndim = node.inputs[0].type.ndim
+    if isinstance(op, ElemwiseReduce):
+        mapped = op.mapped_type(node)
+        ndim = mapped.ndim
+        kinds, consts, bcast = elemwise_operands(node.inputs)
+        dtypes = [v.type.dtype for v in node.inputs]
+        function, body = element_function(
+            codegen.C_DIALECT, op.scalar_op, dtypes, mapped.dtype, kinds, consts
+        )
+        operands = [i for i, k in enumerate(kinds) if k != "const"]
+        order = [a for a in range(ndim) if a not in op.axis] + list(op.axis)
+        reading = reduction.Reading(
+            tuple((dtypes[i], reduction.permuted(bcast[i], order)) for i in operands),
+            tuple(function),
+            body,
+            mapped.dtype,
+        )
+    else:
+        ndim = node.inputs[0].type.ndim
+        dtype = node.inputs[0].type.dtype
+        map_name = getattr(op, "map", None)  # a MappedReduce's sqr/abs
+        mapped_c = _MAPS.get((map_name, dtype[0] == "f"))
+        if mapped_c is None or (map_name == "abs" and dtype.startswith("u")):
+            raise Unsupported(f"reduction of {map_name}({dtype})")
+        reading = reduction.identity_reading(dtype, ndim, mapped_c)
+        bcast, operands = [(False,) * ndim], [0]
     kept = [a for a in range(ndim) if a not in op.axis]
-    source, cdef = codegen.reduce_source(
-        op.kind,
-        node.inputs[0].type.dtype,
-        node.outputs[0].type.dtype,
-        len(kept),
-        len(op.axis),
-        getattr(op, "map", None),  # a MappedReduce's sqr/abs
+    source, cdef = reduction.reduce_source(
+        op.kind, reading, node.outputs[0].type.dtype, len(kept), len(op.axis)
     )
-    source += _uniform_reduce(ndim)
-    cdef += UNIFORM_REDUCE_CDEF
-    return ReducePlan(kept, source, cdef)
+    return ReducePlan(kept, [bcast[i] for i in operands], operands, source, cdef)
+
+
+# A MappedReduce's map (None: a plain Reduce), for (map, float input): C of x0.
+_MAPS = {
+    (None, True): "x0",
+    (None, False): "x0",
+    ("sqr", True): "x0 * x0",
+    ("sqr", False): "x0 * x0",
+    ("abs", True): "fabs(x0)",  # abs(-0.0) is 0.0
+    ("abs", False): "x0 < 0 ? -x0 : x0",
+}
 
 
 def reduce_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
-    kept, source, cdef = plan or reduce_plan(node)
+    kept, bcast, operands, source, cdef = plan or reduce_plan(node)
     ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
     fn = lib.tj_reduce
     from_buffer, cast = ffi.from_buffer, ffi.cast
-    perform = node.op.perform
-    axis = list(node.op.axis)
+    op = node.op
+    perform = op.perform
+    axis = list(op.axis)
     order = kept + axis
     out_dtype = node.outputs[0].type.numpy_dtype
-    needs_elements = node.op.kind in ("max", "min")
+    needs_elements = op.kind in ("max", "min")
+    shape_of = op.input_check(node) if isinstance(op, ElemwiseReduce) else None
+
+    def ptr(a: np.ndarray):
+        return from_buffer(a) if a.flags.c_contiguous else cast("char *", a.ctypes.data)
 
     def run(inputs: list, output_storage: list) -> None:
-        x = inputs[0]
-        xs = x.shape
-        if needs_elements and any(xs[a] == 0 for a in axis):
+        full = inputs[0].shape if shape_of is None else shape_of(inputs)
+        if needs_elements and any(full[a] == 0 for a in axis):
             perform(node, inputs, output_storage)  # NumPy's error for an empty max/min
             return
-        shape = tuple(xs[a] for a in kept)
+        shape = tuple(full[a] for a in kept)
         out = output_storage[0][0]
         if not reusable(out, shape, out_dtype, inputs):
             out = np.empty(shape, out_dtype)
-        px = from_buffer(x) if x.flags.c_contiguous else cast("char *", x.ctypes.data)
-        st = x.strides
-        fn(*[xs[a] for a in order], px, from_buffer(out), *[st[a] for a in order])
+        values = [inputs[i] for i in operands]
+        strides = [0 if b[a] else x.strides[a] for x, b in zip(values, bcast) for a in order]
+        fn(*[full[a] for a in order], *[ptr(x) for x in values], from_buffer(out), *strides)
         output_storage[0][0] = out
 
     return run

@@ -43,7 +43,7 @@ enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
 
 typedef void (*tj_contig_fn)(int64_t n, char **ptrs);
 typedef void (*tj_strided_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
-typedef void (*tj_reduce_fn)(const int64_t *shape, char *x, char *out, const int64_t *strides);
+typedef void (*tj_reduce_fn)(const int64_t *shape, char **ptrs, char *out, const int64_t *strides);
 typedef void (*tj_rows_fn)(const int64_t *shape, char **ptrs, const int64_t *strides);
 /* The BLAS kernels of blas.py: 0 done, -1 a dimension too large for BLAS, else a bit
    mask of the array arguments (in order) BLAS can not address as they are. */
@@ -69,14 +69,18 @@ typedef struct {
                                     dot (TJ_FN_*) */
     int n_ops, ops[TJ_MAXOPS];   /* operand slots; rowwise: the value giving the shape,
                                     then the kernel's inputs; alloc: value, lengths */
-    uint32_t bcast[TJ_MAXOPS];   /* elemwise: bit a set when the operand broadcasts on a */
-    char full[TJ_MAXOPS];        /* elemwise: the operand has elements per output element;
+    uint32_t bcast[TJ_MAXOPS];   /* elemwise, reduce: bit a set when the operand
+                                    broadcasts on axis a */
+    char full[TJ_MAXOPS];        /* elemwise, reduce: the operand has elements per
+                                    element of the (broadcast) shape;
                                     rowwise: kernel operand j (the output last) has the
                                     row axis (else it holds one value per row) */
     int target;                  /* elemwise: operand written in place, or -1; BLAS:
                                     0 when the first input is updated in place */
     int out, typenum, ndim;      /* output slot, dtype, ndim */
-    npy_intp dims[TJ_MAXDIM];    /* elemwise, alloc: static output lengths, -1 unknown */
+    npy_intp dims[TJ_MAXDIM];    /* elemwise, alloc: static output lengths, -1 unknown;
+                                    reduce: static lengths of the reduced operands'
+                                    broadcast shape */
     int axes[TJ_MAXDIM], n_axes; /* reduce: kept axes then reduced ones; dimshuffle: the
                                     new order, -1 for a new broadcastable axis; subtensor:
                                     per indexed axis 0 for an integer, else 8 | 1 (start)
@@ -244,9 +248,11 @@ static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
 
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
 /* An elementwise step's output shape into `shape`; 1 when the operands do not fit. */
-static int tj_elemwise_shape(const tj_step *s, PyObject **v, int64_t *shape)
+/* The broadcast shape of a step's nd-d operands (static lengths from s->dims): 0, or 1
+   when an operand's shape does not fit (Python raises the error). */
+static int tj_broadcast_shape(const tj_step *s, PyObject **v, int nd, int64_t *shape)
 {
-    int n = s->n_ops, nd = s->ndim, j, ax;
+    int n = s->n_ops, j, ax;
     for (ax = 0; ax < nd; ax++) {
         shape[ax] = s->dims[ax] >= 0 ? s->dims[ax] : 1;
         if (s->dims[ax] < 0)
@@ -273,7 +279,7 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
     int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
     int n = s->n_ops, nd = s->ndim, fast = 1, j, ax;
 
-    if (tj_elemwise_shape(s, v, shape))
+    if (tj_broadcast_shape(s, v, nd, shape))
         return 1;
     for (j = 0; j < n; j++) {
         a[j] = (PyArrayObject *)v[s->ops[j]];
@@ -333,24 +339,38 @@ error:
     return -1;
 }
 
+/* A reduction of an element function of n_ops broadcasting operands (one, read as it
+   is, for a plain sum): the kernel gets the lengths and each operand's strides in the
+   order of s->axes (kept axes, then reduced ones), 0 along an axis it broadcasts over. */
 static int tj_reduce(const tj_step *s, PyObject **v)
 {
-    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *out;
-    int64_t all[TJ_MAXDIM], strides[TJ_MAXDIM];
-    npy_intp shape[TJ_MAXDIM];
-    for (int i = 0; i < s->n_axes; i++) {
-        all[i] = PyArray_DIMS(x)[s->axes[i]];
-        strides[i] = PyArray_STRIDES(x)[s->axes[i]];
+    PyArrayObject *out;
+    int64_t full[TJ_MAXDIM], all[TJ_MAXDIM], strides[TJ_MAXOPS * TJ_MAXDIM];
+    char *ptrs[TJ_MAXOPS];
+    npy_intp shape[TJ_MAXDIM], size = 1;
+    int n = s->n_ops, nd = s->n_axes;
+    if (tj_broadcast_shape(s, v, nd, full))
+        return 1;
+    for (int i = 0; i < nd; i++) {
+        all[i] = full[s->axes[i]];
+        size *= all[i];
         if (i >= s->n_kept && all[i] == 0 && s->needs_elements)
             return 1; /* NumPy's error for the max/min of nothing */
         if (i < s->n_kept)
             shape[i] = all[i];
     }
+    for (int j = 0; j < n; j++) {
+        PyArrayObject *x = (PyArrayObject *)v[s->ops[j]];
+        ptrs[j] = PyArray_BYTES(x);
+        for (int i = 0; i < nd; i++)
+            strides[j * nd + i] =
+                (s->bcast[j] >> s->axes[i] & 1) ? 0 : PyArray_STRIDES(x)[s->axes[i]];
+    }
     out = (PyArrayObject *)tj_take(s, s->n_kept, shape, s->typenum);
     if (out == NULL)
         return -1;
-    PyThreadState *saved = PyArray_SIZE(x) > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    ((tj_reduce_fn)s->fn[0])(all, PyArray_BYTES(x), PyArray_BYTES(out), strides);
+    PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+    ((tj_reduce_fn)s->fn[0])(all, ptrs, PyArray_BYTES(out), strides);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
     Py_XSETREF(v[s->out], (PyObject *)out);
@@ -1120,7 +1140,8 @@ static int tj_check(const tj_step *s, PyObject **v)
 {
     int64_t shape[TJ_MAXDIM];
     switch (s->kind) {
-    case TJ_ELEMWISE: return tj_elemwise_shape(s, v, shape);
+    case TJ_ELEMWISE: return tj_broadcast_shape(s, v, s->ndim, shape);
+    case TJ_REDUCE: return tj_broadcast_shape(s, v, s->n_axes, shape);
     case TJ_DOT: return tj_dot_misfit(s, v);
     case TJ_GEMM:
     case TJ_GER:

@@ -391,17 +391,28 @@ class _Tables:
                 ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
 
     def reduce(self, node: Apply, plan: kernels.ReducePlan) -> tuple:
-        kept, source, cdef = plan
+        kept, bcast, operands, source, cdef = plan
         out = node.outputs[0]
         if out.type.ndim != len(kept):
             raise Unsupported(f"{node.op} keeps its reduced axes")
+        if len(operands) > MAX_OPERANDS:
+            raise Unsupported(f"{node.op}: {len(operands)} operands")
         (fn,) = self._load(node, ("tj_reduce_u",), source, cdef)
         axes = kept + list(node.op.axis)
         needs_elements = int(node.op.kind in ("max", "min"))
-        x = self._slot(node.inputs[0])
+        ops = [self._slot(node.inputs[i]) for i in operands]
+        masks = [sum(1 << a for a, b in enumerate(pattern) if b) for pattern in bcast]
+        # An operand broadcast everywhere (one element) gives no length.
+        full = [int(not all(pattern)) for pattern in bcast]
+        mapped = [node.inputs[i] for i in operands]
+        static = [-1] * len(axes)
+        for a in range(len(axes)):
+            lengths = {v.type.shape[a] for v, b in zip(mapped, bcast) if not b[a]}
+            known = [n for n in lengths if n is not None]
+            static[a] = known[0] if known else (1 if not lengths else -1)
         slot = self._new_slot(out)
-        return (REDUCE, [fn], [x], [0], [1], -1, slot, _typenum(out), len(kept), [], axes,
-                len(kept), [], needs_elements, 0)  # fmt: skip
+        return (REDUCE, [fn], ops, masks, full, -1, slot, _typenum(out), len(kept), static,
+                axes, len(kept), [], needs_elements, 0)  # fmt: skip
 
     def dimshuffle(self, node: Apply, plan: object = None) -> tuple:
         op = node.op

@@ -18,6 +18,7 @@ from tensorjit.plugins.c_backend import compiler, parallel
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.plugins.c_backend.codegen import (
     PREAMBLE,
+    SIMD,
     Unsupported,
     covered_by,
     ctype,
@@ -40,20 +41,38 @@ OPS = (Softmax, LogSoftmax, Argmax, SelectClass, SelectClassGrad)
 # exp is codegen's branch-free tj_vexp (inlined). The exponentials run on an aligned
 # buffer of ROW_CHUNK elements, the chunk's length rounded up to whole vectors (padded
 # with zeros whose exponentials nobody reads): the row's stride and a short row's tail
-# (a classifier's rows of 10) would otherwise keep gcc from vectorising them.
+# (a classifier's rows of 10) would otherwise keep gcc from vectorising them. The max and
+# the sum run in LANES accumulators (one is latency-bound), combined in a fixed order.
 ROW_CHUNK = 64
+LANES = 8
 _ROW_EXP = """
     {t} m = X(0);  /* (a NaN gives NaN sums, hence NaN rows, whatever m is) */
-    for (int64_t j = 1; j < n; j++) {{ {t} v = X(j); m = v > m ? v : m; }}
-    {acc} s = 0;
+    int64_t j1 = 0;
+    if (n >= {lanes}) {{
+        {t} ml[{lanes}];
+        for (int k = 0; k < {lanes}; k++) ml[k] = m;
+        for (; j1 + {lanes} <= n; j1 += {lanes})
+            {simd}for (int k = 0; k < {lanes}; k++) {{
+                {t} v = X(j1 + k);
+                ml[k] = v > ml[k] ? v : ml[k];
+            }}
+        for (int k = 0; k < {lanes}; k++) m = ml[k] > m ? ml[k] : m;
+    }}
+    for (; j1 < n; j1++) {{ {t} v = X(j1); m = v > m ? v : m; }}
+    {acc} sl[{lanes}] = {{0}};
     for (int64_t j0 = 0; j0 < n; j0 += {chunk}) {{
         {t} e[{chunk}] __attribute__((aligned(32)));
         const int64_t len = n - j0 < {chunk} ? n - j0 : {chunk}, padded = (len + 7) & ~7;
         for (int64_t j = 0; j < len; j++) e[j] = X(j0 + j) - m;
         for (int64_t j = len; j < padded; j++) e[j] = 0;
         for (int64_t j = 0; j < padded; j++) e[j] = tj_vexp_{s}(e[j]);
-        for (int64_t j = 0; j < len; j++) s += e[j];
-{keep}    }}
+{keep}        for (int64_t j = len; j < padded; j++) e[j] = 0;
+        for (int64_t j = 0; j < padded; j += {lanes})
+            {simd}for (int k = 0; k < {lanes}; k++) sl[k] += e[j + k];
+    }}
+    for (int width = {lanes} / 2; width >= 1; width /= 2)
+        for (int k = 0; k < width; k++) sl[k] = sl[2 * k] + sl[2 * k + 1];
+    {acc} s = sl[0];
 """
 _KEEP_EXP = "        for (int64_t j = 0; j < len; j++) O(j0 + j) = e[j];\n"
 _SOFTMAX = (
@@ -166,7 +185,14 @@ def _source(
             lines.append(f"{indent}const int64_t d_{name} = s_{name}_{outer} / sizeof({t});")
         else:
             lines.append(f"{indent}{t} *c_{name} = ({t} *)b_{name}_{outer};")
-    lines.append(f"{indent}{{")
+    # Rows of stride 1 get the body again with constant strides, so that gcc vectorises
+    # its loops over the row (it does not version them for a unit stride on its own).
+    rows = [name for name, _, row in operands if row]
+    unit = " && ".join(f"d_{name} == 1" for name in rows)
+    lines.append(f"{indent}if ({unit or 0}) {{")
+    lines.append(indent + "    " + " ".join(f"const int64_t d_{name} = 1;" for name in rows))
+    lines.append(body)
+    lines.append(f"{indent}}} else {{")
     lines.append(body)
     lines.append(f"{indent}}}")
     for _ in range(outer):
@@ -245,6 +271,8 @@ def _float_names(dtype: str) -> dict[str, str]:
         "s": "f" if dtype == "float32" else "d",
         "acc": "double",
         "chunk": str(ROW_CHUNK),
+        "lanes": str(LANES),
+        "simd": SIMD,
         "block_rows": str(BLOCK_ROWS),
         "short": str(SHORT_ROW),
     }

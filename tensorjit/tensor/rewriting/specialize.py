@@ -11,7 +11,13 @@ from tensorjit.tensor import math as tm
 from tensorjit.tensor.blas import Gemm, PenalisedGemm
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.rewriting.shape import shape_of
-from tensorjit.tensor.rewriting.util import constant_data, fits, scalar_name, single_client
+from tensorjit.tensor.rewriting.util import (
+    compiles_for_host,
+    constant_data,
+    fits,
+    scalar_name,
+    single_client,
+)
 from tensorjit.tensor.variable import constant
 
 MAX_MUL_POWER = 6  # x**n for integer |n| <= this becomes multiplications
@@ -61,22 +67,12 @@ def _power_by_squaring(x, n: int):
     return result
 
 
-def _on_host(fgraph: FunctionGraph) -> bool:
-    """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
-    have kernels for)."""
-    from tensorjit.core.devices import HOST
-    from tensorjit.core.kernel_selection import BackendChoice
-
-    choice = fgraph.get_feature(BackendChoice)
-    return choice is None or choice.default_device == HOST
-
-
 @node_rewriter([tm.Reduce], name="local_reduce_of_map")
 def local_reduce_of_map(fgraph: FunctionGraph, node):
     """sum/max/... of ``sqr(x)`` or ``abs(x)`` read by nothing else -> one MappedReduce:
     the mapped values are never stored (an L2 penalty's ``sum(w ** 2)`` reads w once).
     Host functions only: device backends have no kernel for it."""
-    if type(node.op) is not tm.Reduce or not _on_host(fgraph):
+    if type(node.op) is not tm.Reduce or not compiles_for_host(fgraph):
         return None
     mapped = node.inputs[0]
     name = scalar_name(mapped.owner)
@@ -98,7 +94,7 @@ def local_decay_with_penalty(fgraph: FunctionGraph, node):
     w is read once for the sum, the decay and the product's accumulation, where the
     reduction, the GEMM's scaling pass and the GEMM each read it. Host functions only.
     Either node may be made last, so both look for the other."""
-    if not _on_host(fgraph):
+    if not compiles_for_host(fgraph):
         return None
     w = node.inputs[0]
     if w.type.dtype not in ("float32", "float64"):

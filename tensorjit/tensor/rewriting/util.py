@@ -79,3 +79,13 @@ def is_length_of(fgraph: FunctionGraph, dim, x, axis: int) -> bool:
         if shape is not None and isinstance(shape.op, Shape) and isinstance(index, Constant):
             dim = shape_of(fgraph, shape.inputs[0])[int(index.data)]
     return same_expression(dim, shape_of(fgraph, x)[axis])
+
+
+def compiles_for_host(fgraph: FunctionGraph) -> bool:
+    """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
+    have kernels for)."""
+    from tensorjit.core.devices import HOST
+    from tensorjit.core.kernel_selection import BackendChoice
+
+    choice = fgraph.get_feature(BackendChoice)
+    return choice is None or choice.default_device == HOST
