@@ -12,7 +12,8 @@ from tensorjit.core.rewrites import GraphRewriter
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import Elemwise, scalar_name
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
-from tensorjit.tensor.math import Reduce
+from tensorjit.tensor.math import MappedReduce, Reduce
+from tensorjit.tensor.scalar import SCALAR_OPS
 from tensorjit.tensor.rewriting.util import compiles_for_host
 
 MAX_INPUTS = 32  # keep fused kernels' argument lists reasonable
@@ -58,6 +59,10 @@ class FusionRewriter(GraphRewriter):
         if composite is None:
             return
         op = node.op
+        if isinstance(op, MappedReduce):  # its map becomes the program's last step
+            mapped = (SCALAR_OPS[op.map], (("step", len(composite.program) - 1),))
+            program = (*composite.program, mapped)
+            composite = Composite(program, composite.nin, composite.out_dtype)
         new = ElemwiseReduce(op.kind, op.axis, op.dtype, composite)(*inputs)
         out = node.outputs[0]
         if new.type != out.type:
@@ -147,8 +152,8 @@ def _recomputed(node: Apply) -> bool:
 
 def _reduces_elemwise(fgraph: FunctionGraph, node: Apply) -> bool:
     """Whether ``node`` is a reduction of an elementwise node's output that nothing else
-    reads."""
-    if type(node.op) is not Reduce:
+    reads (a MappedReduce too: ``sum((x - y) ** 2)`` became one in specialize)."""
+    if type(node.op) not in (Reduce, MappedReduce):
         return False
     var = node.inputs[0]
     if not _fusable(var.owner):
