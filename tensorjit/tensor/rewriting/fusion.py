@@ -13,8 +13,8 @@ from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import Elemwise, scalar_name
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import MappedReduce, Reduce
-from tensorjit.tensor.scalar import SCALAR_OPS
 from tensorjit.tensor.rewriting.util import compiles_for_host
+from tensorjit.tensor.scalar import SCALAR_OPS
 
 MAX_INPUTS = 32  # keep fused kernels' argument lists reasonable
 
