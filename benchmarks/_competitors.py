@@ -52,6 +52,8 @@ def limit_threads(n: int) -> None:
     subprocesses it starts) gets ``n`` threads, and the process ``n`` cores. Call before
     importing NumPy."""
     if "numpy" in sys.modules:
+        if all(os.environ.get(var) == str(n) for var in THREAD_VARS):
+            return  # already limited (a benchmark importing another's functions)
         raise RuntimeError("limit_threads() must run before NumPy is imported")
     for var in THREAD_VARS:
         os.environ[var] = str(n)

@@ -44,16 +44,18 @@ def make_data(name: str, dtype: str, n: int) -> list[np.ndarray]:
     return [rng.standard_normal((2048, 1024)).astype(dtype)]
 
 
-def options(lib, erf, s, k, t, v, dtype):
-    """(call, put) with ``lib``'s log, sqrt, exp and the given erf."""
-    half = np.asarray(0.5, dtype)
+def options(lib, erf, s, k, t, v, dtype, const=None):
+    """(call, put) with ``lib``'s log, sqrt, exp and the given erf; ``const`` makes the
+    constants (default: 0-d arrays of ``dtype``; PyTorch takes Python floats)."""
+    const = const or (lambda c: np.asarray(c, dtype))
+    half = const(0.5)
     root_t = lib.sqrt(t)
-    d1 = (lib.log(s / k) + (np.asarray(RATE, dtype) + half * v * v) * t) / (v * root_t)
+    d1 = (lib.log(s / k) + (const(RATE) + half * v * v) * t) / (v * root_t)
     d2 = d1 - v * root_t
-    discount = k * lib.exp(np.asarray(-RATE, dtype) * t)
+    discount = k * lib.exp(const(-RATE) * t)
 
     def cdf(d):
-        return half * (1 + erf(d * np.asarray(ROOT_HALF, dtype)))
+        return half * (1 + erf(d * const(ROOT_HALF)))
 
     call = s * cdf(d1) - discount * cdf(d2)
     put = discount * cdf(-d2) - s * cdf(-d1)

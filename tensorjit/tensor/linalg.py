@@ -297,6 +297,11 @@ def matmul(a: Any, b: Any) -> Variable:
     _check_inner("matmul", a, b, a.type.shape[-1], kb)
     if a.type.ndim <= 2 and b.type.ndim <= 2:
         return tm.Dot()(a, b)  # the same thing for vectors and matrices (and GEMM-able)
+    if b.type.ndim == 2:
+        # A stack of matrices times one matrix is one product of the stack's rows (a
+        # sequence model's projections): one GEMM, and the matrix's gradient is one GEMM
+        # too, not a stack of products summed over the batch.
+        return TensorDot((a.type.ndim - 1,), (0,))(a, b)
     a2 = _row(a) if a.type.ndim == 1 else a
     b2 = _col(b) if b.type.ndim == 1 else b
     out = MatMul()(a2, b2)

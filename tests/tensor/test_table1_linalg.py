@@ -92,9 +92,9 @@ MATMUL_SHAPES = [
 @pytest.mark.parametrize("sa,sb", MATMUL_SHAPES)
 def test_matmul_values(sa, sb):
     a, b = randn(*sa, seed=1), randn(*sb, seed=2)
-    check(L.matmul, [a, b], np.matmul, (L.MatMul, T.Dot), static=True)
+    check(L.matmul, [a, b], np.matmul, (L.MatMul, T.Dot, L.TensorDot), static=True)
     if (2, 1, 2, 3) != sa:  # run-time-only length 1 does not broadcast (see the errors test)
-        check(L.matmul, [a, b], np.matmul, (L.MatMul, T.Dot))
+        check(L.matmul, [a, b], np.matmul, (L.MatMul, T.Dot, L.TensorDot))
 
 
 @pytest.mark.parametrize("da,db", [("float32", "float32"), ("int32", "float32"), ("int8", "int8")])

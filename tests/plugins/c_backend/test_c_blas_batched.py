@@ -50,6 +50,29 @@ def test_matmul_stacks_all_layouts(dtype):
             assert got.dtype == np.dtype(dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_stack_times_a_matrix_is_one_product_and_so_is_its_gradient(dtype):
+    # A sequence model's projection: no product per batch index, and the weight's
+    # gradient is one GEMM over every row of the stack, not a stack of products summed.
+    import tensorjit
+
+    x, w = T.tensor3("x", dtype=dtype), T.matrix("w", dtype=dtype)
+    y = linalg.matmul(x, w)
+    gx, gw = tensorjit.grad((y * y).sum(), [x, w])
+    f = compiled([x, w], [y, gx, gw])
+    assert not [n for n in f.fgraph.toposort() if isinstance(n.op, linalg.MatMul)]
+    assert len([n for n in f.fgraph.toposort() if isinstance(n.op, linalg.TensorDot)]) == 3
+    xv = RNG.standard_normal((4, 6, 5)).astype(dtype)
+    wv = RNG.standard_normal((5, 3)).astype(dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for layout, xs in variants(xv).items():
+        got_y, got_gx, got_gw = f(xs, wv)
+        np.testing.assert_allclose(got_y, xv @ wv, rtol=tol, atol=tol, err_msg=layout)
+        np.testing.assert_allclose(got_gx, 2 * (xv @ wv) @ wv.T, rtol=tol, atol=tol)
+        gw_want = np.einsum("bti,btj->ij", xv, 2 * (xv @ wv))
+        np.testing.assert_allclose(got_gw, gw_want, rtol=tol, atol=10 * tol)
+
+
 def test_matmul_broadcast_batches_and_empty():
     a = T.tensor("float64", shape=(None, 1, None, None), name="a")
     b = T.tensor3("b")

@@ -1,0 +1,452 @@
+"""Today's workloads against every rival, same data, same run, pinned, medians.
+
+Workloads (each a function of NumPy-like ``lib`` so one definition serves every
+implementation; the results are checked against NumPy's float64 values):
+
+- logsumexp: ``x - logsumexp(x, axis=1)`` of a 4000 x 1000 matrix, summed (the
+  max-subtract-exp-sum written out, as users write it);
+- softmax: the library's own softmax over the rows of a 4000 x 1000 matrix;
+- layernorm: ``(x - mean) / sqrt(var + 1e-5) * g + b`` over the rows of 4096 x 1024;
+- options: Black-Scholes call and put prices of 10^6 options (special_functions.py);
+- transformer: one training step (loss, gradients of every parameter, SGD update) of a
+  pre-norm transformer block: single-head attention over a batch of 16 sequences of 64
+  tokens of width 128, layer norms, an exact-GELU MLP of width 512, mean squared error
+  against a target. Checked: the first step's loss against NumPy's float64 forward.
+
+Implementations: NumPy, tensorjit (default mode), PyTensor (default mode and "CVM", its C
+backend), JAX (jit), PyTorch eager and torch.compile; those not installed are named
+and left out. Each runs in float32 unless ``--dtypes`` says otherwise. Times are medians
+of ``--repeats`` samples (benchmarks/_timing.py) on the cores this process is pinned to.
+
+Not here yet (the issue lists them): a GRU and an LSTM through scan, a small-image CNN
+and a wide MLP, all training.
+
+Run: taskset -c 0 .venv-bench/bin/python benchmarks/workloads.py
+     [--workloads logsumexp,softmax,layernorm,options] [--dtypes float32] [--repeats 9]
+     [--threads 1] [--only numpy,tensorjit,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from _competitors import limit_threads, thread_report, threads_from_argv
+
+limit_threads(threads_from_argv())  # before NumPy loads its BLAS
+
+import numpy as np  # noqa: E402
+from _timing import median_time  # noqa: E402
+from special_functions import options  # noqa: E402
+
+EPS = 1e-5
+
+
+# ---------------------------------------------------------------- the workloads
+def logsumexp_total(lib: Any, x: Any) -> Any:
+    m = lib.max(x, axis=1, keepdims=True)
+    lse = m + lib.log(lib.sum(lib.exp(x - m), axis=1, keepdims=True))
+    return lib.sum(x - lse)
+
+
+def layernorm(lib: Any, x: Any, g: Any, b: Any) -> Any:
+    mean = lib.mean(x, axis=1, keepdims=True)
+    d = x - mean
+    var = lib.mean(d * d, axis=1, keepdims=True)
+    return d / lib.sqrt(var + EPS) * g + b
+
+
+def numpy_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", "transformer")
+TRAINING = ("transformer",)
+
+# The transformer block: batch, tokens, width, MLP width; learning rate.
+BATCH, TOKENS, WIDTH, HIDDEN, LEARNING_RATE = 16, 64, 128, 512, 1e-3
+PARAMETERS = ("wq", "wk", "wv", "wo", "g1", "b1", "w1", "w2", "g2", "b2")
+
+
+def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
+    """The block's mean squared error; ``ops``: matmul, swap (the last two axes),
+    softmax (last axis), erf, mean (axis, keepdims), sqrt of one library."""
+
+    def norm(h, g, b):
+        mean = ops.mean(h, -1, True)
+        d = h - mean
+        return d / ops.sqrt(ops.mean(d * d, -1, True) + EPS) * g + b
+
+    h = norm(x, p["g1"], p["b1"])
+    q, k, v = (ops.matmul(h, p[w]) for w in ("wq", "wk", "wv"))
+    scores = ops.matmul(q, ops.swap(k)) * (1 / WIDTH**0.5)
+    x1 = x + ops.matmul(ops.matmul(ops.softmax(scores), v), p["wo"])
+    u = ops.matmul(norm(x1, p["g2"], p["b2"]), p["w1"])
+    gelu = u * 0.5 * (1 + ops.erf(u * (1 / 2**0.5)))
+    y = x1 + ops.matmul(gelu, p["w2"])
+    err = y - target
+    return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
+
+
+def transformer_data(dtype: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    shapes = {
+        "wq": (WIDTH, WIDTH), "wk": (WIDTH, WIDTH), "wv": (WIDTH, WIDTH), "wo": (WIDTH, WIDTH),
+        "g1": (WIDTH,), "b1": (WIDTH,), "w1": (WIDTH, HIDDEN), "w2": (HIDDEN, WIDTH),
+        "g2": (WIDTH,), "b2": (WIDTH,),
+    }  # fmt: skip
+    params = []
+    for name in PARAMETERS:
+        if name.startswith("g"):
+            params.append(np.ones(shapes[name]))
+        elif name.startswith("b"):
+            params.append(np.zeros(shapes[name]))
+        else:
+            params.append(rng.standard_normal(shapes[name]) / np.sqrt(shapes[name][0]))
+    x = rng.standard_normal((BATCH, TOKENS, WIDTH))
+    target = rng.standard_normal((BATCH, TOKENS, WIDTH))
+    return [a.astype(dtype) for a in (*params, x, target)]
+
+
+class NumpyOps:
+    matmul = staticmethod(np.matmul)
+    sqrt = staticmethod(np.sqrt)
+
+    @staticmethod
+    def swap(a):
+        return np.swapaxes(a, -1, -2)
+
+    @staticmethod
+    def softmax(a):
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    @staticmethod
+    def erf(a):
+        from scipy import special
+
+        return special.erf(a)
+
+    @staticmethod
+    def mean(a, axis, keepdims):
+        return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+def make_data(name: str, dtype: str) -> list[np.ndarray]:
+    if name == "transformer":
+        return transformer_data(dtype)
+    rng = np.random.default_rng(0)
+    if name in ("logsumexp", "softmax"):
+        return [(rng.standard_normal((4000, 1000)) * 3).astype(dtype)]
+    if name == "layernorm":
+        x = rng.standard_normal((4096, 1024)) * 2 + 1
+        g, b = rng.uniform(0.5, 1.5, (1, 1024)), rng.standard_normal((1, 1024))
+        return [a.astype(dtype) for a in (x, g, b)]
+    n = 1_000_000
+    return [
+        a.astype(dtype)
+        for a in (
+            rng.uniform(50, 150, n),
+            rng.uniform(50, 150, n),
+            rng.uniform(0.1, 3, n),
+            rng.uniform(0.05, 0.6, n),
+        )
+    ]
+
+
+# ---------------------------------------------------------------- implementations
+def numpy_fn(name: str, dtype: str) -> Callable:
+    from scipy import special
+
+    if name == "logsumexp":
+        return lambda x: logsumexp_total(np, x)
+    if name == "softmax":
+        return numpy_softmax
+    if name == "layernorm":
+        return lambda *a: layernorm(np, *a)
+    if name == "transformer":
+        return lambda *a: transformer_loss(NumpyOps, dict(zip(PARAMETERS, a)), a[-2], a[-1])
+    return lambda *a: options(np, special.erf, *a, dtype)
+
+
+def _symbolic(T: Any, name: str, dtype: str) -> tuple[list, Any]:
+    """(inputs, outputs) of the workload in the symbolic library ``T``."""
+    if name in ("logsumexp", "softmax"):
+        x = T.matrix("x", dtype=dtype)
+        if name == "softmax":
+            softmax = T.special.softmax if hasattr(T, "special") else T.nnet.softmax
+            return [x], softmax(x, axis=1)
+        return [x], logsumexp_total(T, x)
+    if name == "layernorm":
+        x, g, b = T.matrix("x", dtype=dtype), T.row("g", dtype=dtype), T.row("b", dtype=dtype)
+        return [x, g, b], layernorm(T, x, g, b)
+    args = [T.vector(n, dtype=dtype) for n in ("s", "k", "t", "v")]
+    return args, list(options(T, T.erf, *args, dtype))
+
+
+class SymbolicOps:
+    """tensorjit's or PyTensor's tensor module as transformer_loss's ops."""
+
+    def __init__(self, T: Any, softmax: Callable):
+        self.T, self.softmax = T, softmax
+        self.matmul, self.erf, self.sqrt = T.matmul, T.erf, T.sqrt
+
+    def swap(self, a):
+        return a.dimshuffle(0, 2, 1)
+
+    def mean(self, a, axis, keepdims):
+        return self.T.mean(a, axis=axis, keepdims=keepdims)
+
+
+def _training_step(library: Any, T: Any, softmax: Callable, data, **kwargs) -> Callable:
+    """A compiled step(x, target) -> loss updating shared parameters by SGD; the
+    parameters start from ``data``'s first values each time the step is made."""
+    values = data[: len(PARAMETERS)]
+    params = {n: library.shared(v.copy(), name=n) for n, v in zip(PARAMETERS, values)}
+    dtype = data[0].dtype.name
+    x, target = T.tensor3("x", dtype=dtype), T.tensor3("target", dtype=dtype)
+    loss = transformer_loss(SymbolicOps(T, softmax), params, x, target)
+    grads = library.grad(loss, list(params.values()))
+    lr = np.asarray(LEARNING_RATE, dtype)
+    updates = [(p, p - lr * g) for p, g in zip(params.values(), grads)]
+    step = library.function([x, target], loss, updates=updates, **kwargs)
+    return lambda *a: step(*a[-2:])
+
+
+def tensorjit_fn(name: str, dtype: str, data: list) -> Callable:
+    import tensorjit
+    import tensorjit.tensor as T
+
+    if name in TRAINING:
+        return _training_step(tensorjit, T, T.nnet.softmax, data)
+    inputs, outputs = _symbolic(T, name, dtype)
+    return tensorjit.function(inputs, outputs)
+
+
+def pytensor_fn(name: str, dtype: str, mode: str | None, data: list) -> Callable:
+    import pytensor
+    import pytensor.tensor as pt
+
+    if name in TRAINING:
+        softmax = lambda a: pt.special.softmax(a, axis=-1)  # noqa: E731
+        return _training_step(pytensor, pt, softmax, data, mode=mode)
+    inputs, outputs = _symbolic(pt, name, dtype)
+    return pytensor.function(inputs, outputs, mode=mode)
+
+
+def jax_fn(name: str, dtype: str, data: list) -> Callable:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax.scipy.special import erf
+
+    if name in TRAINING:
+        jax_erf = erf
+
+        class Ops:
+            matmul, sqrt, erf = jnp.matmul, jnp.sqrt, jax_erf
+
+            @staticmethod
+            def swap(a):
+                return jnp.swapaxes(a, -1, -2)
+
+            @staticmethod
+            def softmax(a):
+                return jax.nn.softmax(a, axis=-1)
+
+            @staticmethod
+            def mean(a, axis, keepdims):
+                return jnp.mean(a, axis=axis, keepdims=keepdims)
+
+        def loss(params, x, target):
+            return transformer_loss(Ops, params, x, target)
+
+        @jax.jit
+        def train(params, x, target):
+            value, grads = jax.value_and_grad(loss)(params, x, target)
+            new = {n: params[n] - LEARNING_RATE * grads[n] for n in params}
+            return value, new
+
+        state = {"params": {n: jnp.asarray(v) for n, v in zip(PARAMETERS, data)}}
+
+        def run_step(*a):
+            value, state["params"] = train(state["params"], a[-2], a[-1])
+            return jax.block_until_ready(value)
+
+        return run_step
+    if name == "logsumexp":
+        step = jax.jit(lambda x: logsumexp_total(jnp, x))
+    elif name == "softmax":
+        step = jax.jit(lambda x: jax.nn.softmax(x, axis=1))
+    elif name == "layernorm":
+        step = jax.jit(lambda *a: layernorm(jnp, *a))
+    else:
+        step = jax.jit(lambda *a: options(jnp, erf, *a, dtype))
+    return lambda *arrays: jax.block_until_ready(step(*arrays))
+
+
+class _TorchNamespace:
+    """PyTorch spelled as NumPy's functions (axis, keepdims)."""
+
+    def __init__(self, torch: Any):
+        self.torch = torch
+
+    def max(self, x, axis, keepdims=False):
+        return self.torch.amax(x, dim=axis, keepdim=keepdims)
+
+    def sum(self, x, axis=None, keepdims=False):
+        if axis is None:
+            return self.torch.sum(x)
+        return self.torch.sum(x, dim=axis, keepdim=keepdims)
+
+    def mean(self, x, axis, keepdims=False):
+        return self.torch.mean(x, dim=axis, keepdim=keepdims)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.torch, name)
+
+
+def torch_fn(name: str, dtype: str, compiled: bool, data: list) -> Callable:
+    import torch
+
+    torch.set_num_threads(threads_from_argv())
+    lib = _TorchNamespace(torch)
+    if name in TRAINING:
+        return _torch_training(torch, compiled, data)
+    if name == "logsumexp":
+
+        def body(x):
+            return logsumexp_total(lib, x)
+    elif name == "softmax":
+
+        def body(x):
+            return torch.softmax(x, dim=1)
+    elif name == "layernorm":
+
+        def body(x, g, b):
+            return layernorm(lib, x, g, b)
+    else:
+
+        def body(s, k, t, v):
+            return options(lib, torch.erf, s, k, t, v, dtype, const=float)
+
+    step = torch.compile(body) if compiled else body
+
+    def run(*arrays):
+        with torch.no_grad():
+            out = step(*[torch.from_numpy(a) for a in arrays])
+        if isinstance(out, tuple):
+            return [o.numpy() for o in out]
+        return out.numpy()
+
+    return run
+
+
+def _torch_training(torch: Any, compiled: bool, data: list) -> Callable:
+    class Ops:
+        matmul, sqrt, erf = torch.matmul, torch.sqrt, torch.erf
+
+        @staticmethod
+        def swap(a):
+            return a.transpose(-1, -2)
+
+        @staticmethod
+        def softmax(a):
+            return torch.softmax(a, dim=-1)
+
+        @staticmethod
+        def mean(a, axis, keepdims):
+            return torch.mean(a, dim=axis, keepdim=keepdims)
+
+    params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(PARAMETERS, data)}
+
+    def loss(x, target):
+        return transformer_loss(Ops, params, x, target)
+
+    forward = torch.compile(loss) if compiled else loss
+
+    def run_step(*a):
+        value = forward(torch.from_numpy(a[-2]), torch.from_numpy(a[-1]))
+        grads = torch.autograd.grad(value, list(params.values()))
+        with torch.no_grad():
+            for p, g in zip(params.values(), grads):
+                p.sub_(LEARNING_RATE * g)
+        return value.detach().numpy()
+
+    return run_step
+
+
+def implementations(
+    name: str, dtype: str, only: set[str] | None, data: list
+) -> dict[str, Callable]:
+    builders = {
+        "numpy": lambda: numpy_fn(name, dtype),
+        "tensorjit": lambda: tensorjit_fn(name, dtype, data),
+        "pytensor": lambda: pytensor_fn(name, dtype, None, data),
+        "pytensor-c": lambda: pytensor_fn(name, dtype, "CVM", data),
+        "jax": lambda: jax_fn(name, dtype, data),
+        "torch": lambda: torch_fn(name, dtype, False, data),
+        "torch.compile": lambda: torch_fn(name, dtype, True, data),
+    }
+    if name in TRAINING:
+        del builders["numpy"]  # no gradients
+    made = {}
+    for label, build in builders.items():
+        if only and label not in only:
+            continue
+        try:
+            made[label] = build()
+        except ImportError as exc:
+            print(f"  ({label} not installed: {exc})")
+    return made
+
+
+def difference(got: Any, want: Any) -> float:
+    """The largest difference from the float64 reference, relative to the largest
+    reference value."""
+    got = got if isinstance(got, (list, tuple)) else [got]
+    want = want if isinstance(want, (list, tuple)) else [want]
+    worst = 0.0
+    for g, w in zip(got, want):
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        worst = max(worst, float(np.max(np.abs(g - w)) / np.max(np.abs(w))))
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--dtypes", default="float32")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--only", default="", help="implementations, comma-separated")
+    parser.add_argument("--threads", type=int, default=1, help="(read before NumPy loads)")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    only = set(args.only.split(",")) if args.only else None
+    print(thread_report())
+    print(f"{'workload':<13}{'dtype':<9}{'implementation':<15}{'ms':>9}{'x tensorjit':>13}"
+          f"{'max rel diff':>14}")  # fmt: skip
+    for name in args.workloads.split(","):
+        for dtype in args.dtypes.split(","):
+            data = make_data(name, dtype)
+            reference = numpy_fn(name, "float64")(*[a.astype(np.float64) for a in data])
+            # float32: the sum of 4 10^6 terms in float32 rounds at ~1e-5 of its size
+            tolerance = 1e-4 if dtype == "float32" else 1e-10
+            times = {}
+            for label, fn in implementations(name, dtype, only, data).items():
+                off = difference(fn(*data), reference)
+                if off > tolerance:
+                    raise AssertionError(f"{label} {name} {dtype}: {off:.3g} off")
+                times[label] = (median_time(lambda fn=fn, data=data: fn(*data), args.repeats), off)
+            mine = times.get("tensorjit", (float("nan"), 0))[0]
+            for label, (seconds, off) in times.items():
+                print(f"{name:<13}{dtype:<9}{label:<15}{seconds * 1e3:>9.3f}"
+                      f"{seconds / mine:>13.2f}{off:>14.2g}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
