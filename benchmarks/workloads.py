@@ -39,6 +39,7 @@ limit_threads(threads_from_argv())  # before NumPy loads its BLAS
 
 import numpy as np  # noqa: E402
 from _timing import median_time  # noqa: E402
+from special_functions import agree as difference  # noqa: E402
 from special_functions import options  # noqa: E402
 
 EPS = 1e-5
@@ -403,18 +404,6 @@ def implementations(
         except ImportError as exc:
             print(f"  ({label} not installed: {exc})")
     return made
-
-
-def difference(got: Any, want: Any) -> float:
-    """The largest difference from the float64 reference, relative to the largest
-    reference value."""
-    got = got if isinstance(got, (list, tuple)) else [got]
-    want = want if isinstance(want, (list, tuple)) else [want]
-    worst = 0.0
-    for g, w in zip(got, want):
-        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
-        worst = max(worst, float(np.max(np.abs(g - w)) / np.max(np.abs(w))))
-    return worst
 
 
 def main() -> None:

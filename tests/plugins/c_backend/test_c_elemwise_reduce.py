@@ -17,6 +17,7 @@ from helpers.c_backend import (
     compiler_macros,
     vectorised_lines,
 )
+from helpers.layouts import matrix_layouts
 
 import tensorjit
 import tensorjit.tensor as T
@@ -37,13 +38,7 @@ def fused_nodes(f) -> list:
 
 def layouts(shape: tuple[int, int], dtype: str) -> dict[str, np.ndarray]:
     base = (RNG.standard_normal((2 * shape[0], 2 * shape[1])) * 3).astype(dtype)
-    contiguous = np.ascontiguousarray(base[: shape[0], : shape[1]])
-    return {
-        "contiguous": contiguous,
-        "fortran": np.asfortranarray(contiguous),
-        "strided": base[::2, ::2][: shape[0], : shape[1]],
-        "reversed": contiguous[::-1, ::-1],
-    }
+    return matrix_layouts(base, shape)
 
 
 def sum_tolerance(dtype: str, terms: int) -> float:

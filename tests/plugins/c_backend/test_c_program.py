@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers.layouts import matrix_layouts
 
 import tensorjit
 import tensorjit.tensor as T
@@ -51,13 +52,7 @@ def agree(f, g, *args):
 
 def layouts(shape):
     base = RNG.standard_normal((2 * shape[0], 2 * shape[1]))
-    contiguous = np.ascontiguousarray(base[: shape[0], : shape[1]])
-    return {
-        "contiguous": contiguous,
-        "fortran": np.asfortranarray(contiguous),
-        "strided": base[::2, ::2][: shape[0], : shape[1]],
-        "reversed": contiguous[::-1, ::-1],
-    }
+    return matrix_layouts(base, shape)
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "fortran", "strided", "reversed"])
