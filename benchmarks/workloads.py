@@ -8,6 +8,9 @@ implementation; the results are checked against NumPy's float64 values):
 - softmax: the library's own softmax over the rows of a 4000 x 1000 matrix;
 - layernorm: ``(x - mean) / sqrt(var + 1e-5) * g + b`` over the rows of 4096 x 1024;
 - options: Black-Scholes call and put prices of 10^6 options (special_functions.py);
+- gru: one training step of a GRU (32 steps, batch 16, 64 inputs, 128 states) through
+  the library's loop construct (scan; a Python loop in PyTorch), mean squared error of
+  its states;
 - transformer: one training step (loss, gradients of every parameter, SGD update) of a
   pre-norm transformer block: single-head attention over a batch of 16 sequences of 64
   tokens of width 128, layer norms, an exact-GELU MLP of width 512, mean squared error
@@ -18,8 +21,8 @@ backend), JAX (jit), PyTorch eager and torch.compile; those not installed are na
 and left out. Each runs in float32 unless ``--dtypes`` says otherwise. Times are medians
 of ``--repeats`` samples (benchmarks/_timing.py) on the cores this process is pinned to.
 
-Not here yet (the issue lists them): a GRU and an LSTM through scan, a small-image CNN
-and a wide MLP, all training.
+Not here yet (the issue lists them): an LSTM through scan, a small-image CNN and a wide
+MLP, all training.
 
 Run: taskset -c 0 .venv-bench/bin/python benchmarks/workloads.py
      [--workloads logsumexp,softmax,layernorm,options] [--dtypes float32] [--repeats 9]
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from _competitors import limit_threads, thread_report, threads_from_argv
@@ -64,12 +68,11 @@ def numpy_softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", "transformer")
-TRAINING = ("transformer",)
-
-# The transformer block: batch, tokens, width, MLP width; learning rate.
-BATCH, TOKENS, WIDTH, HIDDEN, LEARNING_RATE = 16, 64, 128, 512, 1e-3
-PARAMETERS = ("wq", "wk", "wv", "wo", "g1", "b1", "w1", "w2", "g2", "b2")
+LEARNING_RATE = 1e-3
+# The transformer block: batch, tokens, width, MLP width.
+BATCH, TOKENS, WIDTH, HIDDEN = 16, 64, 128, 512
+# The GRU: steps, batch, input width, hidden width.
+STEPS, GRU_BATCH, INPUTS, STATE = 32, 16, 64, 128
 
 
 def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
@@ -92,24 +95,76 @@ def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
     return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
 
 
-def transformer_data(dtype: str) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    shapes = {
-        "wq": (WIDTH, WIDTH), "wk": (WIDTH, WIDTH), "wv": (WIDTH, WIDTH), "wo": (WIDTH, WIDTH),
-        "g1": (WIDTH,), "b1": (WIDTH,), "w1": (WIDTH, HIDDEN), "w2": (HIDDEN, WIDTH),
-        "g2": (WIDTH,), "b2": (WIDTH,),
-    }  # fmt: skip
-    params = []
-    for name in PARAMETERS:
-        if name.startswith("g"):
-            params.append(np.ones(shapes[name]))
-        elif name.startswith("b"):
-            params.append(np.zeros(shapes[name]))
-        else:
-            params.append(rng.standard_normal(shapes[name]) / np.sqrt(shapes[name][0]))
-    x = rng.standard_normal((BATCH, TOKENS, WIDTH))
-    target = rng.standard_normal((BATCH, TOKENS, WIDTH))
-    return [a.astype(dtype) for a in (*params, x, target)]
+def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
+    """A GRU over x's leading (time) axis from a zero state, the mean squared error of
+    its states; ``ops``: matmul, sigmoid, tanh, mean and recur(step, x, h0)."""
+
+    def step(xt, h):
+        z = ops.sigmoid(ops.matmul(xt, p["wz"]) + ops.matmul(h, p["uz"]) + p["bz"])
+        r = ops.sigmoid(ops.matmul(xt, p["wr"]) + ops.matmul(h, p["ur"]) + p["br"])
+        c = ops.tanh(ops.matmul(xt, p["wh"]) + ops.matmul(r * h, p["uh"]) + p["bh"])
+        return (1 - z) * h + z * c
+
+    h0 = ops.matmul(x[0], p["wz"]) * 0  # zeros of the state's shape, in any library
+    err = ops.recur(step, x, h0) - target
+    return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A training workload: its parameters' shapes (weights drawn with variance 1/fan-in,
+    "g*" ones, "b*" zeros), its loss, and the shapes of its input and target."""
+
+    shapes: dict[str, tuple[int, ...]]
+    loss: Callable[[Any, dict, Any, Any], Any]
+    x: tuple[int, ...]
+    target: tuple[int, ...]
+
+    def data(self, dtype: str) -> list[np.ndarray]:
+        """The parameters' starting values, then x and the target."""
+        rng = np.random.default_rng(0)
+        params = []
+        for name, shape in self.shapes.items():
+            if name.startswith("g"):
+                params.append(np.ones(shape))
+            elif name.startswith("b"):
+                params.append(np.zeros(shape))
+            else:
+                params.append(rng.standard_normal(shape) / np.sqrt(shape[0]))
+        x, target = rng.standard_normal(self.x), rng.standard_normal(self.target)
+        return [a.astype(dtype) for a in (*params, x, target)]
+
+
+MODELS = {
+    "transformer": Model(
+        {
+            "wq": (WIDTH, WIDTH),
+            "wk": (WIDTH, WIDTH),
+            "wv": (WIDTH, WIDTH),
+            "wo": (WIDTH, WIDTH),
+            "g1": (WIDTH,),
+            "b1": (WIDTH,),
+            "w1": (WIDTH, HIDDEN),
+            "w2": (HIDDEN, WIDTH),
+            "g2": (WIDTH,),
+            "b2": (WIDTH,),
+        },  # fmt: skip
+        transformer_loss,
+        (BATCH, TOKENS, WIDTH),
+        (BATCH, TOKENS, WIDTH),
+    ),
+    "gru": Model(
+        {
+            **{f"w{g}": (INPUTS, STATE) for g in "zrh"},
+            **{f"u{g}": (STATE, STATE) for g in "zrh"},
+            **{f"b{g}": (STATE,) for g in "zrh"},
+        },
+        gru_loss,
+        (STEPS, GRU_BATCH, INPUTS),
+        (STEPS, GRU_BATCH, STATE),
+    ),
+}
+WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", *MODELS)
 
 
 class NumpyOps:
@@ -135,10 +190,24 @@ class NumpyOps:
     def mean(a, axis, keepdims):
         return np.mean(a, axis=axis, keepdims=keepdims)
 
+    tanh = staticmethod(np.tanh)
+
+    @staticmethod
+    def sigmoid(a):
+        return 1 / (1 + np.exp(-a))
+
+    @staticmethod
+    def recur(step, x, h0):
+        states, h = [], h0
+        for xt in x:
+            h = step(xt, h)
+            states.append(h)
+        return np.stack(states)
+
 
 def make_data(name: str, dtype: str) -> list[np.ndarray]:
-    if name == "transformer":
-        return transformer_data(dtype)
+    if name in MODELS:
+        return MODELS[name].data(dtype)
     rng = np.random.default_rng(0)
     if name in ("logsumexp", "softmax"):
         return [(rng.standard_normal((4000, 1000)) * 3).astype(dtype)]
@@ -168,8 +237,9 @@ def numpy_fn(name: str, dtype: str) -> Callable:
         return numpy_softmax
     if name == "layernorm":
         return lambda *a: layernorm(np, *a)
-    if name == "transformer":
-        return lambda *a: transformer_loss(NumpyOps, dict(zip(PARAMETERS, a)), a[-2], a[-1])
+    if name in MODELS:
+        model = MODELS[name]
+        return lambda *a: model.loss(NumpyOps, dict(zip(model.shapes, a)), a[-2], a[-1])
     return lambda *a: options(np, special.erf, *a, dtype)
 
 
@@ -189,11 +259,11 @@ def _symbolic(T: Any, name: str, dtype: str) -> tuple[list, Any]:
 
 
 class SymbolicOps:
-    """tensorjit's or PyTensor's tensor module as transformer_loss's ops."""
+    """tensorjit's or PyTensor's tensor module as the models' ops."""
 
-    def __init__(self, T: Any, softmax: Callable):
-        self.T, self.softmax = T, softmax
-        self.matmul, self.erf, self.sqrt = T.matmul, T.erf, T.sqrt
+    def __init__(self, T: Any, softmax: Callable, sigmoid: Callable, scan: Callable):
+        self.T, self.softmax, self.sigmoid, self.scan = T, softmax, sigmoid, scan
+        self.matmul, self.erf, self.sqrt, self.tanh = T.matmul, T.erf, T.sqrt, T.tanh
 
     def swap(self, a):
         return a.dimshuffle(0, 2, 1)
@@ -201,15 +271,19 @@ class SymbolicOps:
     def mean(self, a, axis, keepdims):
         return self.T.mean(a, axis=axis, keepdims=keepdims)
 
+    def recur(self, step, x, h0):
+        states, _ = self.scan(step, sequences=[x], outputs_info=[h0])
+        return states
 
-def _training_step(library: Any, T: Any, softmax: Callable, data, **kwargs) -> Callable:
+
+def _training_step(name: str, library: Any, ops: SymbolicOps, data, **kwargs) -> Callable:
     """A compiled step(x, target) -> loss updating shared parameters by SGD; the
     parameters start from ``data``'s first values each time the step is made."""
-    values = data[: len(PARAMETERS)]
-    params = {n: library.shared(v.copy(), name=n) for n, v in zip(PARAMETERS, values)}
+    model = MODELS[name]
+    params = {n: library.shared(v.copy(), name=n) for n, v in zip(model.shapes, data)}
     dtype = data[0].dtype.name
-    x, target = T.tensor3("x", dtype=dtype), T.tensor3("target", dtype=dtype)
-    loss = transformer_loss(SymbolicOps(T, softmax), params, x, target)
+    x, target = ops.T.tensor3("x", dtype=dtype), ops.T.tensor3("target", dtype=dtype)
+    loss = model.loss(ops, params, x, target)
     grads = library.grad(loss, list(params.values()))
     lr = np.asarray(LEARNING_RATE, dtype)
     updates = [(p, p - lr * g) for p, g in zip(params.values(), grads)]
@@ -221,8 +295,11 @@ def tensorjit_fn(name: str, dtype: str, data: list) -> Callable:
     import tensorjit
     import tensorjit.tensor as T
 
-    if name in TRAINING:
-        return _training_step(tensorjit, T, T.nnet.softmax, data)
+    if name in MODELS:
+        from tensorjit.scan import scan
+
+        ops = SymbolicOps(T, T.nnet.softmax, T.nnet.sigmoid, scan)
+        return _training_step(name, tensorjit, ops, data)
     inputs, outputs = _symbolic(T, name, dtype)
     return tensorjit.function(inputs, outputs)
 
@@ -231,9 +308,10 @@ def pytensor_fn(name: str, dtype: str, mode: str | None, data: list) -> Callable
     import pytensor
     import pytensor.tensor as pt
 
-    if name in TRAINING:
+    if name in MODELS:
         softmax = lambda a: pt.special.softmax(a, axis=-1)  # noqa: E731
-        return _training_step(pytensor, pt, softmax, data, mode=mode)
+        ops = SymbolicOps(pt, softmax, pt.sigmoid, pytensor.scan)
+        return _training_step(name, pytensor, ops, data, mode=mode)
     inputs, outputs = _symbolic(pt, name, dtype)
     return pytensor.function(inputs, outputs, mode=mode)
 
@@ -245,11 +323,13 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
     import jax.numpy as jnp
     from jax.scipy.special import erf
 
-    if name in TRAINING:
+    if name in MODELS:
         jax_erf = erf
+        model = MODELS[name]
 
         class Ops:
-            matmul, sqrt, erf = jnp.matmul, jnp.sqrt, jax_erf
+            matmul, sqrt, erf, tanh = jnp.matmul, jnp.sqrt, jax_erf, jnp.tanh
+            sigmoid = jax.nn.sigmoid
 
             @staticmethod
             def swap(a):
@@ -263,8 +343,16 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
             def mean(a, axis, keepdims):
                 return jnp.mean(a, axis=axis, keepdims=keepdims)
 
+            @staticmethod
+            def recur(step, x, h0):
+                def body(h, xt):
+                    new = step(xt, h)
+                    return new, new
+
+                return jax.lax.scan(body, h0, x)[1]
+
         def loss(params, x, target):
-            return transformer_loss(Ops, params, x, target)
+            return model.loss(Ops, params, x, target)
 
         @jax.jit
         def train(params, x, target):
@@ -272,7 +360,7 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
             new = {n: params[n] - LEARNING_RATE * grads[n] for n in params}
             return value, new
 
-        state = {"params": {n: jnp.asarray(v) for n, v in zip(PARAMETERS, data)}}
+        state = {"params": {n: jnp.asarray(v) for n, v in zip(model.shapes, data)}}
 
         def run_step(*a):
             value, state["params"] = train(state["params"], a[-2], a[-1])
@@ -316,8 +404,8 @@ def torch_fn(name: str, dtype: str, compiled: bool, data: list) -> Callable:
 
     torch.set_num_threads(threads_from_argv())
     lib = _TorchNamespace(torch)
-    if name in TRAINING:
-        return _torch_training(torch, compiled, data)
+    if name in MODELS:
+        return _torch_training(MODELS[name], torch, compiled, data)
     if name == "logsumexp":
 
         def body(x):
@@ -347,9 +435,10 @@ def torch_fn(name: str, dtype: str, compiled: bool, data: list) -> Callable:
     return run
 
 
-def _torch_training(torch: Any, compiled: bool, data: list) -> Callable:
+def _torch_training(model: Model, torch: Any, compiled: bool, data: list) -> Callable:
     class Ops:
         matmul, sqrt, erf = torch.matmul, torch.sqrt, torch.erf
+        tanh, sigmoid = torch.tanh, torch.sigmoid
 
         @staticmethod
         def swap(a):
@@ -363,10 +452,18 @@ def _torch_training(torch: Any, compiled: bool, data: list) -> Callable:
         def mean(a, axis, keepdims):
             return torch.mean(a, dim=axis, keepdim=keepdims)
 
-    params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(PARAMETERS, data)}
+        @staticmethod
+        def recur(step, x, h0):
+            states, h = [], h0
+            for xt in x:
+                h = step(xt, h)
+                states.append(h)
+            return torch.stack(states)
+
+    params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(model.shapes, data)}
 
     def loss(x, target):
-        return transformer_loss(Ops, params, x, target)
+        return model.loss(Ops, params, x, target)
 
     forward = torch.compile(loss) if compiled else loss
 
@@ -393,7 +490,7 @@ def implementations(
         "torch": lambda: torch_fn(name, dtype, False, data),
         "torch.compile": lambda: torch_fn(name, dtype, True, data),
     }
-    if name in TRAINING:
+    if name in MODELS:
         del builders["numpy"]  # no gradients
     made = {}
     for label, build in builders.items():
