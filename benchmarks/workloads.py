@@ -97,7 +97,7 @@ def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
 
 def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
     """A GRU over x's leading (time) axis from a zero state, the mean squared error of
-    its states; ``ops``: matmul, sigmoid, tanh, mean and recur(step, x, h0)."""
+    its states; ``ops``: matmul, sigmoid, tanh, mean, zeros and recur(step, x, h0)."""
 
     def step(xt, h):
         z = ops.sigmoid(ops.matmul(xt, p["wz"]) + ops.matmul(h, p["uz"]) + p["bz"])
@@ -105,7 +105,7 @@ def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
         c = ops.tanh(ops.matmul(xt, p["wh"]) + ops.matmul(r * h, p["uh"]) + p["bh"])
         return (1 - z) * h + z * c
 
-    h0 = ops.matmul(x[0], p["wz"]) * 0  # zeros of the state's shape, in any library
+    h0 = ops.zeros((GRU_BATCH, STATE), x.dtype)
     err = ops.recur(step, x, h0) - target
     return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
 
@@ -191,6 +191,7 @@ class NumpyOps:
         return np.mean(a, axis=axis, keepdims=keepdims)
 
     tanh = staticmethod(np.tanh)
+    zeros = staticmethod(np.zeros)
 
     @staticmethod
     def sigmoid(a):
@@ -264,6 +265,7 @@ class SymbolicOps:
     def __init__(self, T: Any, softmax: Callable, sigmoid: Callable, scan: Callable):
         self.T, self.softmax, self.sigmoid, self.scan = T, softmax, sigmoid, scan
         self.matmul, self.erf, self.sqrt, self.tanh = T.matmul, T.erf, T.sqrt, T.tanh
+        self.zeros = T.zeros
 
     def swap(self, a):
         return a.dimshuffle(0, 2, 1)
@@ -328,7 +330,7 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
         model = MODELS[name]
 
         class Ops:
-            matmul, sqrt, erf, tanh = jnp.matmul, jnp.sqrt, jax_erf, jnp.tanh
+            matmul, sqrt, erf, tanh, zeros = jnp.matmul, jnp.sqrt, jax_erf, jnp.tanh, jnp.zeros
             sigmoid = jax.nn.sigmoid
 
             @staticmethod
@@ -439,6 +441,10 @@ def _torch_training(model: Model, torch: Any, compiled: bool, data: list) -> Cal
     class Ops:
         matmul, sqrt, erf = torch.matmul, torch.sqrt, torch.erf
         tanh, sigmoid = torch.tanh, torch.sigmoid
+
+        @staticmethod
+        def zeros(shape, dtype):
+            return torch.zeros(shape, dtype=dtype)
 
         @staticmethod
         def swap(a):

@@ -38,7 +38,7 @@ from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.shape_ops import Shape
-from tensorjit.tensor.subtensor import Subtensor
+from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 
 BACKEND = "c"
 PLUGIN = "c_backend"
@@ -194,6 +194,15 @@ SPECS = (
             Subtensor: tables.subtensor,
             Shape: tables.shape,
         }[type(node.op)](node, plan),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:inc_subtensor",
+        BACKEND,
+        (IncSubtensor,),
+        _perform,  # NumPy's in-place add per node; programs run it as a C step
+        plan=_exactly((IncSubtensor,), lambda node: True),
+        step=lambda tables, node, plan: tables.inc_subtensor(node, plan),
         plugin=PLUGIN,
     ),
 )

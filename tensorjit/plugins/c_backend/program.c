@@ -36,7 +36,8 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
        TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
-       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_PENALISED = 15 };
+       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_PENALISED = 15,
+       TJ_INC_SUBTENSOR = 16 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -87,7 +88,8 @@ typedef struct {
                                     | 2 (stop) | 4 (step) for a slice; rowwise: the row
                                     axis */
     int n_kept;                  /* reduce: how many of axes are kept; decay: the
-                                    sum's dtype (its slot: axes[0]) */
+                                    sum's dtype (its slot: axes[0]); inc_subtensor: 1 to
+                                    set instead of adding */
     int dropped[TJ_MAXDIM], n_dropped; /* dimshuffle: removed axes (length 1) */
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
@@ -447,12 +449,15 @@ static npy_intp tj_index(PyArrayObject *a)
 }
 
 /* Basic indexing (integers and slices): a view; out-of-range integers are declined. */
-static int tj_subtensor(const tj_step *s, PyObject **v)
+/* x's basic-indexing view by the step's per-axis codes (s->axes), the indices read from
+   the operands from ops[first] on: 0 with *view set, or 1 (declined: an index out of
+   range or a zero step; the per-node kernel raises NumPy's error), or -1 (error set). */
+static int tj_index_view(const tj_step *s, PyObject **v, PyArrayObject *x, int first,
+                         PyObject **view)
 {
-    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
     npy_intp shape[TJ_MAXDIM], strides[TJ_MAXDIM];
     char *data = PyArray_BYTES(x);
-    int next = 1, nd = 0, ax;
+    int next = first, nd = 0, ax;
     for (ax = 0; ax < s->n_axes; ax++) {
         npy_intp n = PyArray_DIMS(x)[ax], st = PyArray_STRIDES(x)[ax];
         int code = s->axes[ax];
@@ -461,7 +466,7 @@ static int tj_subtensor(const tj_step *s, PyObject **v)
             if (i < 0)
                 i += n;
             if (i < 0 || i >= n)
-                return 1; /* the per-node kernel raises NumPy's IndexError */
+                return 1;
             data += i * st;
             continue;
         }
@@ -485,7 +490,46 @@ static int tj_subtensor(const tj_step *s, PyObject **v)
         shape[nd] = PyArray_DIMS(x)[ax];
         strides[nd] = PyArray_STRIDES(x)[ax];
     }
-    return tj_store_view(x, nd, shape, strides, data, &v[s->out]);
+    *view = tj_view(x, nd, shape, strides, data);
+    return *view == NULL ? -1 : 0;
+}
+
+static int tj_subtensor(const tj_step *s, PyObject **v)
+{
+    PyObject *view = NULL;
+    int status = tj_index_view(s, v, (PyArrayObject *)v[s->ops[0]], 1, &view);
+    if (status == 0)
+        Py_XSETREF(v[s->out], view);
+    return status;
+}
+
+/* IncSubtensor/SetSubtensor in place (ops: x, y, the indices): y added into (copied to)
+   x's view with NumPy's broadcasting and casting. NumPy checks shapes and dtypes before
+   it writes, so a y that does not fit is declined with x untouched (the per-node
+   kernel raises the error). */
+static int tj_inc_subtensor(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
+    PyObject *y = v[s->ops[1]], *view = NULL, *done;
+    int status = tj_index_view(s, v, x, 2, &view);
+    if (status != 0)
+        return status;
+    if (s->n_kept) {
+        status = PyArray_CopyInto((PyArrayObject *)view, (PyArrayObject *)y);
+        done = status < 0 ? NULL : Py_None;
+        Py_XINCREF(done);
+    } else {
+        done = PyNumber_InPlaceAdd(view, y);
+    }
+    Py_DECREF(view);
+    if (done == NULL) {
+        PyErr_Clear();
+        return TJ_DECLINED;
+    }
+    Py_DECREF(done);
+    Py_INCREF(x);
+    Py_XSETREF(v[s->out], (PyObject *)x);
+    return TJ_DONE;
 }
 
 static double tj_real(PyArrayObject *a)
@@ -1247,6 +1291,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_REDUCE: status = tj_reduce(s, v); break;
         case TJ_DIMSHUFFLE: status = tj_dimshuffle(s, v); break;
         case TJ_SUBTENSOR: status = tj_subtensor(s, v); break;
+        case TJ_INC_SUBTENSOR: status = tj_inc_subtensor(s, v); break;
         case TJ_DOT: status = tj_dot(s, v); break;
         case TJ_ROWWISE: status = tj_rowwise(s, v); break;
         case TJ_ALLOC: status = tj_alloc(s, v); break;

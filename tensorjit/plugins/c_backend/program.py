@@ -50,7 +50,7 @@ from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
 (ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED) = range(1, 16)  # fmt: skip
+ PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED, INC_SUBTENSOR) = range(1, 17)  # fmt: skip
 ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
@@ -424,20 +424,42 @@ class _Tables:
         return (DIMSHUFFLE, [], [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
                 0, list(op.dropped), 0, 0)  # fmt: skip
 
-    def subtensor(self, node: Apply, plan: object = None) -> tuple:
-        x, *indices = node.inputs
-        out = node.outputs[0]
+    def _index_codes(self, node: Apply, indices: list[Variable]) -> list[int]:
+        """Per indexed axis of a basic index (Subtensor's entries): 0 for an integer,
+        else 8 | 1 (start) | 2 (stop) | 4 (step) for a slice (program.c's codes)."""
         for index in indices:
             _check_tensor(index)
             if index.type.ndim != 0 or np.dtype(index.type.dtype).kind not in "iu":
                 raise Unsupported(f"{node.op}: index {index}")
-        codes = [0 if e == "i" else 8 | sum(1 << p for p, f in enumerate(e[1:]) if f)
-                 for e in node.op.entries]  # fmt: skip
+        return [0 if e == "i" else 8 | sum(1 << p for p, f in enumerate(e[1:]) if f)
+                for e in node.op.entries]  # fmt: skip
+
+    def subtensor(self, node: Apply, plan: object = None) -> tuple:
+        x, *indices = node.inputs
+        out = node.outputs[0]
+        codes = self._index_codes(node, indices)
         ops = [self._slot(v) for v in node.inputs]
         self.roots[out] = self._root(x)
         slot = self._new_slot(out)
         return (SUBTENSOR, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, [], codes,
                 0, [], 0, 0)  # fmt: skip
+
+    def inc_subtensor(self, node: Apply, plan: object = None) -> tuple:
+        """An in-place IncSubtensor/SetSubtensor (a scan gradient's rows added into a
+        zero buffer); a copying one runs as a Python step."""
+        op = node.op
+        if not op.inplace:
+            raise Unsupported(f"{op}: not in place")
+        x, y, *indices = node.inputs
+        _check_tensor(y)
+        out = node.outputs[0]
+        codes = self._index_codes(node, indices)
+        ops = [self._slot(v) for v in node.inputs]
+        root = self.roots[out] = self._root(x)
+        destroys = self._not_computed(root)
+        slot = self._new_slot(out)
+        return (INC_SUBTENSOR, [], ops, [], [], 0, slot, _typenum(out), out.type.ndim, [],
+                codes, int(op.set_instead_of_inc), [], 0, destroys)  # fmt: skip
 
     def blas(self, node: Apply, plan: object = None) -> tuple:
         op = node.op

@@ -143,6 +143,40 @@ def test_inplace_updates_of_shared_variables():
     np.testing.assert_allclose(w.get_value(), w0 - 2.0)
 
 
+@pytest.mark.parametrize("set_", [False, True])
+def test_in_place_increments_of_rows_are_program_steps(set_):
+    # A scan gradient's pattern: rows of a fresh zero buffer incremented (or set) in
+    # place, with a broadcast value, a negative step and an integer index too.
+    x, y = T.matrix("x"), T.row("y")
+    change = T.set_subtensor if set_ else T.inc_subtensor
+    bases = [T.zeros_like(x) + k for k in (1, 2, 3)]  # fresh buffers, one per update
+    outs = [
+        change(bases[0][1:], y * 2),
+        change(bases[1][::-2], x[::2] * 3),
+        change(bases[2][0], y[0]),
+    ]
+    f, g = both([x, y], [o.sum(axis=0) for o in outs])
+    kinds = {type(n.op).__name__ for n in f.fgraph.toposort()}
+    assert "IncSubtensor" in kinds
+    assert all(n.op.inplace for n in f.fgraph.toposort() if type(n.op).__name__ == "IncSubtensor")
+    xv, yv = RNG.standard_normal((5, 3)), RNG.standard_normal((1, 3))
+    agree(f, g, xv, yv)
+    with pytest.raises(ValueError):  # a value that does not broadcast: the per-node error
+        f(xv, RNG.standard_normal((1, 4)))
+
+
+def test_an_in_place_increment_of_a_shared_variable_commits_only_on_success():
+    w = tensorjit.shared(np.zeros((4, 3)), name="w")
+    v, k = T.matrix("v"), T.lscalar("k")
+    f = tensorjit.function([v, k], w.sum(), updates=[(w, T.inc_subtensor(w[k:], v))])
+    assert f._program is not None
+    f(np.ones((2, 3)), 2)
+    np.testing.assert_array_equal(w.get_value(), [[0] * 3, [0] * 3, [1] * 3, [1] * 3])
+    with pytest.raises(ValueError):
+        f(np.ones((5, 3)), 2)  # does not fit the two rows from 2 on
+    np.testing.assert_array_equal(w.get_value(), [[0] * 3, [0] * 3, [1] * 3, [1] * 3])
+
+
 def test_user_arrays_are_never_modified_and_outputs_are_fresh():
     x = T.vector("x")
     f, _ = both([x], [T.exp(x) + 1, x * 2])
