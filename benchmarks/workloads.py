@@ -11,6 +11,9 @@ implementation; the results are checked against NumPy's float64 values):
 - gru: one training step of a GRU (32 steps, batch 16, 64 inputs, 128 states) through
   the library's loop construct (scan; a Python loop in PyTorch), mean squared error of
   its states;
+- lstm: the same with an LSTM (the states h and c carried);
+- mlp: one training step of a 1024-wide MLP (two ReLU layers, batch 256, 10 outputs,
+  mean squared error);
 - transformer: one training step (loss, gradients of every parameter, SGD update) of a
   pre-norm transformer block: single-head attention over a batch of 16 sequences of 64
   tokens of width 128, layer norms, an exact-GELU MLP of width 512, mean squared error
@@ -21,8 +24,7 @@ backend), JAX (jit), PyTorch eager and torch.compile; those not installed are na
 and left out. Each runs in float32 unless ``--dtypes`` says otherwise. Times are medians
 of ``--repeats`` samples (benchmarks/_timing.py) on the cores this process is pinned to.
 
-Not here yet (the issue lists them): an LSTM through scan, a small-image CNN and a wide
-MLP, all training.
+Not here yet (the issue lists it): a small-image CNN with 3x3 convolutions, training.
 
 Run: taskset -c 0 .venv-bench/bin/python benchmarks/workloads.py
      [--workloads logsumexp,softmax,layernorm,options] [--dtypes float32] [--repeats 9]
@@ -73,6 +75,8 @@ LEARNING_RATE = 1e-3
 BATCH, TOKENS, WIDTH, HIDDEN = 16, 64, 128, 512
 # The GRU: steps, batch, input width, hidden width.
 STEPS, GRU_BATCH, INPUTS, STATE = 32, 16, 64, 128
+# The MLP: batch, width, outputs.
+MLP_BATCH, MLP_WIDTH, MLP_OUT = 256, 1024, 10
 
 
 def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
@@ -95,9 +99,35 @@ def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
     return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
 
 
+def lstm_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
+    """An LSTM over x's leading (time) axis from zero states, the mean squared error of
+    its outputs h."""
+
+    def step(xt, h, c):
+        def gate(g):
+            return ops.matmul(xt, p[f"w{g}"]) + ops.matmul(h, p[f"u{g}"]) + p[f"b{g}"]
+
+        i, f, o = ops.sigmoid(gate("i")), ops.sigmoid(gate("f")), ops.sigmoid(gate("o"))
+        c = f * c + i * ops.tanh(gate("g"))
+        return o * ops.tanh(c), c
+
+    zeros = ops.zeros((GRU_BATCH, STATE), x.dtype)
+    err = ops.recur(step, x, (zeros, zeros)) - target
+    return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
+
+
+def mlp_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
+    """A wide MLP (two ReLU layers) and the mean squared error of its outputs."""
+    h = ops.relu(ops.matmul(x, p["w1"]) + p["b1"])
+    h = ops.relu(ops.matmul(h, p["w2"]) + p["b2"])
+    err = ops.matmul(h, p["w3"]) + p["b3"] - target
+    return ops.mean(ops.mean(err * err, -1, False), -1, False)
+
+
 def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
     """A GRU over x's leading (time) axis from a zero state, the mean squared error of
-    its states; ``ops``: matmul, sigmoid, tanh, mean, zeros and recur(step, x, h0)."""
+    its states; ``ops``: matmul, sigmoid, tanh, mean, zeros and recur(step, x, states)
+    (the step maps (x[t], *states) to the new states; recur stacks the first)."""
 
     def step(xt, h):
         z = ops.sigmoid(ops.matmul(xt, p["wz"]) + ops.matmul(h, p["uz"]) + p["bz"])
@@ -106,7 +136,7 @@ def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
         return (1 - z) * h + z * c
 
     h0 = ops.zeros((GRU_BATCH, STATE), x.dtype)
-    err = ops.recur(step, x, h0) - target
+    err = ops.recur(lambda xt, h: (step(xt, h),), x, (h0,)) - target
     return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
 
 
@@ -163,6 +193,29 @@ MODELS = {
         (STEPS, GRU_BATCH, INPUTS),
         (STEPS, GRU_BATCH, STATE),
     ),
+    "lstm": Model(
+        {
+            **{f"w{g}": (INPUTS, STATE) for g in "ifog"},
+            **{f"u{g}": (STATE, STATE) for g in "ifog"},
+            **{f"b{g}": (STATE,) for g in "ifog"},
+        },
+        lstm_loss,
+        (STEPS, GRU_BATCH, INPUTS),
+        (STEPS, GRU_BATCH, STATE),
+    ),
+    "mlp": Model(
+        {
+            "w1": (MLP_WIDTH, MLP_WIDTH),
+            "b1": (MLP_WIDTH,),
+            "w2": (MLP_WIDTH, MLP_WIDTH),
+            "b2": (MLP_WIDTH,),
+            "w3": (MLP_WIDTH, MLP_OUT),
+            "b3": (MLP_OUT,),
+        },  # fmt: skip
+        mlp_loss,
+        (MLP_BATCH, MLP_WIDTH),
+        (MLP_BATCH, MLP_OUT),
+    ),
 }
 WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", *MODELS)
 
@@ -198,12 +251,16 @@ class NumpyOps:
         return 1 / (1 + np.exp(-a))
 
     @staticmethod
-    def recur(step, x, h0):
-        states, h = [], h0
+    def relu(a):
+        return np.maximum(a, 0)
+
+    @staticmethod
+    def recur(step, x, init):
+        states, kept = init, []
         for xt in x:
-            h = step(xt, h)
-            states.append(h)
-        return np.stack(states)
+            states = step(xt, *states)
+            kept.append(states[0])
+        return np.stack(kept)
 
 
 def make_data(name: str, dtype: str) -> list[np.ndarray]:
@@ -273,9 +330,12 @@ class SymbolicOps:
     def mean(self, a, axis, keepdims):
         return self.T.mean(a, axis=axis, keepdims=keepdims)
 
-    def recur(self, step, x, h0):
-        states, _ = self.scan(step, sequences=[x], outputs_info=[h0])
-        return states
+    def relu(self, a):
+        return self.T.maximum(a, 0)
+
+    def recur(self, step, x, init):
+        states, _ = self.scan(lambda *a: list(step(*a)), sequences=[x], outputs_info=list(init))
+        return states[0] if isinstance(states, (list, tuple)) else states
 
 
 def _training_step(name: str, library: Any, ops: SymbolicOps, data, **kwargs) -> Callable:
@@ -284,7 +344,8 @@ def _training_step(name: str, library: Any, ops: SymbolicOps, data, **kwargs) ->
     model = MODELS[name]
     params = {n: library.shared(v.copy(), name=n) for n, v in zip(model.shapes, data)}
     dtype = data[0].dtype.name
-    x, target = ops.T.tensor3("x", dtype=dtype), ops.T.tensor3("target", dtype=dtype)
+    x = ops.T.tensor(dtype=dtype, shape=(None,) * len(model.x), name="x")
+    target = ops.T.tensor(dtype=dtype, shape=(None,) * len(model.target), name="target")
     loss = model.loss(ops, params, x, target)
     grads = library.grad(loss, list(params.values()))
     lr = np.asarray(LEARNING_RATE, dtype)
@@ -346,12 +407,16 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
                 return jnp.mean(a, axis=axis, keepdims=keepdims)
 
             @staticmethod
-            def recur(step, x, h0):
-                def body(h, xt):
-                    new = step(xt, h)
-                    return new, new
+            def relu(a):
+                return jnp.maximum(a, 0)
 
-                return jax.lax.scan(body, h0, x)[1]
+            @staticmethod
+            def recur(step, x, init):
+                def body(states, xt):
+                    new = step(xt, *states)
+                    return new, new[0]
+
+                return jax.lax.scan(body, init, x)[1]
 
         def loss(params, x, target):
             return model.loss(Ops, params, x, target)
@@ -459,12 +524,16 @@ def _torch_training(model: Model, torch: Any, compiled: bool, data: list) -> Cal
             return torch.mean(a, dim=axis, keepdim=keepdims)
 
         @staticmethod
-        def recur(step, x, h0):
-            states, h = [], h0
+        def relu(a):
+            return torch.relu(a)
+
+        @staticmethod
+        def recur(step, x, init):
+            states, kept = init, []
             for xt in x:
-                h = step(xt, h)
-                states.append(h)
-            return torch.stack(states)
+                states = step(xt, *states)
+                kept.append(states[0])
+            return torch.stack(kept)
 
     params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(model.shapes, data)}
 
