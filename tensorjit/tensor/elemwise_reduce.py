@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.basic import Apply
 from tensorjit.core.graph.op import Op
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Reduce
@@ -84,10 +84,3 @@ class ElemwiseReduce(Op):
 
         unfused = self.reduce(self.elemwise(*inputs))
         return grad(None, list(inputs), known_grads={unfused: output_grads[0]})
-
-
-def unfused(node: Apply) -> Variable:
-    """The Reduce-of-Elemwise graph an ElemwiseReduce node stands for (for rewrites that
-    need the two steps, such as a device backend without a kernel for it)."""
-    op: ElemwiseReduce = node.op
-    return op.reduce(op.elemwise(*node.inputs))

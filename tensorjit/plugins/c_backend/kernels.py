@@ -190,6 +190,8 @@ def reduce_plan(node: Apply) -> ReducePlan:
             codegen.C_DIALECT, op.scalar_op, dtypes, mapped.dtype, kinds, consts
         )
         operands = [i for i, k in enumerate(kinds) if k != "const"]
+        if not operands:
+            raise Unsupported(f"{op}: constants only (folded, or Op.perform)")
         order = [a for a in range(ndim) if a not in op.axis] + list(op.axis)
         reading = reduction.Reading(
             tuple((dtypes[i], reduction.permuted(bcast[i], order)) for i in operands),

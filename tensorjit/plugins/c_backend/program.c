@@ -504,28 +504,35 @@ static int tj_subtensor(const tj_step *s, PyObject **v)
 }
 
 /* IncSubtensor/SetSubtensor in place (ops: x, y, the indices): y added into (copied to)
-   x's view with NumPy's broadcasting and casting. NumPy checks shapes and dtypes before
-   it writes, so a y that does not fit is declined with x untouched (the per-node
-   kernel raises the error). */
+   x's view with NumPy's broadcasting and casting. A y that does not broadcast to the view
+   is declined before anything is written (the per-node kernel raises the error); an
+   error NumPy raises once it has run (a float error set to raise, a cast it refuses) is
+   the call's error, as on the per-node path: declining then would add y twice. */
 static int tj_inc_subtensor(const tj_step *s, PyObject **v)
 {
-    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]];
-    PyObject *y = v[s->ops[1]], *view = NULL, *done;
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *y = (PyArrayObject *)v[s->ops[1]];
+    PyObject *view = NULL, *done;
     int status = tj_index_view(s, v, x, 2, &view);
     if (status != 0)
         return status;
+    int nd = PyArray_NDIM((PyArrayObject *)view), ny = PyArray_NDIM(y);
+    for (int k = 1; k <= ny; k++) {
+        npy_intp want = k <= nd ? PyArray_DIMS((PyArrayObject *)view)[nd - k] : 1;
+        npy_intp have = PyArray_DIMS(y)[ny - k];
+        if (k > nd ? have != 1 : (have != want && have != 1)) {
+            Py_DECREF(view);
+            return TJ_DECLINED;
+        }
+    }
     if (s->n_kept) {
-        status = PyArray_CopyInto((PyArrayObject *)view, (PyArrayObject *)y);
-        done = status < 0 ? NULL : Py_None;
+        done = PyArray_CopyInto((PyArrayObject *)view, y) < 0 ? NULL : Py_None;
         Py_XINCREF(done);
     } else {
-        done = PyNumber_InPlaceAdd(view, y);
+        done = PyNumber_InPlaceAdd(view, (PyObject *)y);
     }
     Py_DECREF(view);
-    if (done == NULL) {
-        PyErr_Clear();
-        return TJ_DECLINED;
-    }
+    if (done == NULL)
+        return TJ_ERROR;
     Py_DECREF(done);
     Py_INCREF(x);
     Py_XSETREF(v[s->out], (PyObject *)x);

@@ -188,13 +188,16 @@ def _source(
     # Rows of stride 1 get the body again with constant strides, so that gcc vectorises
     # its loops over the row (it does not version them for a unit stride on its own).
     rows = [name for name, _, row in operands if row]
-    unit = " && ".join(f"d_{name} == 1" for name in rows)
-    lines.append(f"{indent}if ({unit or 0}) {{")
-    lines.append(indent + "    " + " ".join(f"const int64_t d_{name} = 1;" for name in rows))
-    lines.append(body)
-    lines.append(f"{indent}}} else {{")
-    lines.append(body)
-    lines.append(f"{indent}}}")
+    if rows:
+        unit = " && ".join(f"d_{name} == 1" for name in rows)
+        lines.append(f"{indent}if ({unit}) {{")
+        lines.append(indent + "    " + " ".join(f"const int64_t d_{name} = 1;" for name in rows))
+        lines.append(body)
+        lines.append(f"{indent}}} else {{")
+        lines.append(body)
+        lines.append(f"{indent}}}")
+    else:
+        lines += [f"{indent}{{", body, f"{indent}}}"]
     for _ in range(outer):
         indent = indent[:-4]
         lines.append(f"{indent}}}")

@@ -54,7 +54,6 @@ class FusionRewriter(GraphRewriter):
         """``node``, a Reduce of an elementwise group, and the group -> ElemwiseReduce."""
         producer = node.inputs[0].owner
         group = self._grow(fgraph, producer, reader=node)
-        fused.update(group)
         composite, inputs = self._program(producer, group)
         if composite is None:
             return
@@ -68,6 +67,7 @@ class FusionRewriter(GraphRewriter):
         if new.type != out.type:
             new = out.type.convert_variable(new)
         if new is not None:
+            fused.update(group)
             apply([(out, new)], reason="reduce_fusion")
 
     def _grow(self, fgraph: FunctionGraph, root: Apply, reader: Apply | None = None) -> list[Apply]:
@@ -75,6 +75,9 @@ class FusionRewriter(GraphRewriter):
         ``reader``, the one node that reads root's output)."""
         group = [root]
         members = {root} if reader is None else {root, reader}
+        # Members whose result is also read outside the group (recomputed, not moved):
+        # what they read is read outside too, so it joins only if it may be recomputed.
+        recomputed: set[Apply] = set()
         out_pattern = root.outputs[0].type.broadcastable
         external = set(root.inputs)  # the group's inputs so far
         frontier = list(root.inputs)
@@ -88,9 +91,10 @@ class FusionRewriter(GraphRewriter):
                 # not again for every element it is broadcast to
                 continue
             clients = fgraph.clients.get(var, {})
-            if any(c == OUTPUT or c not in members for c, _ in clients):
+            if any(c == OUTPUT or c not in members or c in recomputed for c, _ in clients):
                 if not _recomputed(producer):
                     continue
+                recomputed.add(producer)
             grown = (external - {var}) | set(producer.inputs)
             if len(grown) > MAX_INPUTS:
                 continue  # stop growing here rather than give up on the whole group

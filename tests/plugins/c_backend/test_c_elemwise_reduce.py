@@ -234,6 +234,18 @@ def test_a_costly_shared_value_is_stored_once():
     np.testing.assert_allclose(got[1], np.exp(xv) * 2)
 
 
+def test_a_recomputed_difference_does_not_drag_a_costly_producer_along():
+    x, m = T.matrix("x"), T.col("m")
+    d = T.exp(x) - m  # cheap, recomputed by both readers; exp(x) is not
+    f = tensorjit.function([x, m], [T.exp(d).sum(axis=1), d * 2], mode=DEBUG_C)
+    exps = sum(str(n.op).count("exp") for n in f.fgraph.toposort() if n.op.__class__ is not Reduce)
+    assert exps == 2  # exp(x) once, stored; the exp of d once
+    xv, mv = RNG.standard_normal((4, 6)), RNG.standard_normal((4, 1))
+    got = f(xv, mv)
+    np.testing.assert_allclose(got[0], np.exp(np.exp(xv) - mv).sum(axis=1))
+    np.testing.assert_allclose(got[1], (np.exp(xv) - mv) * 2)
+
+
 def test_a_value_that_is_also_an_output_is_not_fused_away():
     x = T.matrix("x")
     e = T.exp(x)

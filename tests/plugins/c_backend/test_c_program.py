@@ -177,6 +177,20 @@ def test_an_in_place_increment_of_a_shared_variable_commits_only_on_success():
     np.testing.assert_array_equal(w.get_value(), [[0] * 3, [0] * 3, [1] * 3, [1] * 3])
 
 
+@pytest.mark.parametrize("whole_graph", [True, False])
+def test_an_increment_numpy_refuses_after_writing_is_added_once(whole_graph):
+    # NumPy raises a float error set to raise after the add has run: the program must
+    # not decline then (the per-node path would add again), but report that error.
+    w = tensorjit.shared(np.array([[0.0, 1e308]]), name="w")
+    v = T.matrix("v")
+    with tensorjit.config.change_flags(whole_graph=whole_graph):
+        f = tensorjit.function([v], w.sum(), updates=[(w, T.inc_subtensor(w[0:], v))])
+    assert (f._program is not None) == whole_graph
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        f(np.array([[1.0, 1e308]]))
+    np.testing.assert_array_equal(w.get_value(), [[1.0, np.inf]])  # added once, as NumPy
+
+
 def test_user_arrays_are_never_modified_and_outputs_are_fresh():
     x = T.vector("x")
     f, _ = both([x], [T.exp(x) + 1, x * 2])
