@@ -220,6 +220,15 @@ MODELS = {
 WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", *MODELS)
 
 
+def unrolled(step: Callable, x: Any, init: tuple, stack: Callable) -> Any:
+    """A recurrence as a Python loop over x's leading axis; the first states stacked."""
+    states, kept = init, []
+    for xt in x:
+        states = step(xt, *states)
+        kept.append(states[0])
+    return stack(kept)
+
+
 class NumpyOps:
     matmul = staticmethod(np.matmul)
     sqrt = staticmethod(np.sqrt)
@@ -256,11 +265,7 @@ class NumpyOps:
 
     @staticmethod
     def recur(step, x, init):
-        states, kept = init, []
-        for xt in x:
-            states = step(xt, *states)
-            kept.append(states[0])
-        return np.stack(kept)
+        return unrolled(step, x, init, np.stack)
 
 
 def make_data(name: str, dtype: str) -> list[np.ndarray]:
@@ -529,11 +534,7 @@ def _torch_training(model: Model, torch: Any, compiled: bool, data: list) -> Cal
 
         @staticmethod
         def recur(step, x, init):
-            states, kept = init, []
-            for xt in x:
-                states = step(xt, *states)
-                kept.append(states[0])
-            return torch.stack(kept)
+            return unrolled(step, x, init, torch.stack)
 
     params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(model.shapes, data)}
 
