@@ -202,10 +202,7 @@ def reduce_plan(node: Apply) -> ReducePlan:
     else:
         ndim = node.inputs[0].type.ndim
         dtype = node.inputs[0].type.dtype
-        map_name = getattr(op, "map", None)  # a MappedReduce's sqr/abs
-        mapped_c = _MAPS.get((map_name, dtype[0] == "f"))
-        if mapped_c is None or (map_name == "abs" and dtype.startswith("u")):
-            raise Unsupported(f"reduction of {map_name}({dtype})")
+        mapped_c = _mapped_element(getattr(op, "map", None), dtype)  # MappedReduce's sqr/abs
         reading = reduction.identity_reading(dtype, ndim, mapped_c)
         bcast, operands = [(False,) * ndim], [0]
     kept = [a for a in range(ndim) if a not in op.axis]
@@ -215,15 +212,17 @@ def reduce_plan(node: Apply) -> ReducePlan:
     return ReducePlan(kept, [bcast[i] for i in operands], operands, source, cdef)
 
 
-# A MappedReduce's map (None: a plain Reduce), for (map, float input): C of x0.
-_MAPS = {
-    (None, True): "x0",
-    (None, False): "x0",
-    ("sqr", True): "x0 * x0",
-    ("sqr", False): "x0 * x0",
-    ("abs", True): "fabs(x0)",  # abs(-0.0) is 0.0
-    ("abs", False): "x0 < 0 ? -x0 : x0",
-}
+def _mapped_element(map_name: str | None, dtype: str) -> str:
+    """C of a MappedReduce's map (None: a plain Reduce) of the element ``x0``."""
+    if map_name is None:
+        return "x0"
+    if map_name == "sqr":
+        return "x0 * x0"
+    if map_name == "abs" and dtype in ("float32", "float64"):
+        return "fabsf(x0)" if dtype == "float32" else "fabs(x0)"  # abs(-0.0) is 0.0
+    if map_name == "abs" and not dtype.startswith("u"):
+        return "x0 < 0 ? -x0 : x0"
+    raise Unsupported(f"reduction of {map_name}({dtype})")
 
 
 def reduce_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
