@@ -14,6 +14,10 @@ implementation; the results are checked against NumPy's float64 values):
 - lstm: the same with an LSTM (the states h and c carried);
 - mlp: one training step of a 1024-wide MLP (two ReLU layers, batch 256, 10 outputs,
   mean squared error);
+- cnn: one training step of a small-image CNN: 64 images of 3x32x32, a 3x3 convolution
+  to 16 channels, ReLU, 2x2 max-pooling, a 3x3 convolution to 32 channels, ReLU, the
+  mean over each channel's image, a dense layer to 10 outputs, mean squared error
+  (convolutions as PyTorch and JAX define them: filters not flipped);
 - transformer: one training step (loss, gradients of every parameter, SGD update) of a
   pre-norm transformer block: single-head attention over a batch of 16 sequences of 64
   tokens of width 128, layer norms, an exact-GELU MLP of width 512, mean squared error
@@ -23,8 +27,6 @@ Implementations: NumPy, tensorjit (default mode), PyTensor (default mode and "CV
 backend), JAX (jit), PyTorch eager and torch.compile; those not installed are named
 and left out. Each runs in float32 unless ``--dtypes`` says otherwise. Times are medians
 of ``--repeats`` samples (benchmarks/_timing.py) on the cores this process is pinned to.
-
-Not here yet (the issue lists it): a small-image CNN with 3x3 convolutions, training.
 
 Run: taskset -c 0 .venv-bench/bin/python benchmarks/workloads.py
      [--workloads logsumexp,softmax,layernorm,options] [--dtypes float32] [--repeats 9]
@@ -77,6 +79,8 @@ BATCH, TOKENS, WIDTH, HIDDEN = 16, 64, 128, 512
 STEPS, GRU_BATCH, INPUTS, STATE = 32, 16, 64, 128
 # The MLP: batch, width, outputs.
 MLP_BATCH, MLP_WIDTH, MLP_OUT = 256, 1024, 10
+# The CNN: batch, channels in, image side, channels of the two convolutions, outputs.
+CNN_BATCH, CNN_IN, CNN_SIDE, CNN_C1, CNN_C2, CNN_OUT = 64, 3, 32, 16, 32, 10
 
 
 def transformer_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
@@ -140,9 +144,37 @@ def gru_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
     return ops.mean(ops.mean(ops.mean(err * err, -1, False), -1, False), -1, False)
 
 
+def cnn_loss(ops: Any, p: dict, x: Any, target: Any) -> Any:
+    """Two 3x3 convolutions (``ops.conv``: 'valid', filters not flipped) with ReLU, a
+    2x2 max-pool (``ops.pool2``) between them, the mean over each channel's image, a
+    dense layer; the mean squared error of its outputs."""
+    h = ops.relu(ops.conv(x, p["w1"]) + ops.channels(p["b1"]))
+    h = ops.relu(ops.conv(ops.pool2(h), p["w2"]) + ops.channels(p["b2"]))
+    features = ops.mean(ops.mean(h, -1, False), -1, False)
+    err = ops.matmul(features, p["w3"]) + p["b3"] - target
+    return ops.mean(ops.mean(err * err, -1, False), -1, False)
+
+
+def shifted_conv(lib: Any, x: Any, w: Any, stack: Callable, side: int = 3) -> Any:
+    """A 'valid' side x side cross-correlation from tensor ops alone (for a library
+    without a conv op): the shifted windows stacked (im2col) times the filters."""
+    rows, cols = x.shape[2] - side + 1, x.shape[3] - side + 1
+    shifted = [x[:, :, i : i + rows, j : j + cols] for i in range(side) for j in range(side)]
+    windows = stack(shifted, 2).reshape((x.shape[0], -1, rows, cols))
+    out = lib.tensordot(windows, w.reshape((w.shape[0], -1)), axes=[[1], [1]])
+    return out.transpose(0, 3, 1, 2) if hasattr(out, "transpose") else out
+
+
+def reshaped_pool2(x: Any) -> Any:
+    """2x2 max-pooling of even images by a reshape."""
+    n, c, h, w = x.shape
+    return x.reshape((n, c, h // 2, 2, w // 2, 2)).max(axis=(3, 5))
+
+
 @dataclass(frozen=True)
 class Model:
     """A training workload: its parameters' shapes (weights drawn with variance 1/fan-in,
+    a matrix's first axis or a filter bank's last three,
     "g*" ones, "b*" zeros), its loss, and the shapes of its input and target."""
 
     shapes: dict[str, tuple[int, ...]]
@@ -160,7 +192,8 @@ class Model:
             elif name.startswith("b"):
                 params.append(np.zeros(shape))
             else:
-                params.append(rng.standard_normal(shape) / np.sqrt(shape[0]))
+                fan_in = shape[0] if len(shape) == 2 else np.prod(shape[1:])  # matrix, filters
+                params.append(rng.standard_normal(shape) / np.sqrt(fan_in))
         x, target = rng.standard_normal(self.x), rng.standard_normal(self.target)
         return [a.astype(dtype) for a in (*params, x, target)]
 
@@ -216,6 +249,19 @@ MODELS = {
         (MLP_BATCH, MLP_WIDTH),
         (MLP_BATCH, MLP_OUT),
     ),
+    "cnn": Model(
+        {
+            "w1": (CNN_C1, CNN_IN, 3, 3),
+            "b1": (CNN_C1,),
+            "w2": (CNN_C2, CNN_C1, 3, 3),
+            "b2": (CNN_C2,),
+            "w3": (CNN_C2, CNN_OUT),
+            "b3": (CNN_OUT,),
+        },  # fmt: skip
+        cnn_loss,
+        (CNN_BATCH, CNN_IN, CNN_SIDE, CNN_SIDE),
+        (CNN_BATCH, CNN_OUT),
+    ),
 }
 WORKLOADS = ("logsumexp", "softmax", "layernorm", "options", *MODELS)
 
@@ -266,6 +312,16 @@ class NumpyOps:
     @staticmethod
     def recur(step, x, init):
         return unrolled(step, x, init, np.stack)
+
+    @staticmethod
+    def conv(x, w):
+        return shifted_conv(np, x, w, np.stack)
+
+    pool2 = staticmethod(reshaped_pool2)
+
+    @staticmethod
+    def channels(b):
+        return b[:, None, None]
 
 
 def make_data(name: str, dtype: str) -> list[np.ndarray]:
@@ -324,10 +380,21 @@ def _symbolic(T: Any, name: str, dtype: str) -> tuple[list, Any]:
 class SymbolicOps:
     """tensorjit's or PyTensor's tensor module as the models' ops."""
 
-    def __init__(self, T: Any, softmax: Callable, sigmoid: Callable, scan: Callable):
+    def __init__(
+        self,
+        T: Any,
+        softmax: Callable,
+        sigmoid: Callable,
+        scan: Callable,
+        conv: Callable,
+        pool2: Callable,
+    ):
         self.T, self.softmax, self.sigmoid, self.scan = T, softmax, sigmoid, scan
         self.matmul, self.erf, self.sqrt, self.tanh = T.matmul, T.erf, T.sqrt, T.tanh
-        self.zeros = T.zeros
+        self.zeros, self.conv, self.pool2 = T.zeros, conv, pool2
+
+    def channels(self, b):
+        return b.dimshuffle(0, "x", "x")
 
     def swap(self, a):
         return a.dimshuffle(0, 2, 1)
@@ -365,8 +432,16 @@ def tensorjit_fn(name: str, dtype: str, data: list) -> Callable:
 
     if name in MODELS:
         from tensorjit.scan import scan
+        from tensorjit.tensor.nnet.conv import conv2d
+        from tensorjit.tensor.nnet.pool import pool_2d
 
-        ops = SymbolicOps(T, T.nnet.softmax, T.nnet.sigmoid, scan)
+        def conv(x, w):
+            return conv2d(x, w, filter_flip=False)
+
+        def pool2(x):
+            return pool_2d(x, (2, 2))
+
+        ops = SymbolicOps(T, T.nnet.softmax, T.nnet.sigmoid, scan, conv, pool2)
         return _training_step(name, tensorjit, ops, data)
     inputs, outputs = _symbolic(T, name, dtype)
     return tensorjit.function(inputs, outputs)
@@ -378,7 +453,11 @@ def pytensor_fn(name: str, dtype: str, mode: str | None, data: list) -> Callable
 
     if name in MODELS:
         softmax = lambda a: pt.special.softmax(a, axis=-1)  # noqa: E731
-        ops = SymbolicOps(pt, softmax, pt.sigmoid, pytensor.scan)
+
+        def conv(x, w):  # PyTensor 3 has no conv2d op
+            return shifted_conv(pt, x, w, lambda arrays, axis: pt.stack(arrays, axis=axis))
+
+        ops = SymbolicOps(pt, softmax, pt.sigmoid, pytensor.scan, conv, reshaped_pool2)
         return _training_step(name, pytensor, ops, data, mode=mode)
     inputs, outputs = _symbolic(pt, name, dtype)
     return pytensor.function(inputs, outputs, mode=mode)
@@ -422,6 +501,16 @@ def jax_fn(name: str, dtype: str, data: list) -> Callable:
                     return new, new[0]
 
                 return jax.lax.scan(body, init, x)[1]
+
+            @staticmethod
+            def conv(x, w):
+                return jax.lax.conv_general_dilated(x, w, (1, 1), "VALID")
+
+            pool2 = staticmethod(reshaped_pool2)
+
+            @staticmethod
+            def channels(b):
+                return b[:, None, None]
 
         def loss(params, x, target):
             return model.loss(Ops, params, x, target)
@@ -535,6 +624,18 @@ def _torch_training(model: Model, torch: Any, compiled: bool, data: list) -> Cal
         @staticmethod
         def recur(step, x, init):
             return unrolled(step, x, init, torch.stack)
+
+        @staticmethod
+        def conv(x, w):
+            return torch.nn.functional.conv2d(x, w)
+
+        @staticmethod
+        def pool2(x):
+            return torch.nn.functional.max_pool2d(x, 2)
+
+        @staticmethod
+        def channels(b):
+            return b[:, None, None]
 
     params = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in zip(model.shapes, data)}
 

@@ -62,7 +62,19 @@ static void tj_mm(char ta, char tb, int64_t m, int64_t nn, int64_t k, const T *a
     tj_gemm(&tb, &ta, &M, &N, &K, &one, (T *)b, &lb, (T *)a, &la, &beta, cc, &lc);
 }
 
-/* cols[(ci*kh + ky)*kw + kx][oy*ow + ox] = image[ci][oy*sh + ky - pt][ox*sw + kx - pl]. */
+/* The output columns [*lo, *hi) whose window column kx lies inside the image:
+   0 <= ox*sw + kx - pl < w. Outside them a window reads padding (zeros). */
+static inline void tj_inside(int64_t kx, int64_t sw, int64_t pl, int64_t w, int64_t ow,
+                             int64_t *lo, int64_t *hi) {
+    int64_t first = pl - kx > 0 ? (pl - kx + sw - 1) / sw : 0;
+    int64_t last = w - 1 - kx + pl >= 0 ? (w - 1 - kx + pl) / sw + 1 : 0;
+    *lo = first < ow ? first : ow;
+    *hi = last < ow ? (last > *lo ? last : *lo) : ow;
+}
+
+/* cols[(ci*kh + ky)*kw + kx][oy*ow + ox] = image[ci][oy*sh + ky - pt][ox*sw + kx - pl]:
+   each row segment inside the image is one copy (a memcpy at stride 1), the padding
+   around it zeros. */
 static void tj_im2col(const T *x, T *cols, int64_t c, int64_t h, int64_t w, int64_t kh,
                       int64_t kw, int64_t oh, int64_t ow, int64_t sh, int64_t sw,
                       int64_t pt, int64_t pl) {
@@ -70,6 +82,8 @@ static void tj_im2col(const T *x, T *cols, int64_t c, int64_t h, int64_t w, int6
         for (int64_t ky = 0; ky < kh; ky++)
             for (int64_t kx = 0; kx < kw; kx++) {
                 T *row = cols + ((ci * kh + ky) * kw + kx) * oh * ow;
+                int64_t lo, hi;
+                tj_inside(kx, sw, pl, w, ow, &lo, &hi);
                 for (int64_t oy = 0; oy < oh; oy++) {
                     int64_t iy = oy * sh + ky - pt;
                     T *dst = row + oy * ow;
@@ -78,10 +92,13 @@ static void tj_im2col(const T *x, T *cols, int64_t c, int64_t h, int64_t w, int6
                         continue;
                     }
                     const T *src = x + (ci * h + iy) * w;
-                    for (int64_t ox = 0; ox < ow; ox++) {
-                        int64_t ix = ox * sw + kx - pl;
-                        dst[ox] = (ix >= 0 && ix < w) ? src[ix] : (T)0;
+                    memset(dst, 0, sizeof(T) * lo);
+                    if (sw == 1 && hi > lo) {
+                        memcpy(dst + lo, src + (lo + kx - pl), sizeof(T) * (hi - lo));
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++) dst[ox] = src[ox * sw + kx - pl];
                     }
+                    memset(dst + hi, 0, sizeof(T) * (ow - hi));
                 }
             }
 }
@@ -95,14 +112,20 @@ static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int6
         for (int64_t ky = 0; ky < kh; ky++)
             for (int64_t kx = 0; kx < kw; kx++) {
                 const T *row = cols + ((ci * kh + ky) * kw + kx) * oh * ow;
+                int64_t lo, hi;
+                tj_inside(kx, sw, pl, w, ow, &lo, &hi);
                 for (int64_t oy = 0; oy < oh; oy++) {
                     int64_t iy = oy * sh + ky - pt;
                     if (iy < 0 || iy >= h) continue;
                     T *dst = x + (ci * h + iy) * w;
                     const T *src = row + oy * ow;
-                    for (int64_t ox = 0; ox < ow; ox++) {
-                        int64_t ix = ox * sw + kx - pl;
-                        if (ix >= 0 && ix < w) dst[ix] += src[ox];
+                    if (sw == 1 && hi > lo) {
+                        T *restrict d = dst + (lo + kx - pl);
+                        const T *restrict s = src + lo;
+                        #pragma omp simd
+                        for (int64_t k = 0; k < hi - lo; k++) d[k] += s[k];
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++) dst[ox * sw + kx - pl] += src[ox];
                     }
                 }
             }

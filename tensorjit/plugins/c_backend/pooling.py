@@ -65,7 +65,79 @@ static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t
     *c1 = MAX(MIN(hi, ow), *c0);
 }
 
+/* Max pooling over tiles (window == stride, no padding: every CNN's 2x2 pool): each
+   image element is in at most one window, so no window is clipped and the gradient
+   writes each element once. Both run along contiguous image rows, a chunk of tiles at
+   a time (strided or branchy loops over the windows were 5x slower): the maximum over
+   the window's rows first, then over each tile's columns. */
+#define TJ_TILE_CHUNK 1024
+#define TJ_MAX_NAN(m, v) (((v) > (m)) | ((v) != (v)) ? (v) : (m)) /* NaN wins; no branch */
+static inline int tj_tiled(int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t wh,
+                           int64_t ww, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           int mode) {
+    return mode == 0 && wh == sh && ww == sw && ph == 0 && pw == 0 && ww <= TJ_TILE_CHUNK
+           && oh * wh <= h && ow * ww <= w; /* no partial window (ignore_border=False) */
+}
+
+static void tj_max_pool_tiled(const T *x, T *out, int64_t planes, int64_t h, int64_t w,
+                              int64_t oh, int64_t ow, int64_t wh, int64_t ww) {
+    T rows[TJ_TILE_CHUNK];
+    const int64_t per = TJ_TILE_CHUNK / ww; /* tiles per chunk */
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t r = 0; r < oh; r++)
+            for (int64_t c0 = 0; c0 < ow; c0 += per) {
+                const int64_t n = ow - c0 < per ? ow - c0 : per, len = n * ww;
+                const T *restrict top = x + (p * h + r * wh) * w + c0 * ww;
+                T *restrict orow = out + (p * oh + r) * ow + c0;
+                for (int64_t j = 0; j < len; j++) rows[j] = top[j];
+                for (int64_t i = 1; i < wh; i++) {
+                    const T *restrict row = top + i * w;
+                    for (int64_t j = 0; j < len; j++) rows[j] = TJ_MAX_NAN(rows[j], row[j]);
+                }
+                if (ww == 2) {
+                    for (int64_t c = 0; c < n; c++)
+                        orow[c] = TJ_MAX_NAN(rows[2 * c], rows[2 * c + 1]);
+                } else {
+                    for (int64_t c = 0; c < n; c++) {
+                        T m = rows[c * ww];
+                        for (int64_t j = 1; j < ww; j++) m = TJ_MAX_NAN(m, rows[c * ww + j]);
+                        orow[c] = m;
+                    }
+                }
+            }
+}
+
+static void tj_max_pool_grad_tiled(const T *x, const T *z, const T *g, T *gx,
+                                   int64_t planes, int64_t h, int64_t w, int64_t oh,
+                                   int64_t ow, int64_t wh, int64_t ww) {
+    T zs[TJ_TILE_CHUNK], gs[TJ_TILE_CHUNK]; /* each tile's max and gradient, repeated */
+    const int64_t per = TJ_TILE_CHUNK / ww;
+    if (oh * wh != h || ow * ww != w) /* border rows or columns no window covers */
+        memset(gx, 0, sizeof(T) * planes * h * w);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t r = 0; r < oh; r++)
+            for (int64_t c0 = 0; c0 < ow; c0 += per) {
+                const int64_t n = ow - c0 < per ? ow - c0 : per, len = n * ww;
+                const T *zrow = z + (p * oh + r) * ow + c0, *grow = g + (p * oh + r) * ow + c0;
+                for (int64_t c = 0; c < n; c++)
+                    for (int64_t j = 0; j < ww; j++) {
+                        zs[c * ww + j] = zrow[c];
+                        gs[c * ww + j] = grow[c];
+                    }
+                for (int64_t i = 0; i < wh; i++) {
+                    const int64_t first = (p * h + r * wh + i) * w + c0 * ww;
+                    const T *restrict src = x + first;
+                    T *restrict dst = gx + first;
+                    for (int64_t j = 0; j < len; j++) dst[j] = src[j] == zs[j] ? gs[j] : (T)0;
+                }
+            }
+}
+
 static int tj_pool_serial(const T *x, T *out, %(G)s) {
+    if (tj_tiled(h, w, oh, ow, wh, ww, sh, sw, ph, pw, mode)) {
+        tj_max_pool_tiled(x, out, planes, h, w, oh, ow, wh, ww);
+        return 0;
+    }
     double *acc = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
     double *inv = mode ? (double *)malloc(sizeof(double) * (ow > 0 ? ow : 1)) : NULL;
     if (mode && (acc == NULL || inv == NULL)) {
@@ -125,6 +197,10 @@ static int tj_pool_serial(const T *x, T *out, %(G)s) {
 
 static void tj_max_pool_grad_serial(const T *x, const T *z, const T *g, T *gx,
                                     %(G)s) {
+    if (tj_tiled(h, w, oh, ow, wh, ww, sh, sw, ph, pw, mode)) {
+        tj_max_pool_grad_tiled(x, z, g, gx, planes, h, w, oh, ow, wh, ww);
+        return;
+    }
     memset(gx, 0, sizeof(T) * planes * h * w);
     for (int64_t p = 0; p < planes; p++) {
         const T *xp = x + p * h * w, *zp = z + p * oh * ow, *gp = g + p * oh * ow;

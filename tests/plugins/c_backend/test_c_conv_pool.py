@@ -89,6 +89,29 @@ def test_pooling_kernels_match_perform(ws, ignore_border, stride, pad, mode):
         on_c(check_op(AveragePoolGrad(*params), x, g, dtypes=DTYPES, gradients=False))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ws,shape", [((2, 2), (2, 3, 9, 10)), ((3, 2), (1, 2, 7, 2100))])
+def test_tiled_max_pooling_matches_perform_with_nans_ties_and_wide_rows(ws, shape, dtype):
+    """Windows that tile the image (stride = window, no padding) take the contiguous-row
+    kernel: a NaN anywhere in a window wins, ties all receive the gradient, rows wider
+    than its chunk of tiles, and border rows/columns no window covers get zeros."""
+    x = rng.standard_normal(shape).astype(dtype)
+    x[0, 0, 1, 1] = np.nan  # the last element of the first 2x2 window
+    x[0, 1, 4, 5] = np.nan
+    x[0, 0, 2:4, 2:4] = 0.5  # a tie
+    xs = T.tensor4("x", dtype=dtype)
+    pooled = pool_2d(xs, ws, ignore_border=True)
+    g = T.tensor4("g", dtype=dtype)
+    grad = T.grad((pooled * g).sum(), xs)
+    out_shape = Pool(ws, True)._out_shape(shape)
+    gv = rng.standard_normal(out_shape).astype(dtype)
+    f = tensorjit.function([xs, g], [pooled, grad])
+    ref = tensorjit.function([xs, g], [pooled, grad], mode="FAST_COMPILE")
+    for got, want in zip(f(x, gv), ref(x, gv)):
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(f(x, gv)[0][0, 0, 0, 0])
+
+
 def test_max_pooling_propagates_nan_and_skips_padding():
     x = np.full((1, 1, 4, 4), -np.inf)
     x[0, 0, 0, 0] = np.nan  # in the first window only
