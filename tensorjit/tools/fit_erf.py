@@ -1,14 +1,19 @@
 """Fits the approximations of the vectorised float32 erf and erfc
 (c_backend/vector_erf.py) and prints them, with the largest relative error of each fit.
 
-Against SciPy's double precision erf and erfcx, on Chebyshev nodes:
+Against SciPy's double precision erf and erfcx, on Chebyshev nodes, erfc's in double:
 
-- erf, |x| <= 4: erf(x) = x N(t) / D(t), t = x^2 / 16 (N/D approximates erf(sqrt u) /
-  sqrt u, u = x^2): a rational least-squares fit, linearised (Sanathanan-Koerner
-  iterations) then reweighted towards the smallest largest error (Lawson's iterations);
 - erfc, |x| <= 1: erf(x) = x P(s), s = 2 x^2 - 1 (a Chebyshev fit, as monomials in s);
 - erfc, 1 < |x| <= X_MAX: erfc(|x|) = exp(-x^2) Q(s) / |x|, 1/|x| mapped onto s in
   [-1, 1] (Q approximates x erfcx(x), smooth in 1/x and 1/sqrt(pi) at 1/x = 0).
+
+and those of the float32-arithmetic erf (eight lanes where double has four), whose
+coefficients are float32 values: each rounded in turn, the later ones refitted to
+absorb that rounding (relative error weighted, Lawson's iterations):
+
+- |x| <= 1: erf(x) = x P32(x^2);
+- 1 < |x| <= 4: erf(|x|) = 1 - exp(-x^2) Q32(s) / |x|, 1/|x| in [1/4, 1] mapped onto s
+  in [-1, 1] (Q32 approximates x erfcx(x); in 1/|x| itself its terms would cancel).
 
 Run: python -m tensorjit.tools.fit_erf
 """
@@ -19,7 +24,6 @@ import numpy as np
 from numpy.polynomial import chebyshev
 from scipy import special
 
-RATIONAL_DEGREES = (6, 6)
 ERF_X_MAX = 4.0  # float32's erf is +-1 beyond 3.92
 P_DEGREE = 8
 Q_DEGREE = 16
@@ -49,38 +53,6 @@ def _scaled_tail(t: np.ndarray) -> np.ndarray:
     return special.erfcx(1 / t) / t
 
 
-def rational_fit(
-    numerator: int, denominator: int, iterations: int = 30, reweighting: int = 60
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """(N, D with D(0) = 1, largest relative error) for erf(sqrt u) / sqrt u on
-    u in [0, ERF_X_MAX^2], in t = u / ERF_X_MAX^2."""
-    nodes = 20000
-    top = ERF_X_MAX**2
-    u = 0.5 * top * (1 + np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes))
-    g = _erf_ratio(u)
-    powers = np.vander(u / top, max(numerator, denominator) + 1, increasing=True)
-    previous = np.ones_like(u)
-    weights = np.ones_like(u)
-    for step in range(iterations + reweighting):
-        # residual (N - g D) / (g D_previous), unknowns N's and D's (but D(0) = 1)
-        scale = (g * previous)[:, None]
-        system = np.hstack(
-            [powers[:, : numerator + 1], -g[:, None] * powers[:, 1 : denominator + 1]]
-        )
-        root = np.sqrt(weights)
-        solution, *_ = np.linalg.lstsq(system / scale * root[:, None], root / previous, rcond=None)
-        n = solution[: numerator + 1]
-        d = np.concatenate([[1.0], solution[numerator + 1 :]])
-        value_d = powers[:, : denominator + 1] @ d
-        error = (powers[:, : numerator + 1] @ n) / value_d / g - 1
-        if step < iterations:
-            previous = value_d
-        else:
-            weights = weights * np.abs(error)
-            weights /= weights.sum()
-    return n, d, float(np.max(np.abs(error)))
-
-
 def fits() -> tuple[np.ndarray, np.ndarray, float, float]:
     """(P, Q, P's largest relative error, Q's) on dense grids of their intervals."""
     p = _fit(_erf_ratio, 0.0, 1.0, P_DEGREE)
@@ -93,16 +65,73 @@ def fits() -> tuple[np.ndarray, np.ndarray, float, float]:
     return p, q, p_error, q_error
 
 
+FLOAT_P_DEGREE = 6
+FLOAT_Q_DEGREE = 8
+# s = 1/|x| * Q_SCALE + Q_SHIFT maps [1/4, 1] onto [-1, 1]
+Q_SCALE, Q_SHIFT = 1 / 0.375, -0.625 / 0.375
+
+
+def float32_fit(
+    f, lo: float, hi: float, degree: int, variable, first: float | None = None
+) -> tuple[np.ndarray, float]:
+    """(float32 coefficients in ``variable``(x), largest relative error on a dense grid)
+    of f on [lo, hi]: each coefficient rounded to float32 in turn and the later ones
+    refitted to the rest of f; ``first``: the constant term, kept exact (a float32 pair
+    in the kernel)."""
+    nodes = 8000
+    x = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes)
+    y = f(x)
+    powers = np.vander(variable(x), degree + 1, increasing=True)
+    fixed: list[float] = [] if first is None else [first]
+    for k in range(len(fixed), degree + 1):
+        rest = y - powers[:, :k] @ np.array(fixed) if k else y
+        weights = np.ones_like(x)
+        for _ in range(60):
+            root = np.sqrt(weights) / np.abs(y)
+            c, *_ = np.linalg.lstsq(powers[:, k:] * root[:, None], rest * root, rcond=None)
+            error = ((powers[:, :k] @ np.array(fixed)) if k else 0) + powers[:, k:] @ c
+            error = error / y - 1
+            weights = weights * np.abs(error)
+            weights /= weights.sum()
+        fixed.append(float(np.float32(c[0])))
+    grid = np.linspace(lo, hi, 400001)
+    values = np.vander(variable(grid), degree + 1, increasing=True) @ np.array(fixed)
+    return np.array(fixed), float(np.max(np.abs(values / f(grid) - 1)))
+
+
+def float32_fits() -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(P32, Q32, their largest relative errors); P32's constant term is the double
+    2/sqrt(pi)."""
+    # erf(x) ~ 2/sqrt(pi) x for small x: that constant exact, else every tiny x is off
+    p, p_error = float32_fit(
+        lambda x: _erf_ratio(x * x),
+        0.0,
+        1.0,
+        FLOAT_P_DEGREE,
+        lambda x: x * x,
+        first=2 / np.sqrt(np.pi),
+    )
+    q, q_error = float32_fit(
+        lambda x: special.erfcx(x) * x,
+        1.0,
+        ERF_X_MAX,
+        FLOAT_Q_DEGREE,
+        lambda x: np.float32(Q_SCALE) / x + np.float32(Q_SHIFT),
+    )
+    return p, q, p_error, q_error
+
+
 def main() -> None:
-    n, d, r_error = rational_fit(*RATIONAL_DEGREES)
-    print(f"erf N/D (degrees {RATIONAL_DEGREES}, largest relative error {r_error:.3g}):")
-    print("(" + ", ".join(repr(float(c)) for c in n) + ")")
-    print("(" + ", ".join(repr(float(c)) for c in d) + ")")
     p, q, p_error, q_error = fits()
     print(f"P (degree {P_DEGREE}, largest relative error {p_error:.3g}):")
     print("(" + ", ".join(repr(float(c)) for c in p) + ")")
     print(f"Q (degree {Q_DEGREE}, largest relative error {q_error:.3g}):")
     print("(" + ", ".join(repr(float(c)) for c in q) + ")")
+    p32, q32, p32_error, q32_error = float32_fits()
+    print(f"P32 (degree {FLOAT_P_DEGREE}, largest relative error {p32_error:.3g}):")
+    print("(" + ", ".join(repr(float(c)) for c in p32) + ")")
+    print(f"Q32 (degree {FLOAT_Q_DEGREE}, largest relative error {q32_error:.3g}):")
+    print("(" + ", ".join(repr(float(c)) for c in q32) + ")")
 
 
 if __name__ == "__main__":

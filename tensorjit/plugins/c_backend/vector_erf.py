@@ -2,18 +2,19 @@
 
 libm's ``erff``/``erfcf`` are a call per element, so a fused loop containing one is not
 vectorised (10^6 float32 erf took 11.5 ms, exp 0.44 ms). These are branch-free (every
-piece is computed and one selected), in double precision, rounded to float32 at the end:
+piece is computed and one selected):
 
-- erf: x N(t) / D(t), t = x^2 / 16, |x| clamped to 4 (beyond 3.92 float32's erf is +-1);
-- erfc, |x| <= 1: 1 - x P(2 x^2 - 1);
-- erfc, 1 < |x| <= X_MAX: exp(-x^2) Q(s) / |x|, s the image of 1/|x| in [-1, 1] (x^2 is
-  exact in double for a float32 x; tj_vexp_d is within an ulp of double's exp); beyond
-  X_MAX, float32's erfc is 0 (2 for negative x), which the clamped tail gives.
+- erf, in float arithmetic (eight lanes with AVX2): |x| <= 1: x P32(x^2), the constant
+  term 2/sqrt(pi) as a float pair (else every tiny x is off by its rounding); 1 < |x|
+  <= 4: 1 - exp(-x^2) Q32(s) / |x|, s the image of 1/|x| in [-1, 1], exp by a short
+  series for its bounded argument; |x| clamped to 4 (beyond 3.92 float32's erf is +-1);
+- erfc, in double, rounded once: |x| <= 1: 1 - x P(2 x^2 - 1); 1 < |x| <= X_MAX:
+  exp(-x^2) Q(s) / |x| (x^2 is exact in double for a float32 x; tj_vexp_d is within an
+  ulp of double's exp); beyond X_MAX, float32's erfc is 0 (2 for negative x), which the
+  clamped tail gives (erfc's relative accuracy in its tail needs double's exp).
 
-N/D, P and Q come from ``python -m tensorjit.tools.fit_erf`` (largest relative errors
-9.3e-10, 9.3e-13 and 1.6e-11, below float32's 6e-8), so a result is float32's correctly
-rounded value except where the exact value lies that close to a rounding boundary: at
-most 1 ulp from SciPy's double erf/erfc rounded to float32, checked by
+P32/Q32, P and Q come from ``python -m tensorjit.tools.fit_erf``. Both are at most 1 ulp
+from SciPy's double erf/erfc rounded to float32, checked by
 tests/plugins/c_backend/test_c_vector_erf.py over [-11, 11] and measured by
 benchmarks/erf_accuracy.py (benchmarks/RESULTS.md has the counts). NaN stays NaN, -0
 gives -0 (erf), +-inf gives +-1 (erf), 0 and 2 (erfc).
@@ -22,17 +23,11 @@ float64 erf and erfc stay libm's calls.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tensorjit.plugins.c_backend.polynomials import estrin, estrin_powers
 
-# python -m tensorjit.tools.fit_erf: erf's N/D (degrees 6, 6), erfc's P and Q (8, 16)
-N = (
-    1.1283791681456747, 2.670459334606656, 13.040277192627345, 12.107922777177585,
-    20.038420693777464, -0.3025155912367342, -0.7522710909000956,
-)  # fmt: skip
-D = (
-    1.0, 7.699966919867724, 27.023066985018424, 55.260983329538334, 68.14907112671426,
-    42.99258851541858, -10.402983805519911,
-)  # fmt: skip
+# python -m tensorjit.tools.fit_erf: erfc's P and Q (degrees 8, 16)
 P = (
     0.9654687386698851, -0.14053608901552944, 0.019852496688084344, -0.002285485656954685,
     0.0002175171632333989, -1.7536824686368907e-05, 1.2233626128540118e-06,
@@ -46,6 +41,20 @@ Q = (
     7.691628823849662e-06, -3.6260470877426805e-06, -1.1773140423639678e-06,
     9.649895994105191e-07,
 )  # fmt: skip
+# float32 erf in float arithmetic (fit_erf's float32 fits: float32 values but P32's
+# first, 2/sqrt(pi), a float pair; largest relative errors 1.5e-9 and 6.1e-8):
+# x P32(x^2) for |x| <= 1; 1 - exp(-x^2) Q32(s) / |x| beyond, s = 1/|x| Q_SCALE + Q_SHIFT
+# in [-1, 1]
+P32 = (
+    1.1283791670955126, -0.3761262893676758, 0.11283603310585022, -0.026854202151298523,
+    0.005188598297536373, -0.0008009398588910699, 7.842548802727833e-05,
+)  # fmt: skip
+Q32 = (
+    0.489524781703949, -0.06434442847967148, -0.0001820227480493486, 0.003799308557063341,
+    -0.0015426847385242581, 0.0003791542840190232, -3.0532020900864154e-05,
+    -4.112980968784541e-05, 2.116227005899418e-05,
+)  # fmt: skip
+Q_SCALE, Q_SHIFT = 1 / 0.375, -0.625 / 0.375
 X_MAX = 10.1
 T_MIN = 1 / X_MAX
 
@@ -54,17 +63,59 @@ def _literals(coefficients: tuple[float, ...]) -> list[str]:
     return [repr(c) for c in coefficients]
 
 
+def _float_literals(coefficients: tuple[float, ...]) -> list[str]:
+    """float32 constants (exact: each coefficient is a float32 value)."""
+    return [f"{float(c)!r}f" for c in coefficients]
+
+
+def _float_pair(value: float) -> tuple[str, str]:
+    """value as hi + lo, two float32 constants."""
+    hi = float(np.float32(value))
+    return f"{hi!r}f", f"{float(np.float32(value - hi))!r}f"
+
+
+C0_HI, C0_LO = _float_pair(P32[0])
+
+
 SOURCES = {
+    "tj_exp_tail_arg_f": (
+        ("tj_bits_f",),
+        """
+TJ_INLINE float tj_exp_tail_arg_f(float y) {
+    /* e^y for -17 <= y <= 0 (erf's tail), to ~1 ulp: y = k ln2 + r, |r| <= ln2/2, e^r by
+       its Taylor series to r^7 (relative 1.3e-8), 2^k from the bits. tj_vexp_f's
+       Fast2Sum and denormal-safe scaling cost as much as the rest of erf. */
+    const float k = TJ_MA_f(y, 1.44269502f, 12582912.0f) - 12582912.0f;
+    const float r = TJ_MA_f(-k, 1.42860677e-06f, TJ_MA_f(-k, 0.693145752f, y));
+    const float r2 = r * r, r4 = r2 * r2;
+    const float p = TJ_MA_f(TJ_MA_f(TJ_MA_f(1.98412698e-4f, r, 1.38888889e-3f), r2,
+                                    TJ_MA_f(8.33333333e-3f, r, 4.16666667e-2f)), r4,
+                            TJ_MA_f(TJ_MA_f(0.166666667f, r, 0.5f), r2, TJ_MA_f(1.0f, r, 1.0f)));
+    return p * tj_pow2i_f(k);
+}
+""",
+    ),
     "tj_erf_f": (
-        ("tj_bits_d",),
+        ("tj_exp_tail_arg_f",),
         f"""
 TJ_INLINE float tj_erf_f(float x) {{
-    const double c = x > 4 ? 4 : (x < -4 ? -4 : x); /* NaN stays NaN */
-    const double t = c * c * 0.0625;
-    {estrin_powers("t", len(N), "d")}
-    const double n = {estrin(_literals(N), "t", "d")};
-    const double d = {estrin(_literals(D), "t", "d")};
-    return (float)(c * (n / d));
+    /* in float arithmetic: eight lanes. Beyond 3.92 float32's erf is +-1; NaN stays NaN.
+       The tail's exp(-a^2) takes a^2 rounded: a relative error of at most
+       a^2 erfc(a) 2^-24 <= 0.16 ulp of erf for a >= 1 */
+    const float a = fabsf(x) > 4 ? 4 : fabsf(x), u = a * a, t = 1 / a;
+    {estrin_powers("u", len(P32) - 1, "f")}
+    /* a (c0 + u P1(u)) with c0 = 2/sqrt(pi) as hi + lo: tiny a would all be off by its
+       rounding (0.9 ulp) */
+    const float p1 = {estrin(_float_literals(P32[1:]), "u", "f")};
+#ifdef FP_FAST_FMAF
+    const float small = fmaf(a, {C0_HI}, a * ({C0_LO} + u * p1));
+#else /* a rounded product a c0_hi would cost 2 ulp near 1: the sum in double */
+    const float small = (float)((double)a * ({P32[0]!r} + (double)u * (double)p1));
+#endif
+    const float s = TJ_MA_f(t, {float(Q_SCALE)!r}f, {float(Q_SHIFT)!r}f);
+    {estrin_powers("s", len(Q32), "f")}
+    const float tail = 1 - tj_exp_tail_arg_f(-u) * {estrin(_float_literals(Q32), "s", "f")} * t;
+    return copysignf(a <= 1 ? small : tail, x); /* keeps -0 */
 }}
 """,
     ),
