@@ -467,14 +467,14 @@ def test_python_scalar_arguments_run_the_whole_graph_program(monkeypatch):
     w = tensorjit.shared(np.ones(2, dtype="float32"), name="w")
     cost = (data[i * 2 : (i + 1) * 2] * w).sum()
     f = tensorjit.function([i, rate], cost, updates=[(w, w - rate * w)])
-    assert f._fast_program is not None
+    assert f.calls.direct is not None
     want = f(np.asarray(1), np.asarray(0.5, dtype="float32"))
     w.set_value(np.ones(2, dtype="float32"))
 
     def general_call(*args):
         raise AssertionError("the general path ran")
 
-    monkeypatch.setattr(f, "_general_call", general_call)
+    monkeypatch.setattr(f.calls, "_on_cells", general_call)
     assert f(1, 0.5) == want == 4 + 5 + 6 + 7  # rows 2 and 3
     np.testing.assert_array_equal(w.get_value(), [0.5, 0.5])
     assert f(True, 0.25) == (4 + 5 + 6 + 7) * 0.5
@@ -492,7 +492,7 @@ def test_a_scalar_filtered_for_the_program_is_not_filtered_again():
     # its conversion warns once.
     a, v = T.dscalar("a"), T.dvector("v")
     f = tensorjit.function([a, v], a * v, allow_input_downcast=True)
-    assert f._fast_program is not None
+    assert f.calls.direct is not None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         np.testing.assert_array_equal(f(1 + 0j, [1.0, 2.0]), [1.0, 2.0])

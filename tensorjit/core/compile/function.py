@@ -5,14 +5,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-import threading
 import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from tensorjit.core.compile.call_path import CallPath
 from tensorjit.core.compile.commit import commits_last
 from tensorjit.core.compile.debugmode import ReplacementRecorder, RewriteChecker, checked_kernel
 from tensorjit.core.compile.lazy import lazy_schedule
@@ -32,7 +30,6 @@ from tensorjit.core.graph.fgraph import (
     MissingInputError,
 )
 from tensorjit.core.graph.traversal import ancestors, clone_replace, graph_inputs, toposort
-from tensorjit.core.graph.type import PYTHON_SCALARS
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.kernel_selection import BackendChoice, CompileError
 from tensorjit.core.memory.copy_op import deep_copy
@@ -114,7 +111,6 @@ class Function:
         #: dict.
         self.output_keys: list | None = None
         self._construction: dict[str, Any] = {}  # function()'s arguments, for copy()
-        self._cells_lock = threading.RLock()
 
         order = commits_last(fgraph, fgraph.toposort())
         lazy_blocks: list = []
@@ -127,44 +123,30 @@ class Function:
         kernels = choice.source.choose_kernels(order, backends)
         if mode.debug:
             kernels = [checked_kernel(k) for k in kernels]
-        self._checker = checker
         self.kernels = dict(zip(order, kernels))
         linking = time.perf_counter()
         self.vm, program = link(order, kernels, memory, backends, lazy_blocks, mode.debug)
         self._profile = ProfileStats(name, stats, enabled=profile)
         self._profile.compile_seconds["linking and kernels"] = time.perf_counter() - linking
-        self._n_inputs = len(inputs)
-        self._program = program
-        # Calls that update shared values run one at a time under the cells' lock, as the
-        # per-node path's do: two calls must not both read a value (a weight, a random
-        # stream's state) before either stores the next one (a program lets other
-        # threads in while a large kernel runs, and between Python steps).
-        self._locked = memory.has_updates
-        # Internal loops (call_trusted) run a program calling Python (a random draw, a
-        # scan) that updates shared values on the per-node path, under the lock.
-        self._serial = bool(memory.has_updates and getattr(program, "runs_python", 0))
-        # The common call straight into the program (see MemoryPlan.plain).
-        plain = checker is None and memory.plain
-        self._fast_program = program if plain else None
+        #: the call path: filter -> run (program or VM) -> commit (core/compile/call_path.py)
+        self.calls = CallPath(memory, self.vm, program, checker, self._profile, unpack_single)
         if profile:
             self._start_profiling(order, kernels, program)
 
     def _start_profiling(self, order: list, kernels: list, program: Any) -> None:
-        """Time what runs: the VM's steps, and the whole-graph program if there is one."""
+        """Time what runs: the VM's steps, and the whole-graph program if there is one
+        (the call path times whole calls)."""
         vm = self.vm.vm if isinstance(self.vm, ProgramVM) else self.vm
-        # Calls run the program only through the fast path or a ProgramVM (not when an
+        # Calls run the program only through the direct path or a ProgramVM (not when an
         # Out(borrow=True) keeps them on the VM).
-        whole = self._fast_program is not None or isinstance(self.vm, ProgramVM)
+        whole = self.calls.direct is not None or isinstance(self.vm, ProgramVM)
         self._profile.describe_schedule(order, kernels, vm.segments, whole)
         self._profile.instrument(vm)
         if whole:
             timed = self._profile.timed_program(program)
-            self._program = timed
-            if self._fast_program is not None:
-                self._fast_program = timed
+            self.calls.use_program(timed)
             if isinstance(self.vm, ProgramVM):
                 self.vm.program = timed
-        self.__class__ = ProfiledFunction  # times whole calls; plain functions pay nothing
 
     # ---------------------------------------------------------------- Theano's API
     @property
@@ -252,8 +234,8 @@ class Function:
         )
         n_out = self.memory.n_outputs
         n_upd = len(self.memory.updated_shared)
-        runs = "one whole-graph program" if self._program is not None else "per node"
-        if self._program is None and getattr(self.vm, "segment_nodes", False):
+        runs = "one whole-graph program" if self.calls.program is not None else "per node"
+        if self.calls.program is None and getattr(self.vm, "segment_nodes", False):
             runs = f"per node, {self.vm.segment_nodes} nodes in program segments"
         return (
             f"<tensorjit Function {self.name or '<unnamed>'}({inputs}) -> {n_out} output"
@@ -293,91 +275,14 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # The common call first, with nothing else to check: it is the call overhead.
-        if self.memory.destroyed_shared_cells:
-            self.memory.copy_read_only_destroyed()
-        program = self._fast_program
-        if program is not None and not kwargs and len(args) == self._n_inputs:
-            if self._locked:  # until its updates are stored (see __init__)
-                with self._cells_lock:
-                    done, outputs, args = self._call_program(program, args)
-            else:
-                done, outputs, args = self._call_program(program, args)
-            if done:
-                return outputs
-        if self.output_keys is not None:  # (no fast program: see function())
-            return dict(zip(self.output_keys, self._general_call(args, kwargs)))
-        return self._general_call(args, kwargs)
-
-    def _call_program(self, program: Any, args: tuple) -> tuple[bool, Any, tuple]:
-        """(whether the program ran, the call's outputs with updates stored, the
-        arguments for the general path: scalars already filtered are not filtered, nor
-        warned about, twice)."""
-        values = program(args)
-        if values is None:  # e.g. a Python int for a minibatch index (the tutorials')
-            filtered = self._scalars_filtered(args)
-            if filtered is not None:
-                args, values = filtered, program(filtered)
-        if values is None:
-            return False, None, args
-        return True, self._finish_program_call(values), args
-
-    def _scalars_filtered(self, args: tuple) -> tuple | None:
-        """``args`` with their Python and NumPy scalars filtered into arrays (a program
-        takes arrays only); None when no argument is a scalar or one does not convert
-        (the general path words the error)."""
-        filtered, scalars = list(args), 0
-        plain = self.memory.plain_filters
-        if plain is None:
-            return None  # (only functions without borrowed inputs take this path)
-        try:
-            for k, value in enumerate(args):
-                if type(value) in PYTHON_SCALARS or isinstance(value, np.generic):
-                    filter_value, strict, allow_downcast = plain[k]
-                    filtered[k] = filter_value(value, strict, allow_downcast)
-                    scalars += 1
-        except (TypeError, ValueError):
-            return None
-        return tuple(filtered) if scalars else None
-
-    def _general_call(self, args: tuple, kwargs: dict) -> Any:
-        if self.trust_input and self._checker is None and not kwargs:
-            if len(args) == self._n_inputs:
-                outputs = self.call_trusted(args)
-                return outputs[0] if self.unpack_single else outputs
-        memory = self.memory
-        # The per-node path computes in the function's storage cells: one call at a time
-        # (a whole-graph program keeps each call's values apart, and takes the lock only
-        # for a function with updates).
-        with self._cells_lock:
-            try:
-                memory.load_arguments(args, kwargs)
-                if memory.borrowed_output_cells:
-                    memory.release_borrowed_buffers([c[0] for c in memory.input_cells])
-                if self._checker is not None:
-                    snapshot = [v.type.copy_value(c[0]) for v, c in memory.all_input_cells]
-                self.vm()
-                if self._checker is not None:
-                    self._checker.check(snapshot)
-                values = [cell[0] for cell in memory.output_cells]
-            finally:
-                memory.clear()
-            outputs = memory.store_updates(memory.copy_outputs(values))
-        if self.unpack_single:
-            return outputs[0]
-        return outputs
+        if self.output_keys is not None:  # (the per-node path: see function())
+            return dict(zip(self.output_keys, self.calls(args, kwargs, self.trust_input)))
+        return self.calls(args, kwargs, self.trust_input)
 
     def program_loop(self) -> Any:
         """The ``loop`` of this function's whole-graph program (see
         core/compile/program.py) when it has one and updates nothing; else None."""
-        if self._program is None or self.memory.updated_shared or self._checker is not None:
-            return None
-        return getattr(self._program, "loop", None)
-
-    def _finish_program_call(self, values: list[Any]) -> Any:
-        if self.memory.has_updates:
-            values = self.memory.store_updates(values)
-        return values[0] if self.unpack_single else values
+        return self.calls.loop()
 
     def call_trusted(
         self, values: Sequence[Any], returned: Sequence[int] | None = None
@@ -387,28 +292,9 @@ class Function:
         outputs it keeps before the next call (they are not copied here). ``returned``:
         the positions of the values that may be (views of) this function's earlier
         outputs (a loop's carried state); None: any value may be."""
-        memory = self.memory
-        if self._checker is not None or len(values) != len(memory.input_cells):
+        if self.calls.checker is not None or len(values) != self.calls.n_inputs:
             return self(*values)
-        if memory.destroyed_shared_cells:
-            memory.copy_read_only_destroyed()
-        program = self._program  # its outputs are new arrays: no borrowed buffer to spare
-        if program is not None and not self._serial:
-            results = program(values)
-            if results is not None:  # without updates: exactly the outputs
-                return memory.store_updates(results) if memory.has_updates else results
-        with self._cells_lock:
-            memory.set_trusted_arguments(values)
-            if memory.borrowed_output_cells:
-                memory.release_borrowed_buffers(
-                    values if returned is None else [values[i] for i in returned]
-                )
-            try:
-                self.vm()
-                results = [cell[0] for cell in memory.output_cells]
-            finally:
-                memory.clear()
-            return memory.store_updates(results)
+        return self.calls.trusted(values, returned)
 
 
 def _check_device(device: str, system: Any) -> None:
@@ -642,7 +528,7 @@ def function(
     }
     made.output_keys = output_keys
     if output_keys is not None:
-        made._fast_program = None  # its calls build a dict: the general path does
+        made.calls.call_by_name()  # its calls build a dict from the list
     made._construction = {
         "outputs": outputs if output_keys is None else dict(zip(output_keys, outputs)),
         "updates": update_pairs,
@@ -673,18 +559,6 @@ def _rebuild_function(
     )
     made.trust_input = trust_input
     return made
-
-
-class ProfiledFunction(Function):
-    """A function compiled with ``profile=True``: its calls are timed as a whole too."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return super().__call__(*args, **kwargs)
-        finally:
-            self._profile.calls += 1
-            self._profile.call_seconds += time.perf_counter() - started
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ from test_segments import PythonOnlyDouble
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.core.compile.function import Function, ProfiledFunction
+from tensorjit.core.compile.function import Function
 
 pytestmark = NEEDS_C
 
@@ -36,7 +36,7 @@ def test_per_node_times_without_whole_graph_programs():
     for _ in range(7):
         step(X, Y)
     profile = step.profile
-    assert isinstance(step, ProfiledFunction) and profile.enabled
+    assert type(step) is Function and profile.enabled  # one class: the call path times
     assert profile.calls == 7 and profile.call_seconds > 0
     assert not profile.programs
     assert all(rec.calls == 7 and rec.program is None for rec in profile.nodes)
@@ -129,5 +129,9 @@ def test_borrowed_outputs_run_on_the_vm_and_copies_keep_profiling():
     assert not f.profile.programs  # calls ran node by node: timed per node
     assert all(rec.calls == 3 for rec in f.profile.nodes)
     for again in (f.copy(), copy.copy(f), pickle.loads(pickle.dumps(f))):
-        assert isinstance(again, ProfiledFunction) and again.profile.enabled
-    assert type(f.copy(profile=False)) is Function
+        assert again.profile.enabled
+        again(np.ones((2, 2)))
+        assert again.profile.calls == 1
+    unprofiled = f.copy(profile=False)
+    unprofiled(np.ones((2, 2)))
+    assert not unprofiled.profile.enabled and unprofiled.profile.calls == 0

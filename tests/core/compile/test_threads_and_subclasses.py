@@ -61,7 +61,7 @@ def test_calls_that_update_a_shared_value_from_threads_lose_no_update(argument):
     eye = tensorjit.shared(np.eye(300), name="eye")
     r = T.dscalar("r")
     f = tensorjit.function([r], [], updates=[(w, T.dot(w, eye) + r)])
-    assert f._fast_program is not None
+    assert f.calls.direct is not None
     step = np.asarray(0.5) if argument == "array" else 0.5
     start = threading.Barrier(4)
 

@@ -232,7 +232,7 @@ def test_a_functions_kernels_are_built_together_before_loading(tmp_path, monkeyp
     # One batch: the four kernels and the program runner, by parallel compiler runs.
     assert batches == [5]
     assert len(entries(tmp_path)[0]) == 5
-    assert f._program is not None
+    assert f.calls.program is not None
     value = np.arange(6.0).reshape(2, 3)
     got = f(value)
     np.testing.assert_allclose(got[0], np.exp(value) + 1)

@@ -57,7 +57,7 @@ class Failing(UnaryPythonOp):
 
 def _one_program(f) -> list[str]:
     """The ops of f's nodes that run as Python steps (f must be one program)."""
-    assert f._program is not None, [str(n.op) for n in f.kernels]
+    assert f.calls.program is not None, [str(n.op) for n in f.kernels]
     return [type(n.op).__name__ for n, k in f.kernels.items() if k.backend != "c"]
 
 
@@ -75,7 +75,7 @@ def test_a_random_mask_and_the_update_it_feeds_are_one_program():
     assert "RandomVariable" in _one_program(f)
     with tensorjit.config.change_flags(whole_graph=False):
         g, w_g = build()
-    assert g._program is None
+    assert g.calls.program is None
     xv = np.random.default_rng(0).standard_normal((5, 4))
     for _ in range(3):  # the same seed: the same masks, the same costs and updates
         np.testing.assert_allclose(f(xv), g(xv), rtol=1e-12)
@@ -143,7 +143,7 @@ def test_a_view_from_a_python_step_keeps_its_buffer_for_in_place_updates():
     a = tensorjit.shared(np.arange(3.0), name="a")
     x, y = T.vectors("x", "y")
     f = tensorjit.function([x, y], (a * y).sum(), updates=[(a, Print("a")(a) + x)])
-    assert f._program is not None
+    assert f.calls.program is not None
     with pytest.raises(ValueError):
         f(np.ones(3), np.ones(4))
     np.testing.assert_array_equal(a.get_value(), np.arange(3.0))
@@ -155,7 +155,7 @@ def test_programs_with_python_steps_are_used_by_the_program_vm():
     x = T.vector("x")
     out = Failing()(x) * 2
     f = tensorjit.function([x], [out, out + 1])
-    assert isinstance(f.vm, ProgramVM) or f._fast_program is not None
+    assert isinstance(f.vm, ProgramVM) or f.calls.direct is not None
     np.testing.assert_array_equal(f(np.ones(2))[1], [3.0, 3.0])
 
 
@@ -228,7 +228,7 @@ def test_calls_from_threads_draw_from_the_random_stream_one_at_a_time():
     x = T.vector("x")
     f = tensorjit.function([x], streams.uniform((4,)) + x)
     assert _one_program(f) == ["RandomVariable"]
-    assert f._serial and f._fast_program is not None
+    assert f.calls.serial and f.calls.direct is not None
     draws = []
 
     def work():
@@ -282,7 +282,7 @@ def test_a_node_its_c_step_does_not_cover_runs_its_per_node_kernel_as_a_python_s
     # indexing step covers only pairs of index vectors.
     x, rows = T.matrix("x"), T.lvector("rows")
     f = tensorjit.function([x, rows], T.exp(x[rows]).sum(axis=1))
-    assert f._program is not None
+    assert f.calls.program is not None
     assert [k.name for n, k in f.kernels.items() if type(n.op).__name__ == "AdvancedSubtensor"] == [
         "c:indexing"
     ]

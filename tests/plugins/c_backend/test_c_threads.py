@@ -89,7 +89,7 @@ def compile_c(inputs, outputs, path, n_threads=2, **kwargs):
     flags = {"whole_graph": path == "whole-graph", "threads": n_threads}
     with tensorjit.config.change_flags(**flags):
         f = tensorjit.function(inputs, outputs, mode=C_ONLY, **kwargs)
-    assert (f._program is not None) == (path == "whole-graph")
+    assert (f.calls.program is not None) == (path == "whole-graph")
     checked = [n for n in f.kernels if isinstance(n.op, (Elemwise, Reduce, *rowwise.OPS))]
     assert checked
     for node in checked:
@@ -286,7 +286,7 @@ def test_streamed_outputs_on_two_threads(path):
     with tensorjit.config.change_flags(stream_min_bytes=64):
         f = compile_c([a, b], [a * b + 1, T.exp(a) - b], path)
     if path == "whole-graph":
-        assert 64 in f._program.stream_thresholds()
+        assert 64 in f.calls.program.stream_thresholds()
     serial = call(f, [x, y], 1)
     assert_same_bits(call(f, [x, y], 2), serial)
     np.testing.assert_allclose(serial[0], x * y + 1, rtol=1e-12)
