@@ -510,7 +510,7 @@ _UNARY_FLOAT["gamma"] = "tgamma"
 _UNARY_HELPER = {"sigmoid": "sigmoid", "softplus": "softplus", "gammaln": "lgamma"}
 _UNARY_HELPER |= {name: "v" + name for name in ("exp", "expm1", "log", "log1p", "tanh")}
 _UNARY_HELPER["round_half_away_from_zero"] = "round_away"
-_UNARY_HELPER |= {"erf": "erf", "erfc": "erfc"}  # float32's vectorised (vector_erf.py)
+_UNARY_HELPER |= {"erf": "erf", "erfc": "erfc"}  # vectorised but float64 erfc (vector_erf.py)
 
 # Elementwise loops carry no dependence between iterations (an operand overlapping the
 # output in any other way than element for element is copied first), so they are marked

@@ -15,15 +15,14 @@ accumulates into out. The squares are taken in the weight's dtype; the decay pas
 them in eight double sums, the one pass in vector lanes of the weight's dtype along each
 row (n / 16 terms a lane), the rows' sums in double.
 
-The one pass runs on one thread only (as skinny.py's kernels). Tried with its row blocks
-split over two threads, it was faster alone (153 against 173 us) but slower inside the
-MLP step (0.57 against 0.45 ms a step, median): the pool's worker contended with
-OpenBLAS's spinning ones.
+The one pass runs on one thread only (as skinny.py's kernels): with its row blocks split
+over two threads it was faster alone but slower inside the MLP step, where the pool's
+worker contended with OpenBLAS's spinning ones.
 
-The one pass is float32's only: on the tutorial MLP's W1 update (784 x 500, k = 20, one
-core; benchmarks/penalised_update.py) it takes ~252 us into a new array (~239 in place)
-against ~273 (~268) for the decay pass and OpenBLAS; in float64 both took ~515 us (the
-products, twice the FMAs, dominate), so float64 keeps BLAS's order.
+The one pass is float32's only: in float64 the products (twice the FMAs) dominate and it
+gained nothing over the decay pass and OpenBLAS, so float64 keeps BLAS's order
+(benchmarks/penalised_update.py; the times are in benchmarks/RESULTS.md, "The penalised
+update in one pass" and "Numbers out of docstrings").
 
 Whole-graph programs call the same function (program.c's penalised step).
 """

@@ -68,8 +68,9 @@ static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t
 /* Max pooling over tiles (window == stride, no padding: every CNN's 2x2 pool): each
    image element is in at most one window, so no window is clipped and the gradient
    writes each element once. Both run along contiguous image rows, a chunk of tiles at
-   a time (strided or branchy loops over the windows were 5x slower): the maximum over
-   the window's rows first, then over each tile's columns. */
+   a time (loops over the windows' strided elements, or branches on which one wins, are
+   several times slower): the maximum over the window's rows first, then over each
+   tile's columns. */
 #define TJ_TILE_CHUNK 1024
 #define TJ_MAX_NAN(m, v) (((v) > (m)) | ((v) != (v)) ? (v) : (m)) /* NaN wins; no branch */
 static inline int tj_tiled(int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t wh,

@@ -108,8 +108,8 @@ def _interpreter() -> Any:
 def stream_min_bytes() -> int:
     """Config ``stream_min_bytes`` in bytes: by default, outputs of steps touching at
     least half the last-level cache stream past it (see streaming.c); with two threads
-    or more, the whole cache (cached stores then pay off longer: at 24 MB, 2 threads,
-    cached 195 us against streamed 285 us; at 48 MB streamed wins, 652 against 789).
+    or more, the whole cache (cached stores then pay off longer: benchmarks/RESULTS.md has
+    the times at 24 and 48 MB).
     Read when a function is compiled, with the thread count of that moment."""
     chosen = config.stream_min_bytes
     if chosen != "auto":

@@ -1,8 +1,9 @@
-"""Vectorisable float32 ``erf`` and ``erfc`` for the host C backend.
+"""Vectorisable ``erf`` (float32 and float64) and float32 ``erfc`` for the host C
+backend.
 
 libm's ``erff``/``erfcf`` are a call per element, so a fused loop containing one is not
-vectorised (10^6 float32 erf took 11.5 ms, exp 0.44 ms). These are branch-free (every
-piece is computed and one selected):
+vectorised (benchmarks/RESULTS.md has the times). These are branch-free (every piece is
+computed and one selected):
 
 - erf, in float arithmetic (eight lanes with AVX2): |x| <= 1: x P32(x^2), the constant
   term 2/sqrt(pi) as a float pair (else every tiny x is off by its rounding); 1 < |x|
@@ -13,12 +14,16 @@ piece is computed and one selected):
   ulp of double's exp); beyond X_MAX, float32's erfc is 0 (2 for negative x), which the
   clamped tail gives (erfc's relative accuracy in its tail needs double's exp).
 
-P32/Q32, P and Q come from ``python -m tensorjit.tools.fit_erf``. Both are at most 1 ulp
-from SciPy's double erf/erfc rounded to float32, checked by
-tests/plugins/c_backend/test_c_vector_erf.py over [-11, 11] and measured by
-benchmarks/erf_accuracy.py (benchmarks/RESULTS.md has the counts). NaN stays NaN, -0
-gives -0 (erf), +-inf gives +-1 (erf), 0 and 2 (erfc).
-float64 erf and erfc stay libm's calls.
+- float64 erf: |x| <= 1: x c0 + x u S1(u), u = x^2 (the leading product exact inside an
+  FMA); 1 < |x| <= 6: 1 - exp(-x^2) T64(s) / |x| with exp(-x^2) from x^2's rounded value
+  and its error (exact with FMA); beyond 5.93 double's erf is +-1.
+
+P32/Q32, P and Q, S64 and T64 come from ``python -m tensorjit.tools.fit_erf``. The
+float32 ones are at most 1 ulp from SciPy's double erf/erfc rounded to float32, float64
+erf at most 1 ulp from the correctly rounded value (2 without FMA), checked by
+tests/plugins/c_backend/test_c_vector_erf.py and measured by benchmarks/erf_accuracy.py
+and special_accuracy.py (benchmarks/RESULTS.md has the counts). NaN stays NaN, -0 gives
+-0 (erf), +-inf gives +-1 (erf), 0 and 2 (erfc). float64 erfc stays libm's call.
 """
 
 from __future__ import annotations
@@ -55,6 +60,23 @@ Q32 = (
     -4.112980968784541e-05, 2.116227005899418e-05,
 )  # fmt: skip
 Q_SCALE, Q_SHIFT = 1 / 0.375, -0.625 / 0.375
+# float64 erf (fit_erf's float64 fits, least squares in 40 digits: largest errors 1.8e-17
+# relative and 6.6e-18 of erf): x S64(x^2) for |x| <= 1; 1 - exp(-x^2) T64(s) / |x| for
+# 1 < |x| <= 6, s = 2.4 / |x| - 1.4 in [-1, 1] (beyond 5.93 double's erf is +-1)
+S64 = (
+    1.1283791670955126, -0.37612638903183593, 0.11283791670946516, -0.026866170643424187,
+    0.005223977608359273, -0.0008548326025302988, 0.00012055296182552283,
+    -1.4924758260307543e-05, 1.6447656865154593e-06, -1.6210067169629653e-07,
+    1.3726218004447581e-08, -7.806297622140089e-10,
+)  # fmt: skip
+T64 = (
+    0.49666648512593875, -0.07128287792547476, -0.0019368880677121262, 0.006219717587738716,
+    -0.002669343030629289, 0.0006408677413213794, -2.4390260537824863e-06,
+    -9.303457568082257e-05, 5.951617596153019e-05, -2.385635246202767e-05,
+    5.901824001150202e-06, 2.1445613154952345e-07, -1.2966217065250052e-06,
+    9.302204269180138e-07, -4.359814681340764e-07, 1.3515948922669069e-07,
+    -1.863871960337211e-08, -3.1397008030869608e-09, 1.2244056760934664e-09,
+)  # fmt: skip
 X_MAX = 10.1
 T_MIN = 1 / X_MAX
 
@@ -146,7 +168,24 @@ TJ_INLINE float tj_erfc_f(float x) {
 }
 """,
     ),
-    # float64 keeps libm's (its accuracy needs longer fits: a later step)
-    "tj_erf_d": ((), "TJ_INLINE double tj_erf_d(double x) { return erf(x); }\n"),
+    # float64 erfc keeps libm's (its tail needs relative accuracy out to 27)
+    "tj_erf_d": (
+        ("tj_vexp_d",),
+        f"""
+TJ_INLINE double tj_erf_d(double x) {{
+    /* exp(-a^2) as exp(-u) (1 - lo), a^2 = u + lo (lo exact with FMA; without, the
+       rounding costs at most a^2 erfc(a) 2^-53 <= 0.16 ulp of erf); NaN stays NaN */
+    const double a = fabs(x) > 6 ? 6 : fabs(x), u = a * a, t = 1 / a;
+    {estrin_powers("u", len(S64) - 1, "d")}
+    /* a c0 + a u S1(u): the leading product exact inside the FMA (S64(u) rounded first
+       would cost an ulp of a result in a lower binade) */
+    const double small = TJ_MA_d(a, {S64[0]!r}, a * (u * {estrin(_literals(S64[1:]), "u", "d")}));
+    const double lo = TJ_MA_d(a, a, -u), s = TJ_MA_d(t, 2.4, -1.4);
+    {estrin_powers("s", len(T64), "d")}
+    const double tail = 1 - tj_vexp_d(-u) * (1 - lo) * {estrin(_literals(T64), "s", "d")} * t;
+    return copysign(a <= 1 ? small : tail, x); /* keeps -0 */
+}}
+""",
+    ),
     "tj_erfc_d": ((), "TJ_INLINE double tj_erfc_d(double x) { return erfc(x); }\n"),
 }
