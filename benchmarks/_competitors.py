@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 THREAD_VARS = (
     "OPENBLAS_NUM_THREADS",
@@ -285,3 +286,10 @@ class CpuWitness:
             f"CPU used by other processes during the run: {others:.1f} core-s in {wall:.0f} s "
             f"({100 * others / wall:.0f}% of one core; {os.cpu_count()} cores)"
         )
+
+
+def whole_graph_program(fn: Any) -> Any:
+    """A compiled tensorjit function's whole-graph program, or None (its call path's;
+    checkouts before the call path kept it on the function)."""
+    calls = getattr(fn, "calls", None)
+    return calls.program if calls is not None else getattr(fn, "_program", None)

@@ -40,6 +40,7 @@ from _competitors import (
     setup_pytensor_blas,
     thread_report,
     threads_from_argv,
+    whole_graph_program,
 )
 
 limit_threads(threads_from_argv())  # before NumPy loads OpenBLAS
@@ -247,7 +248,8 @@ def run_dtype(dtype: str, args) -> None:
             elapsed = time.perf_counter() - start
             backends = Counter(getattr(k, "backend", "?") for k in fn.kernels.values())
             kinds = ", ".join(f"{n} {b}" for b, n in backends.most_common())
-            runs = "one whole-graph C program" if fn._program is not None else "per-node VM"
+            whole = whole_graph_program(fn) is not None
+            runs = "one whole-graph C program" if whole else "per-node VM"
             notes.append(f"{name}: compiled in {elapsed:.2f} s; node kernels: {kinds}; {runs}")
             timed(name, fn)
 

@@ -43,7 +43,13 @@ import sys
 import time
 import warnings
 
-from _competitors import limit_threads, setup_pytensor_blas, thread_report, threads_from_argv
+from _competitors import (
+    limit_threads,
+    setup_pytensor_blas,
+    thread_report,
+    threads_from_argv,
+    whole_graph_program,
+)
 
 limit_threads(threads_from_argv())  # before NumPy loads OpenBLAS
 PYTENSOR_BLAS = setup_pytensor_blas()  # before PyTensor is imported
@@ -443,9 +449,9 @@ def run(model: str, dtype: str, args) -> None:
     start = time.perf_counter()
     fn = symbolic_step("tensorjit", model, x_all, y_all, params0, dtype, None)
     nodes = len(fn.kernels)
-    inside = nodes if fn._program is not None else fn.vm.segment_nodes
+    inside = nodes if whole_graph_program(fn) is not None else fn.vm.segment_nodes
     # Inside a program, a node without a C step (a random draw, a scan) is a Python step.
-    python = sum(k.backend != "c" for k in fn.kernels.values()) if fn._program else 0
+    python = sum(k.backend != "c" for k in fn.kernels.values()) if whole_graph_program(fn) else 0
     notes.append(f"tensorjit: compiled in {time.perf_counter() - start:.2f} s; "
                  f"{inside} of {nodes} nodes inside whole-graph programs"
                  f"{f' ({python} of them Python steps)' if python else ''}")  # fmt: skip

@@ -1,6 +1,8 @@
 """C kernels for 2-D convolution (``Conv2d``) and its two gradients
 (``Conv2dGradInputs``, ``Conv2dGradWeights``), float32 and float64: im2col + GEMM, one
-image at a time.
+image at a time, the images split over the worker pool (each part its own columns
+buffer, its products on one BLAS thread; the weights' gradient summed per part, then
+the parts in order).
 
 For image ``n`` the windows are unrolled into ``cols`` (K x P: K = channels x filter
 rows x filter cols, P = output pixels; zeros where a window covers padding), small enough
@@ -28,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import blas, compiler
+from tensorjit.plugins.c_backend import blas, compiler, parallel, threads
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
@@ -44,14 +46,24 @@ GEOMETRY = (
 )
 SOURCE = r"""
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+%(PARALLEL)s
 typedef %(I)s tj_int;
 typedef %(T)s T;
 typedef void (*tj_gemm_t)(char *, char *, tj_int *, tj_int *, tj_int *, T *, T *, tj_int *,
                           T *, tj_int *, T *, T *, tj_int *);
 static tj_gemm_t tj_gemm;
 
-int tj_conv_init(void *gemm) { tj_gemm = (tj_gemm_t)gemm; return gemm == NULL; }
+/* OpenBLAS's openblas_set_num_threads_local (NULL where the BLAS lacks it) */
+typedef int (*tj_local_threads_t)(int);
+static tj_local_threads_t tj_blas_local_threads;
+
+int tj_conv_init(void *gemm, void *local_threads) {
+    tj_gemm = (tj_gemm_t)gemm;
+    tj_blas_local_threads = (tj_local_threads_t)local_threads;
+    return gemm == NULL;
+}
 
 /* Row-major C (m x k2) = op(A) op(B) (+ beta C): the column-major C^T = op(B)^T op(A)^T. */
 static void tj_mm(char ta, char tb, int64_t m, int64_t nn, int64_t k, const T *a,
@@ -131,36 +143,105 @@ static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int6
             }
 }
 
-void tj_conv_forward(const T *x, const T *wt, T *out, T *cols, %(G)s) {
-    int64_t k = c * kh * kw, p = oh * ow;
-    for (int64_t i = 0; i < n; i++) {
-        tj_im2col(x + i * c * h * w, cols, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
-        tj_mm('N', 'N', f, p, k, wt, k, cols, p, (T)0, out + i * f * p, p);
+/* The images are split over the worker pool, each part with its own columns buffer;
+   a part's products run on one BLAS thread (OpenBLAS's thread-local count, where the
+   library has it): a product per image is too small for BLAS's own threads, whose
+   hand-offs cost more than they share (2-3x slower on two cores). Without that
+   setter the images run in order on this thread, the products as BLAS chooses. */
+
+typedef struct {
+    const T *x, *wt, *g;
+    T *out;
+    int64_t n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl;
+    int kind; /* 0 forward, 1 weights, 2 inputs */
+    int status;
+    T *partial[TJ_MAX_PARTS]; /* weights: each part's sum over its images */
+} tj_conv_args;
+
+static int tj_conv_range(tj_conv_args *a, int64_t lo, int64_t hi, int part) {
+    const int64_t k = a->c * a->kh * a->kw, p = a->oh * a->ow, image = a->c * a->h * a->w;
+    T *cols = (T *)malloc(sizeof(T) * (k * p > 0 ? k * p : 1));
+    T *gw = a->kind == 1 ? (T *)calloc((size_t)(a->f * k > 0 ? a->f * k : 1), sizeof(T)) : NULL;
+    if (cols == NULL || (a->kind == 1 && gw == NULL)) {
+        free(cols);
+        free(gw);
+        return -1;
     }
+    if (tj_blas_local_threads)
+        tj_blas_local_threads(1);
+    for (int64_t i = lo; i < hi; i++) {
+        if (a->kind == 0) {
+            tj_im2col(a->x + i * image, cols, a->c, a->h, a->w, a->kh, a->kw, a->oh, a->ow,
+                      a->sh, a->sw, a->pt, a->pl);
+            tj_mm('N', 'N', a->f, p, k, a->wt, k, cols, p, (T)0, a->out + i * a->f * p, p);
+        } else if (a->kind == 1) {
+            tj_im2col(a->x + i * image, cols, a->c, a->h, a->w, a->kh, a->kw, a->oh, a->ow,
+                      a->sh, a->sw, a->pt, a->pl);
+            tj_mm('N', 'T', a->f, k, p, a->g + i * a->f * p, p, cols, p, (T)1, gw, k);
+        } else {
+            tj_mm('T', 'N', k, p, a->f, a->wt, k, a->g + i * a->f * p, p, (T)0, cols, p);
+            tj_col2im(cols, a->out + i * image, a->c, a->h, a->w, a->kh, a->kw, a->oh, a->ow,
+                      a->sh, a->sw, a->pt, a->pl);
+        }
+    }
+    if (tj_blas_local_threads)
+        tj_blas_local_threads(0); /* back to the library's own count */
+    free(cols);
+    if (gw != NULL)
+        a->partial[part] = gw;
+    return 0;
 }
 
-void tj_conv_grad_weights(const T *x, const T *g, T *gw, T *cols, %(G)s) {
-    int64_t k = c * kh * kw, p = oh * ow;
-    memset(gw, 0, sizeof(T) * f * k);
-    for (int64_t i = 0; i < n; i++) {
-        tj_im2col(x + i * c * h * w, cols, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
-        tj_mm('N', 'T', f, k, p, g + i * f * p, p, cols, p, (T)1, gw, k);
-    }
+static void tj_conv_part(void *c, int64_t lo, int64_t hi, int part) {
+    tj_conv_args *a = (tj_conv_args *)c;
+    if (tj_conv_range(a, lo, hi, part))
+        __atomic_store_n(&a->status, -1, __ATOMIC_RELAXED);
 }
 
-void tj_conv_grad_inputs(const T *wt, const T *g, T *gx, T *cols, %(G)s) {
-    int64_t k = c * kh * kw, p = oh * ow;
-    for (int64_t i = 0; i < n; i++) {
-        tj_mm('T', 'N', k, p, f, wt, k, g + i * f * p, p, (T)0, cols, p);
-        tj_col2im(cols, gx + i * c * h * w, c, h, w, kh, kw, oh, ow, sh, sw, pt, pl);
+/* Runs one kind over every image; the weights' gradient is the parts' sums added in
+   part order. Returns -1 where a buffer could not be allocated. */
+static int tj_conv_run(tj_conv_args *a) {
+    int parts = 1;
+    for (int k = 0; k < TJ_MAX_PARTS; k++) a->partial[k] = NULL;
+    a->status = 0;
+    if (tj_parallel && tj_blas_local_threads && a->n > 1)
+        parts = tj_parallel(tj_conv_part, a, a->n, 1, 1);
+    else
+        tj_conv_part(a, 0, a->n, 0);
+    if (a->kind == 1) {
+        const int64_t size = a->f * a->c * a->kh * a->kw;
+        memset(a->out, 0, sizeof(T) * size);
+        for (int k = 0; k < parts && k < TJ_MAX_PARTS; k++) {
+            const T *partial = a->partial[k];
+            if (partial == NULL)
+                continue;
+            for (int64_t j = 0; j < size; j++) a->out[j] += partial[j];
+            free(a->partial[k]);
+        }
     }
+    return a->status;
+}
+
+int tj_conv_forward(const T *x, const T *wt, T *out, %(G)s) {
+    tj_conv_args a = {x, wt, NULL, out, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 0};
+    return tj_conv_run(&a);
+}
+
+int tj_conv_grad_weights(const T *x, const T *g, T *gw, %(G)s) {
+    tj_conv_args a = {x, NULL, g, gw, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 1};
+    return tj_conv_run(&a);
+}
+
+int tj_conv_grad_inputs(const T *wt, const T *g, T *gx, %(G)s) {
+    tj_conv_args a = {NULL, wt, g, gx, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 2};
+    return tj_conv_run(&a);
 }
 """
 CDEF = """
-int tj_conv_init(void *gemm);
-void tj_conv_forward(const {T} *x, const {T} *wt, {T} *out, {T} *cols, {G});
-void tj_conv_grad_weights(const {T} *x, const {T} *g, {T} *gw, {T} *cols, {G});
-void tj_conv_grad_inputs(const {T} *wt, const {T} *g, {T} *gx, {T} *cols, {G});
+int tj_conv_init(void *gemm, void *local_threads);
+int tj_conv_forward(const {T} *x, const {T} *wt, {T} *out, {G});
+int tj_conv_grad_weights(const {T} *x, const {T} *g, {T} *gw, {G});
+int tj_conv_grad_inputs(const {T} *wt, const {T} *g, {T} *gx, {G});
 """
 SYMBOLS = ("tj_conv_init", "tj_conv_forward", "tj_conv_grad_weights", "tj_conv_grad_inputs")
 _LOCK = threading.Lock()
@@ -172,7 +253,8 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
         ilp64 = blas.provider().ilp64
     t = FLOATS[dtype][1]
     subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
-    return SOURCE % subs, CDEF.format(T=t, G=GEOMETRY)
+    subs["PARALLEL"] = parallel.DECLARATIONS
+    return SOURCE % subs, parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 
 def library(dtype: str) -> tuple[Any, Any, bool]:
@@ -186,7 +268,8 @@ def library(dtype: str) -> tuple[Any, Any, bool]:
             source, cdef = source_of(dtype, chosen.ilp64)
             ffi, lib = compiler.load(source, cdef, SYMBOLS, f"convolution kernels ({dtype})")
             gemm = chosen.pointers[blas.ROUTINES.index(FLOATS[dtype][0] + "gemm")]
-            if lib.tj_conv_init(ffi.cast("void *", gemm)):
+            local = threads.blas_local_threads_setter(chosen.where)
+            if lib.tj_conv_init(ffi.cast("void *", gemm), ffi.cast("void *", local)):
                 raise RuntimeError(f"convolution kernels: no GEMM in {chosen.where}")
             ready = _READY[key] = (ffi, lib, chosen.ilp64)
         return ready
@@ -214,6 +297,10 @@ def factory(node: Apply) -> Run:
         # (the cast does not keep ``a`` alive: callers hold every array in a variable)
         return ffi.cast(t, ffi.from_buffer(a))
 
+    def checked(status: int) -> None:
+        if status:
+            raise MemoryError(f"{op}: out of memory for the columns of its images")
+
     def flipped(w: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(op._effective(w), dtype=dtype)
 
@@ -232,10 +319,9 @@ def factory(node: Apply) -> Run:
                 return perform(node, inputs, output_storage)
             out = output_buffer(output_storage[0][0], (n, f, *out_hw), dtype, inputs)
             if out.size and k:
-                cols = np.empty(k * p, dtype)
                 g = geometry(n, c, x.shape[2:], f, w.shape[2:], pads, out_hw)
                 wf = flipped(w)
-                lib.tj_conv_forward(ptr(x), ptr(wf), ptr(out), ptr(cols), *g)
+                checked(lib.tj_conv_forward(ptr(x), ptr(wf), ptr(out), *g))
             elif out.size:
                 out[...] = 0
             output_storage[0][0] = out
@@ -254,9 +340,8 @@ def factory(node: Apply) -> Run:
                 return perform(node, inputs, output_storage)
             gw = np.empty((f, c, *k_hw), dtype)
             if gw.size and n and p:
-                cols = np.empty(k * p, dtype)
                 geo = geometry(n, c, x.shape[2:], f, k_hw, pads, out_hw)
-                lib.tj_conv_grad_weights(ptr(x), ptr(g), ptr(gw), ptr(cols), *geo)
+                checked(lib.tj_conv_grad_weights(ptr(x), ptr(g), ptr(gw), *geo))
             else:
                 gw[...] = 0
             output_storage[0][0] = flipped(gw)
@@ -276,10 +361,9 @@ def factory(node: Apply) -> Run:
                 return perform(node, inputs, output_storage)
             gx = output_buffer(output_storage[0][0], (n, c, *hw), dtype, inputs)
             if gx.size and f and p:
-                cols = np.empty(k * p, dtype)
                 geo = geometry(n, c, hw, f, w.shape[2:], pads, out_hw)
                 wf = flipped(w)
-                lib.tj_conv_grad_inputs(ptr(wf), ptr(g), ptr(gx), ptr(cols), *geo)
+                checked(lib.tj_conv_grad_inputs(ptr(wf), ptr(g), ptr(gx), *geo))
             elif gx.size:
                 gx[...] = 0
             output_storage[0][0] = gx

@@ -132,18 +132,42 @@ def set_blas_threads(count: int) -> bool:
     return True
 
 
+def _blas_libraries(where: str) -> list[pathlib.Path]:
+    """The library at ``where``, or, for SciPy's capsules, SciPy's bundled OpenBLAS."""
+    path = pathlib.Path(where)
+    if path.exists():
+        return [path]
+    import scipy
+
+    root = pathlib.Path(scipy.__file__).parent
+    return sorted((root.parent / "scipy.libs").glob("libscipy_openblas*"))
+
+
+@functools.cache
+def blas_local_threads_setter(where: str) -> int:
+    """The address of OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27 and later:
+    the thread count of the calling thread's products; 0 returns to the library's own)
+    in the BLAS at ``where``, or 0 where it has none. Kernels that make many small
+    products from the pool's workers (convolution.py) run each on one BLAS thread."""
+    names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
+    for lib_path in _blas_libraries(where):
+        try:
+            lib = ctypes.CDLL(str(lib_path))
+        except OSError:
+            continue
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return ctypes.cast(fn, ctypes.c_void_p).value or 0
+    return 0
+
+
 @functools.cache
 def _blas_function(where: str, verb: str) -> Any:
     """OpenBLAS's ``<verb>_num_threads`` in the library at ``where`` (or, for SciPy's
     capsules, in SciPy's bundled OpenBLAS); NumPy's scipy-openblas64 and SciPy's
     scipy-openblas32 export prefixed names."""
-    path = pathlib.Path(where)
-    candidates = [path] if path.exists() else []
-    if not candidates:
-        import scipy
-
-        root = pathlib.Path(scipy.__file__).parent
-        candidates = sorted((root.parent / "scipy.libs").glob("libscipy_openblas*"))
+    candidates = _blas_libraries(where)
     names = [f"scipy_openblas_{verb}_num_threads64_", f"scipy_openblas_{verb}_num_threads"]
     names.append(f"openblas_{verb}_num_threads")
     for lib_path in candidates:

@@ -134,7 +134,7 @@ def test_the_program_step_agrees_with_the_per_node_kernel_on_every_layout():
     f = tensorjit.function([x, r], outputs, mode=C_ONLY)
     with tensorjit.config.change_flags(whole_graph=False):
         g = tensorjit.function([x, r], outputs, mode=C_ONLY)
-    assert f._program is not None and g._program is None
+    assert f.calls.program is not None and g.calls.program is None
     assert len(fused_nodes(f)) == 4
     rv = RNG.standard_normal((1, 30))
     for arg in layouts((40, 30), "float64").values():

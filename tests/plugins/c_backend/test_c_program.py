@@ -35,8 +35,8 @@ def both(inputs, outputs, **kwargs):
     f = tensorjit.function(inputs, outputs, **kwargs)
     with tensorjit.config.change_flags(whole_graph=False):
         g = tensorjit.function(inputs, outputs, **kwargs)
-    assert f._program is not None, [str(n.op) for n in f.kernels]
-    assert g._program is None
+    assert f.calls.program is not None, [str(n.op) for n in f.kernels]
+    assert g.calls.program is None
     return f, g
 
 
@@ -133,7 +133,7 @@ def test_inplace_updates_of_shared_variables():
     v = tensorjit.shared(np.ones(4), name="v")
     out = (w * x).sum()
     f = tensorjit.function([x], out, updates=[(w, w - 0.5 * x), (v, v * 2 + w)])
-    assert f._program is not None
+    assert f.calls.program is not None
     w0 = w.get_value()
     got = f(np.full(4, 2.0))
     assert got == pytest.approx((w0 * 2).sum())
@@ -169,7 +169,7 @@ def test_an_in_place_increment_of_a_shared_variable_commits_only_on_success():
     w = tensorjit.shared(np.zeros((4, 3)), name="w")
     v, k = T.matrix("v"), T.lscalar("k")
     f = tensorjit.function([v, k], w.sum(), updates=[(w, T.inc_subtensor(w[k:], v))])
-    assert f._program is not None
+    assert f.calls.program is not None
     f(np.ones((2, 3)), 2)
     np.testing.assert_array_equal(w.get_value(), [[0] * 3, [0] * 3, [1] * 3, [1] * 3])
     with pytest.raises(ValueError):
@@ -185,7 +185,7 @@ def test_an_increment_numpy_refuses_after_writing_is_added_once(whole_graph):
     v = T.matrix("v")
     with tensorjit.config.change_flags(whole_graph=whole_graph):
         f = tensorjit.function([v], w.sum(), updates=[(w, T.inc_subtensor(w[0:], v))])
-    assert (f._program is not None) == whole_graph
+    assert (f.calls.program is not None) == whole_graph
     with np.errstate(over="raise"), pytest.raises(FloatingPointError):
         f(np.array([[1.0, 1e308]]))
     np.testing.assert_array_equal(w.get_value(), [[1.0, np.inf]])  # added once, as NumPy
@@ -232,11 +232,11 @@ def test_graphs_the_program_does_not_cover_keep_the_per_node_vm():
     x, v = T.matrix("x"), T.vector("v")
     rows = T.lvector("rows")
     f = tensorjit.function([x, v, rows], T.inc_subtensor((x + 1)[rows], v) * 2)
-    assert f._program is None and not isinstance(f.vm, ProgramVM)
+    assert f.calls.program is None and not isinstance(f.vm, ProgramVM)
     got = f(np.zeros((3, 2)), np.ones(2), np.array([2, 0, 2]))
     np.testing.assert_array_equal(got, [[4.0, 4.0], [2.0, 2.0], [6.0, 6.0]])
     debug = tensorjit.function([x], x + 1, mode="DebugMode")
-    assert debug._program is None
+    assert debug.calls.program is None
 
 
 def test_large_arrays_from_two_threads():
@@ -342,7 +342,7 @@ def test_cross_entropy_training_step_is_one_program():
     f = tensorjit.function([x, y], cost, updates=updates)
     kinds = {type(n.op).__name__ for n in f.kernels}
     assert {"Shape", "SelectClassGrad", "Gemm"} <= kinds, kinds
-    assert f._program is not None
+    assert f.calls.program is not None
     w0, b0 = w.get_value(), b.get_value()
     with tensorjit.config.change_flags(whole_graph=False):
         g = tensorjit.function([x, y], cost, updates=updates)
@@ -500,7 +500,7 @@ def test_only_output_steps_stream_from_the_configured_size():
     def thresholds(**flags):
         with tensorjit.config.change_flags(**flags):
             f, _ = both([x, y], outputs)
-        return f._program.stream_thresholds()
+        return f.calls.program.stream_thresholds()
 
     default = thresholds(threads=1)
     assert sorted(set(default)) == [0, last_level_cache_bytes() // 2]
