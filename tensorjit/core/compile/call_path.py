@@ -73,18 +73,18 @@ class CallPath:
         self.direct = None
 
     # ---------------------------------------------------------------- the user's calls
-    def __call__(self, args: tuple, kwargs: dict, trust_input: bool) -> Any:
-        """A user's call: the outputs as the function returns them."""
-        if not self.profile.enabled:
-            return self._call(args, kwargs, trust_input)
+    def timed(self, args: tuple, kwargs: dict, trust_input: bool) -> Any:
+        """``run``, timed as a whole into the profile (functions compiled with
+        ``profile=True`` call this instead)."""
         started = time.perf_counter()
         try:
-            return self._call(args, kwargs, trust_input)
+            return self.run(args, kwargs, trust_input)
         finally:
             self.profile.calls += 1
             self.profile.call_seconds += time.perf_counter() - started
 
-    def _call(self, args: tuple, kwargs: dict, trust_input: bool) -> Any:
+    def run(self, args: tuple, kwargs: dict, trust_input: bool) -> Any:
+        """A user's call: the outputs as the function returns them."""
         memory = self.memory
         if memory.destroyed_shared_cells:
             memory.copy_read_only_destroyed()

@@ -130,6 +130,7 @@ class Function:
         self._profile.compile_seconds["linking and kernels"] = time.perf_counter() - linking
         #: the call path: filter -> run (program or VM) -> commit (core/compile/call_path.py)
         self.calls = CallPath(memory, self.vm, program, checker, self._profile, unpack_single)
+        self._run = self.calls.run  # (calls.timed once profiling)
         if profile:
             self._start_profiling(order, kernels, program)
 
@@ -147,6 +148,7 @@ class Function:
             self.calls.use_program(timed)
             if isinstance(self.vm, ProgramVM):
                 self.vm.program = timed
+        self._run = self.calls.timed
 
     # ---------------------------------------------------------------- Theano's API
     @property
@@ -275,9 +277,10 @@ class Function:
                 self.vm.storage[var][0] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.output_keys is not None:  # (the per-node path: see function())
-            return dict(zip(self.output_keys, self.calls(args, kwargs, self.trust_input)))
-        return self.calls(args, kwargs, self.trust_input)
+        outputs = self._run(args, kwargs, self.trust_input)  # core/compile/call_path.py
+        if self.output_keys is None:
+            return outputs
+        return dict(zip(self.output_keys, outputs))  # (the per-node path: see function())
 
     def program_loop(self) -> Any:
         """The ``loop`` of this function's whole-graph program (see
