@@ -1,8 +1,6 @@
 """C kernels for 2-D convolution (``Conv2d``) and its two gradients
 (``Conv2dGradInputs``, ``Conv2dGradWeights``), float32 and float64: im2col + GEMM, one
-image at a time, the images split over the worker pool (each part its own columns
-buffer, its products on one BLAS thread; the weights' gradient summed per part, then
-the parts in order).
+image at a time, the products on one BLAS thread (see the source's comment).
 
 For image ``n`` the windows are unrolled into ``cols`` (K x P: K = channels x filter
 rows x filter cols, P = output pixels; zeros where a window covers padding), small enough
@@ -30,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import blas, compiler, parallel, threads
+from tensorjit.plugins.c_backend import blas, compiler, threads
 from tensorjit.plugins.c_backend.buffers import output_buffer
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
@@ -48,7 +46,6 @@ SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-%(PARALLEL)s
 typedef %(I)s tj_int;
 typedef %(T)s T;
 typedef void (*tj_gemm_t)(char *, char *, tj_int *, tj_int *, tj_int *, T *, T *, tj_int *,
@@ -143,33 +140,30 @@ static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int6
             }
 }
 
-/* The images are split over the worker pool, each part with its own columns buffer;
-   a part's products run on one BLAS thread (OpenBLAS's thread-local count, where the
-   library has it): a product per image is too small for BLAS's own threads, whose
-   hand-offs cost more than they share (2-3x slower on two cores). Without that
-   setter the images run in order on this thread, the products as BLAS chooses. */
-
+/* The products run on one BLAS thread (OpenBLAS's thread-local count, where the library
+   has it): a product per image is too small for BLAS's own threads, whose hand-offs cost
+   more than they share (the CNN step took 2-3x longer on two cores than on one). The
+   images run in order: split over the worker pool, two single-threaded products at a
+   time were slower than one after the other (OpenBLAS serialises them). */
 typedef struct {
     const T *x, *wt, *g;
     T *out;
     int64_t n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl;
     int kind; /* 0 forward, 1 weights, 2 inputs */
-    int status;
-    T *partial[TJ_MAX_PARTS]; /* weights: each part's sum over its images */
 } tj_conv_args;
 
-static int tj_conv_range(tj_conv_args *a, int64_t lo, int64_t hi, int part) {
+/* Runs one kind over every image (the weights' gradient summed into a zeroed buffer);
+   -1 where the columns buffer could not be allocated. */
+static int tj_conv_run(tj_conv_args *a) {
     const int64_t k = a->c * a->kh * a->kw, p = a->oh * a->ow, image = a->c * a->h * a->w;
-    T *cols = (T *)malloc(sizeof(T) * (k * p > 0 ? k * p : 1));
-    T *gw = a->kind == 1 ? (T *)calloc((size_t)(a->f * k > 0 ? a->f * k : 1), sizeof(T)) : NULL;
-    if (cols == NULL || (a->kind == 1 && gw == NULL)) {
-        free(cols);
-        free(gw);
+    T *cols = (T *)malloc(sizeof(T) * (k * p > 0 ? k * p : 1)), *gw = a->out;
+    if (cols == NULL)
         return -1;
-    }
+    if (a->kind == 1)
+        memset(gw, 0, sizeof(T) * a->f * k);
     if (tj_blas_local_threads)
         tj_blas_local_threads(1);
-    for (int64_t i = lo; i < hi; i++) {
+    for (int64_t i = 0; i < a->n; i++) {
         if (a->kind == 0) {
             tj_im2col(a->x + i * image, cols, a->c, a->h, a->w, a->kh, a->kw, a->oh, a->ow,
                       a->sh, a->sw, a->pt, a->pl);
@@ -187,39 +181,7 @@ static int tj_conv_range(tj_conv_args *a, int64_t lo, int64_t hi, int part) {
     if (tj_blas_local_threads)
         tj_blas_local_threads(0); /* back to the library's own count */
     free(cols);
-    if (gw != NULL)
-        a->partial[part] = gw;
     return 0;
-}
-
-static void tj_conv_part(void *c, int64_t lo, int64_t hi, int part) {
-    tj_conv_args *a = (tj_conv_args *)c;
-    if (tj_conv_range(a, lo, hi, part))
-        __atomic_store_n(&a->status, -1, __ATOMIC_RELAXED);
-}
-
-/* Runs one kind over every image; the weights' gradient is the parts' sums added in
-   part order. Returns -1 where a buffer could not be allocated. */
-static int tj_conv_run(tj_conv_args *a) {
-    int parts = 1;
-    for (int k = 0; k < TJ_MAX_PARTS; k++) a->partial[k] = NULL;
-    a->status = 0;
-    if (tj_parallel && tj_blas_local_threads && a->n > 1)
-        parts = tj_parallel(tj_conv_part, a, a->n, 1, 1);
-    else
-        tj_conv_part(a, 0, a->n, 0);
-    if (a->kind == 1) {
-        const int64_t size = a->f * a->c * a->kh * a->kw;
-        memset(a->out, 0, sizeof(T) * size);
-        for (int k = 0; k < parts && k < TJ_MAX_PARTS; k++) {
-            const T *partial = a->partial[k];
-            if (partial == NULL)
-                continue;
-            for (int64_t j = 0; j < size; j++) a->out[j] += partial[j];
-            free(a->partial[k]);
-        }
-    }
-    return a->status;
 }
 
 int tj_conv_forward(const T *x, const T *wt, T *out, %(G)s) {
@@ -253,8 +215,7 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
         ilp64 = blas.provider().ilp64
     t = FLOATS[dtype][1]
     subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
-    subs["PARALLEL"] = parallel.DECLARATIONS
-    return SOURCE % subs, parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
+    return SOURCE % subs, CDEF.format(T=t, G=GEOMETRY)
 
 
 def library(dtype: str) -> tuple[Any, Any, bool]:

@@ -148,7 +148,7 @@ def blas_local_threads_setter(where: str) -> int:
     """The address of OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27 and later:
     the thread count of the calling thread's products; 0 returns to the library's own)
     in the BLAS at ``where``, or 0 where it has none. Kernels that make many small
-    products from the pool's workers (convolution.py) run each on one BLAS thread."""
+    products (convolution.py's, one per image) run them on one BLAS thread."""
     names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
     for lib_path in _blas_libraries(where):
         try:
