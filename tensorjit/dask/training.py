@@ -35,6 +35,10 @@ from tensorjit.core.graph.traversal import clone_replace, graph_inputs
 from tensorjit.core.memory.shared import SharedVariable
 from tensorjit.dask.shipping import Shipped, ship
 
+# How long a trainer made on a cluster without workers waits for one to join (a cluster
+# just started, or a nanny restarting a lost worker).
+WORKER_WAIT_SECONDS = 30
+
 UpdateRule = Callable[[list[SharedVariable], list[Variable]], list[tuple[SharedVariable, Any]]]
 
 
@@ -137,8 +141,14 @@ class DataParallelTrainer:
         self.retries = retries
         self.stats = TrainingStats()
         workers = sorted(client.scheduler_info()["workers"])
-        if not workers:
-            raise RuntimeError("the Dask cluster has no workers")
+        if not workers:  # starting, or restarting after one was lost: wait for one
+            try:
+                client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"the Dask cluster has no workers (none joined in {WORKER_WAIT_SECONDS} s)"
+                ) from None
+            workers = sorted(client.scheduler_info()["workers"])
         self.n_shards = n_shards or len(workers)
         self._workers = workers
         rule = updates or sgd(learning_rate)

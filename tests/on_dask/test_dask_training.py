@@ -16,6 +16,7 @@ import tensorjit
 import tensorjit.tensor as T
 
 da = pytest.importorskip("dask.array", reason="the [dask] extra is not installed")
+distributed = pytest.importorskip("distributed", reason="the [dask] extra is not installed")
 from tensorjit.dask import DataParallelTrainer, compile_count  # noqa: E402
 from tensorjit.dask.training import _is_lost_work  # noqa: E402
 
@@ -262,3 +263,19 @@ def test_bad_data_is_refused_with_names(client):
         trainer.fit(X, batch_size=50)
     with pytest.raises(ValueError, match="local_steps"):
         DataParallelTrainer(cost, params, [x, y], client, local_steps=0)
+
+
+def test_a_trainer_made_before_any_worker_joins_waits_for_one():
+    """A cluster just started (or a nanny restarting a lost worker) has no worker for a
+    moment: the trainer waits for one instead of refusing the cluster."""
+    with (
+        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as empty,
+    ):
+        assert not empty.scheduler_info()["workers"]
+        joins = threading.Timer(0.5, cluster.scale, args=(1,))
+        joins.start()
+        x, y, cost, params = mlp()
+        trainer = DataParallelTrainer(cost, params, [x, y], empty, learning_rate=0.1)
+        joins.join()
+        assert len(trainer._workers) == 1 and trainer.n_shards == 1

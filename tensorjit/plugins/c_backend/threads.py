@@ -15,6 +15,7 @@ import os
 import pathlib
 import threading
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from tensorjit.core.config import config
@@ -143,13 +144,9 @@ def _blas_libraries(where: str) -> list[pathlib.Path]:
     return sorted((root.parent / "scipy.libs").glob("libscipy_openblas*"))
 
 
-@functools.cache
-def blas_local_threads_setter(where: str) -> int:
-    """The address of OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27 and later:
-    the thread count of the calling thread's products; 0 returns to the library's own)
-    in the BLAS at ``where``, or 0 where it has none. Kernels that make many small
-    products (convolution.py's, one per image) run them on one BLAS thread."""
-    names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
+def _blas_symbol(where: str, names: Sequence[str]) -> Any:
+    """The first of ``names`` exported by the BLAS at ``where`` (a ctypes function), or
+    None."""
     for lib_path in _blas_libraries(where):
         try:
             lib = ctypes.CDLL(str(lib_path))
@@ -158,8 +155,19 @@ def blas_local_threads_setter(where: str) -> int:
         for name in names:
             fn = getattr(lib, name, None)
             if fn is not None:
-                return ctypes.cast(fn, ctypes.c_void_p).value or 0
-    return 0
+                return fn
+    return None
+
+
+@functools.cache
+def blas_local_threads_setter(where: str) -> int:
+    """The address of OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27 and later:
+    the thread count of the calling thread's products; 0 returns to the library's own)
+    in the BLAS at ``where``, or 0 where it has none. Kernels that make many small
+    products (convolution.py's, one per image) run them on one BLAS thread."""
+    names = ("openblas_set_num_threads_local", "scipy_openblas_set_num_threads_local64_")
+    fn = _blas_symbol(where, names)
+    return 0 if fn is None else ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
 @functools.cache
@@ -167,21 +175,12 @@ def _blas_function(where: str, verb: str) -> Any:
     """OpenBLAS's ``<verb>_num_threads`` in the library at ``where`` (or, for SciPy's
     capsules, in SciPy's bundled OpenBLAS); NumPy's scipy-openblas64 and SciPy's
     scipy-openblas32 export prefixed names."""
-    candidates = _blas_libraries(where)
     names = [f"scipy_openblas_{verb}_num_threads64_", f"scipy_openblas_{verb}_num_threads"]
-    names.append(f"openblas_{verb}_num_threads")
-    for lib_path in candidates:
-        try:
-            lib = ctypes.CDLL(str(lib_path))
-        except OSError:
-            continue
-        for name in names:
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.argtypes = [ctypes.c_int] if verb == "set" else []
-                fn.restype = None if verb == "set" else ctypes.c_int
-                return fn
-    return None
+    fn = _blas_symbol(where, [*names, f"openblas_{verb}_num_threads"])
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int] if verb == "set" else []
+        fn.restype = None if verb == "set" else ctypes.c_int
+    return fn
 
 
 config.watch("threads", _apply)
