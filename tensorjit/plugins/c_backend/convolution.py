@@ -142,7 +142,7 @@ static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int6
 
 /* The products run on one BLAS thread (OpenBLAS's thread-local count, where the library
    has it): a product per image is too small for BLAS's own threads, whose hand-offs cost
-   more than they share (the CNN step took 2-3x longer on two cores than on one). The
+   more than they share (the CNN step took twice as long on two cores as on one). The
    images run in order: split over the worker pool, two single-threaded products at a
    time were slower than one after the other (OpenBLAS serialises them). */
 typedef struct {
