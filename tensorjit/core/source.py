@@ -12,6 +12,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 #: loaded by entry point (so a plugin op's variables point at the user's line, not the
 #: plugin's make_node).
 _LIBRARY_PREFIXES: tuple[str, ...] = (_PACKAGE_DIR,)
+#: Inside the package but written as a user writes: the conformance suite's tests build
+#: graphs whose errors should point at the test's line.
+_USER_CODE_IN_PACKAGE = os.path.join(_PACKAGE_DIR, "testing", "conformance") + os.sep
 
 
 def add_library_code(path: str) -> None:
@@ -36,7 +39,7 @@ def user_source_location(skip: int = 2) -> str | None:
     prefixes = _LIBRARY_PREFIXES
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(prefixes):
+        if not filename.startswith(prefixes) or filename.startswith(_USER_CODE_IN_PACKAGE):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return None

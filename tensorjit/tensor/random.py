@@ -562,16 +562,31 @@ def _mrg_step(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return new, z
 
 
+MRG_STATE_WIDTH = 6  # the six words of one MRG31k3p substream
+
+
+def check_mrg_state(rstate: Any, n: int, where: str) -> None:
+    """The state check every MRG31k3p implementation makes (``where`` names the node):
+    substreams of six words, at least one when anything is drawn."""
+    if rstate.ndim != 2 or rstate.shape[1] != MRG_STATE_WIDTH:
+        raise ValueError(
+            f"{where}: rstate must have shape (n_streams, {MRG_STATE_WIDTH}), got {rstate.shape}"
+        )
+    if n and not rstate.shape[0]:
+        raise ValueError(
+            f"{where}: no substreams to draw {n} values from (rstate shape {rstate.shape})"
+        )
+
+
 def mrg31k3p_uniform(rstate: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``n`` uniforms in (0, 1) (float64) from the substreams ``rstate`` (shape
     (n_streams, 6)): element i comes from substream ``i % n_streams``, and each
     substream advances once per element it produced. Returns (new_rstate, samples)."""
     state = np.array(rstate, dtype=np.int64, copy=True)
+    check_mrg_state(state, n, "MRG31k3p")
     ns = state.shape[0]
     out = np.empty(n, dtype=np.float64)
     steps = -(-n // ns) if ns else 0
-    if n and not ns:
-        raise ValueError("MRG31k3p: no substreams to draw from")
     for k in range(steps):
         count = min(ns, n - k * ns)
         new, z = _mrg_step(state[:count])

@@ -187,7 +187,7 @@ def test_a_wrong_gradient_is_named():
     ],
 )
 def test_tensorjits_own_ops_pass_the_kit(op, inputs):
-    from helpers.device import REASON as OPENCL_UNAVAILABLE
+    from tensorjit.testing.device_under_test import REASON as OPENCL_UNAVAILABLE
 
     report = check_op(op, *inputs, dtypes=("float32",))
     assert "c" in report.backends  # their C kernels were compared with perform

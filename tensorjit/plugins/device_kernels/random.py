@@ -35,9 +35,10 @@ from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run, inlined_constant
 from tensorjit.plugins.device_kernels.target import Target, node_label
 from tensorjit.plugins.device_kernels.tuning import work_items
+from tensorjit.tensor.random import MRG_STATE_WIDTH, check_mrg_state
 
 I64 = np.int64
-STATE_WIDTH = 6
+STATE_WIDTH = MRG_STATE_WIDTH
 OUT_DTYPES = ("float32", "float64")
 
 # One MRG31k3p step on the six state registers (the host's ``_mrg_step``, branch for
@@ -164,17 +165,6 @@ def read_shape(plan: MRGPlan, values: list[Any], where: str) -> tuple[int, ...]:
     return shape
 
 
-def check_state(rstate: Any, n: int, where: str) -> None:
-    if rstate.ndim != 2 or rstate.shape[1] != STATE_WIDTH:
-        raise ValueError(
-            f"{where}: rstate must have shape (n_streams, {STATE_WIDTH}), got {rstate.shape}"
-        )
-    if n and not rstate.shape[0]:
-        raise ValueError(
-            f"{where}: no substreams to draw {n} values from (rstate shape {rstate.shape})"
-        )
-
-
 def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
     where = node_label(node)
     rt = plan.target.runtime()
@@ -185,7 +175,7 @@ def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
         rstate, *size_values = inputs
         shape = read_shape(plan, size_values, where)
         n = math.prod(shape)
-        check_state(rstate, n, where)
+        check_mrg_state(rstate, n, where)
         new_state = rt.empty(rstate.shape, np.int64)
         sample = rt.empty(shape, plan.dtype)
         if box_muller is None:

@@ -2,14 +2,18 @@
 cache and kernel launches.
 
 The device is chosen once, on first use, by ``config.opencl_device``: empty for the
-first device of the first platform; ``"P:D"`` (indices, as ``PYOPENCL_CTX``) or text
-matched against ``"platform name: device name"`` (case-insensitive, as
-``PYOPENCL_TEST``). Nothing here runs at import or registration.
+first device (in platform order) whose compiler builds a probe kernel; ``"P:D"``
+(indices, as ``PYOPENCL_CTX``) or text matched against ``"platform name: device name"``
+(case-insensitive, as ``PYOPENCL_TEST``). A driver can list a device it cannot compile
+for: PoCL 3.0 (the PyPI wheel's) names AMD Zen 5 CPUs "generic", which its own LLVM
+refuses, so a listed device is not yet a usable one. Nothing here runs at import or
+registration.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -68,20 +72,65 @@ def describe_devices() -> list[str]:
     return lines
 
 
-def select_device(selector: str) -> Any:
-    """The device ``selector`` names (see the module docstring)."""
-    devices = list_devices()
+# Small enough to build in milliseconds, but it goes through the whole compiler.
+_PROBE_SOURCE = "__kernel void tj_probe(__global int *a) { a[get_global_id(0)] = 1; }"
+# Where the driver's compiler fails for a CPU it does not know (module docstring).
+_COMPILER_HINT = (
+    "a PoCL that knows this CPU helps: on Debian/Ubuntu `apt install pocl-opencl-icd` "
+    "(pyopencl finds system drivers too), or config.opencl_device names another device"
+)
+
+
+def compile_failure(device: Any) -> str | None:
+    """None when ``device``'s compiler builds a probe kernel, else its error, shortened."""
+    cl = _pyopencl()
+    try:
+        cl.Program(cl.Context([device]), _PROBE_SOURCE).build()
+    except cl.Error as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line.lower()] or lines[-1:]
+        return "; ".join(dict.fromkeys(errors))[:300]
+    return None
+
+
+def choose_device(
+    devices: list[tuple[str, str, Any]],
+    selector: str,
+    failure: Callable[[Any], str | None] = compile_failure,
+) -> Any:
+    """The device ``selector`` names among ``devices`` (``list_devices()``'s rows), one
+    whose compiler works (``failure(device)`` is None); OpenCLUnavailable saying what
+    each candidate's compiler said when none does."""
     if not devices:
         raise OpenCLUnavailable("no OpenCL device found (the platforms list none)")
-    if not selector:
-        return devices[0][2]
-    for index, label, device in devices:
-        if selector == index or selector == index.split(":")[0]:  # "P" alone: its first
+    if selector:
+        candidates = [
+            row
+            for row in devices
+            # "P" alone: that platform's devices
+            if selector in (row[0], row[0].split(":")[0]) or selector.lower() in row[1].lower()
+        ]
+        if not candidates:
+            known = ", ".join(f"{index} {label!r}" for index, label, _ in devices)
+            raise OpenCLUnavailable(
+                f"config.opencl_device={selector!r} matches no device; found {known}"
+            )
+    else:
+        candidates = devices
+    refused = []
+    for index, label, device in candidates:
+        reason = failure(device)
+        if reason is None:
             return device
-        if selector.lower() in label.lower():
-            return device
-    known = ", ".join(f"{index} {label!r}" for index, label, _ in devices)
-    raise OpenCLUnavailable(f"config.opencl_device={selector!r} matches no device; found {known}")
+        refused.append(f"{index} {label!r}: {reason}")
+    raise OpenCLUnavailable(
+        "no OpenCL device here compiles kernels (" + "; ".join(refused) + f"); {_COMPILER_HINT}"
+    )
+
+
+def select_device(selector: str) -> Any:
+    """The device ``selector`` names (see the module docstring)."""
+    return choose_device(list_devices(), selector)
 
 
 @dataclass

@@ -256,7 +256,7 @@ def test_a_value_that_is_also_an_output_is_not_fused_away():
 
 
 def test_no_fused_reduction_for_a_device_function():
-    from helpers.device import DEVICE, REASON
+    from tensorjit.testing.device_under_test import DEVICE, REASON
 
     if REASON is not None:
         pytest.skip(f"no {DEVICE} device here (hardware/driver absent): {REASON}")

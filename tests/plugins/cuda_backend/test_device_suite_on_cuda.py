@@ -1,6 +1,7 @@
-"""The device backends' whole suite (tests/plugins/device_suite: kernels against
-Op.perform in DebugMode across layouts and dtypes, the memory contract on the device,
-training, the dense op suite) run on the CUDA device. Where no CUDA device is usable (CI)
+"""The conformance suite (tensorjit.testing.conformance: kernels against Op.perform in
+DebugMode across layouts and dtypes, the memory contract on the device, training) and
+tensorjit's own suites on a device (tests/plugins/device_suite: the dense op suite, the
+memory-model suite, the MLP example) run on the CUDA device. Where no CUDA device is usable (CI)
 it is skipped, saying why; every CUDA kernel still compiles to PTX here
 (test_cuda_kernels_compile.py)."""
 
@@ -19,10 +20,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @NEEDS_CUDA
 def test_the_device_suite_passes_on_cuda():
-    env = dict(os.environ, TENSORJIT_TEST_DEVICE="cuda")
+    env = dict(os.environ, TENSORJIT_TEST_BACKEND="cuda", TENSORJIT_TEST_COVERS="all")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
-        + ["tests/plugins/device_suite"],
+        + ["tensorjit/testing/conformance", "tests/plugins/device_suite"]
+        # the other backends' runs: not this one's business
+        + ["--ignore=tests/plugins/device_suite/test_conformance_on_backends.py"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -1,7 +1,7 @@
 """The dense op tests (Table 1: elementwise math, reductions, allocation and indexing,
 nnet, the operators) run again with ``config.device`` set to the tested device
-(tests/helpers/device.py): every node a device kernel covers is placed on the device,
-and DebugMode (which these tests use) compares each device kernel with Op.perform. The
+(``tensorjit.testing.device_under_test``): every node a device kernel covers is placed on
+the device, and DebugMode (which these tests use) compares each device kernel with Op.perform. The
 same files run on the host backends (C and Python) in the ordinary test run."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.device import DEVICE, NEEDS_DEVICE
+
+from tensorjit.testing.device_under_test import DEVICE, NEEDS_DEVICE
 
 pytestmark = NEEDS_DEVICE
 ROOT = Path(__file__).resolve().parents[3]

@@ -1363,7 +1363,7 @@ def test_a_map_read_elsewhere_stays_and_grads_go_through_the_mapped_reduction():
 
 
 def test_no_mapped_reduction_for_a_device_function():
-    from helpers.device import DEVICE, REASON
+    from tensorjit.testing.device_under_test import DEVICE, REASON
 
     if REASON is not None:
         pytest.skip(f"no {DEVICE} device here (hardware/driver absent): {REASON}")

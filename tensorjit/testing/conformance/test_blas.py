@@ -1,4 +1,4 @@
-"""Dot, Gemm (GEMM and GEMV), Ger and MatMul on the OpenCL device: every operand
+"""Dot, Gemm (GEMM and GEMV), Ger and MatMul on the tested device: every operand
 layout (transposed, stepped, negatively strided), empty dimensions, constant and device
 alpha/beta, in place; each kernel checked against Op.perform by DebugMode and the
 results against NumPy."""
@@ -9,21 +9,6 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers.device import (
-    DEVICE,
-    FAST_DEVICE,
-    NEEDS_DEVICE,
-    ONLY_OPENCL,
-    on_device,
-    runs_on_device,
-    runs_on_the_device,
-    strided_views,
-    to_device,
-    view,
-)
-from helpers.device import (
-    to_host as host,
-)
 
 import tensorjit
 import tensorjit.tensor as T
@@ -32,6 +17,23 @@ from tensorjit.tensor import nnet
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.linalg import MatMul
 from tensorjit.tensor.math import Dot
+from tensorjit.testing.device_under_test import (
+    DEVICE,
+    FAST_DEVICE,
+    NEEDS_DEVICE,
+    ONLY_OPENCL,
+    SEPARATE_MEMORY,
+    covers,
+    on_device,
+    runs_on_device,
+    runs_on_the_device,
+    strided_views,
+    to_device,
+    view,
+)
+from tensorjit.testing.device_under_test import (
+    to_host as host,
+)
 
 pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
@@ -54,9 +56,9 @@ def layouts(value):
     """Device views of ``value`` and of its transpose's transpose (a Fortran layout)."""
     views = strided_views(value)
     if value.ndim == 2:
-        t = to_device(np.ascontiguousarray(value.T))
-
-        views["transposed"] = view(t, value.shape, t.strides[::-1], t.offset)
+        transposed = np.ascontiguousarray(value.T)
+        t = to_device(transposed)
+        views["transposed"] = view(t, value.shape, transposed.strides[::-1], 0)
     return views
 
 
@@ -116,6 +118,7 @@ def test_dot_shape_mismatch_is_a_clear_error():
         f(to_device(np.ones((2, 3))), to_device(np.ones((4, 2))))
 
 
+@SEPARATE_MEMORY  # on a host backend everything stays on the host
 def test_integer_dot_stays_on_the_host():
     x, y = T.lmatrix("x"), T.lmatrix("y")
     f = on_device([x, y], T.dot(x, y))
@@ -194,7 +197,8 @@ def test_gemm_in_place_writes_into_z_through_its_strides(case):
     got = f(target, a, b)
     want = 2 * a @ b - c
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(host(target), want, rtol=1e-12, atol=1e-12)
+    if covers("gemm"):  # the backend's own GEMM writes in place
+        np.testing.assert_allclose(host(target), want, rtol=1e-12, atol=1e-12)
 
 
 def test_gemm_reads_float64_device_scalars_for_float32_operands():
@@ -231,7 +235,8 @@ def test_ger(dtype, inplace):
     z, x, y, alpha = dev(2, dtype, "z"), dev(1, dtype, "x"), dev(1, dtype, "y"), dev(0, dtype, "a")
     f = on_device([In(z, mutable=inplace), alpha, x, y], Ger()(z, alpha, x, y))
     runs_on_device(f, Ger, "ger")
-    assert any(n.op.inplace == inplace for n in f.kernels if isinstance(n.op, Ger))
+    if covers("ger"):  # the backend's own Ger works in place when z may be destroyed
+        assert any(n.op.inplace == inplace for n in f.kernels if isinstance(n.op, Ger))
     c, a, b = data((7, 300), dtype), data(7, dtype), data(300, dtype)
     want = c + 0.25 * np.outer(a, b)
     for layout in ("contiguous", "stepped", "negative"):

@@ -1,4 +1,4 @@
-"""Functions sharing OpenCL kernels called from several threads at once: each call's
+"""Functions sharing device kernels called from several threads at once: each call's
 arguments reach its own launch (a kernel's arguments are set, then it is enqueued)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from helpers.device import FAST_DEVICE, NEEDS_DEVICE, on_device
 
 import tensorjit.tensor as T
+from tensorjit.testing.device_under_test import FAST_DEVICE, NEEDS_DEVICE, on_device
 
 pytestmark = NEEDS_DEVICE
 

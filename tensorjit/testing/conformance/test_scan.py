@@ -1,15 +1,15 @@
-"""scan over values living on the OpenCL device: the loop runs on the host (its step
+"""scan over values living on the tested device: the loop runs on the host (its step
 function too), with the device's shared weights and initial states copied to it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.device import DEVICE, NEEDS_DEVICE
 
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.config import config
+from tensorjit.testing.device_under_test import DEVICE, NEEDS_DEVICE
 
 pytestmark = NEEDS_DEVICE
 

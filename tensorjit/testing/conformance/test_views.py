@@ -1,4 +1,4 @@
-"""Views and allocations on the OpenCL device: DimShuffle, Reshape and basic Subtensor
+"""Views and allocations on the tested device: DimShuffle, Reshape and basic Subtensor
 return views of their input's buffer (no copy), Alloc and Second fill new arrays; each
 checked against Op.perform by DebugMode and against NumPy, on strided, negatively
 strided, broadcast, 0-d and empty inputs."""
@@ -7,17 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.device import (
-    FAST_DEVICE,
-    NEEDS_DEVICE,
-    buffer_address,
-    device_var,
-    on_device,
-    runs_on_device,
-    strided_views,
-    target,
-    to_device,
-)
 
 import tensorjit.tensor as T
 from tensorjit.tensor.allocation import Second, fill
@@ -25,6 +14,20 @@ from tensorjit.tensor.elemwise import DimShuffle
 from tensorjit.tensor.math import Alloc
 from tensorjit.tensor.shape_ops import Reshape
 from tensorjit.tensor.subtensor import Subtensor
+from tensorjit.testing.device_under_test import (
+    FAST_DEVICE,
+    NEEDS_DEVICE,
+    buffer_address,
+    device_var,
+    names_all,
+    needs_kernel,
+    on_device,
+    runs_on_device,
+    strided_views,
+    target,
+    to_device,
+    to_host,
+)
 
 pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
@@ -73,6 +76,7 @@ def test_dimshuffle_views_agree_with_numpy_in_every_layout(case, dtype):
         np.testing.assert_array_equal(out, numeric(value), err_msg=layout)
 
 
+@needs_kernel("dimshuffle")
 def test_dimshuffle_of_an_empty_array_and_its_output_is_a_view():
     x = device_var("x", (None, None))
     f = on_device([x], x.dimshuffle(1, "x", 0))
@@ -122,6 +126,7 @@ def test_reshape_of_0d_and_empty_arrays():
     assert b.shape == (0, 2) and c.shape == (4, 0) and d.shape == () and d == 2.5
 
 
+@needs_kernel("reshape")
 def test_reshape_is_a_view_of_a_contiguous_input_and_copies_a_strided_one():
     x = device_var("x", (None, None))
     f = on_device([x], x.reshape((-1,)))
@@ -132,7 +137,7 @@ def test_reshape_is_a_view_of_a_contiguous_input_and_copies_a_strided_one():
     assert same_buffer(contiguous, views["contiguous"])
     stepped = run_node(f, Reshape, [views["stepped"], shp])
     assert not same_buffer(stepped, views["stepped"]) and stepped.flags.c_contiguous
-    np.testing.assert_array_equal(stepped.get(), value.reshape(-1))
+    np.testing.assert_array_equal(to_host(stepped), value.reshape(-1))
 
 
 def test_reshape_to_a_wrong_size_is_a_clear_error():
@@ -179,6 +184,7 @@ def test_subtensor_with_symbolic_indices_from_the_host():
             np.testing.assert_array_equal(f(arg, *args), want, err_msg=f"{layout} {args}")
 
 
+@needs_kernel("subtensor")
 def test_subtensor_is_a_view_of_its_input():
     x = device_var("x", (None, None))
     f = on_device([x], x[1:, ::-1])
@@ -226,8 +232,9 @@ def test_alloc_of_a_scalar_zeros_like_and_empty_shapes():
 def test_alloc_errors_name_the_op_and_shapes():
     v, n = device_var("v", (None,)), T.lscalar("n")
     f = on_device([v, n], T.alloc(v, 2, n), mode=FAST_DEVICE)
-    with pytest.raises(ValueError, match=r"Alloc.*\(3,\).*\(2, 4\)"):
+    with pytest.raises(ValueError) as error:
         f(to_device(np.zeros(3)), 4)
+    assert names_all(error.value, "Alloc", "(3,)", "(2, 4)"), error.value
     with pytest.raises(ValueError, match="negative"):
         f(to_device(np.zeros(3)), -3)
 

@@ -1,24 +1,27 @@
-"""The seed documents' memory contract with values on the OpenCL device: shared
+"""The seed documents' memory contract with values on the tested device: shared
 variables there (``target=``, ``config.device=`` the tested device), borrow, set_value into
 the existing device buffer, in-place updates of shared weights on the device, and the
 whole memory-model suite run with config.device set to it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from helpers.device import DEVICE, NEEDS_DEVICE, buffer_address, to_device, view
 
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.config import config
 from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory.transfer_op import Transfer
+from tensorjit.testing.device_under_test import (
+    DEVICE,
+    HOST_MEMORY,
+    NEEDS_DEVICE,
+    SEPARATE_MEMORY,
+    buffer_address,
+    to_device,
+    view,
+)
 
 pytestmark = NEEDS_DEVICE
 DEV = DEVICE
@@ -36,6 +39,7 @@ def buffer_of(value):
     return buffer_address(value)
 
 
+@SEPARATE_MEMORY
 def test_shared_on_the_device_follows_the_borrow_contract():
 
     data = np.arange(4.0)
@@ -56,6 +60,7 @@ def test_shared_on_the_device_follows_the_borrow_contract():
     assert not kind().may_share_memory(copy, inner)
 
 
+@SEPARATE_MEMORY
 def test_set_value_reuses_the_device_buffer_and_copies_host_values():
     w = tensorjit.shared(np.zeros(4), target=DEV)
     inner = internal(w)
@@ -142,6 +147,7 @@ def test_a_failing_call_changes_no_shared_variable_on_the_device():
     np.testing.assert_array_equal(b.get_value(), np.ones(3))
 
 
+@SEPARATE_MEMORY
 def test_outputs_are_fresh_host_arrays_unless_returned_as_device_values():
     w = tensorjit.shared(np.ones(3), name="w", target=DEV)
     f = tensorjit.function([], [w * 2, tensorjit.Out(w * 3, return_internal_type=True)])
@@ -172,24 +178,7 @@ def test_a_wrong_value_names_the_variable_and_the_device_type():
 
     x = TensorType("float64", (None,), device=DEV)("xd")
     f = tensorjit.function([x], x * 2)
-    with pytest.raises(ValueError, match=rf"xd.*device={DEVICE}.*expected 1 dimensions, got 2"):
+    where = "" if HOST_MEMORY else f"device={DEVICE}.*"  # the host's types name no device
+    with pytest.raises(ValueError, match=rf"xd.*{where}expected 1 dimensions, got 2") as error:
         f(to_device(np.ones((2, 2))))
-
-
-def test_the_memory_model_suite_passes_on_the_device():
-    """tests/core/memory with config.device set to the device: every shared variable lives on the
-    OpenCL device and computation is placed there (tests marked ``host_memory`` assert
-    aliasing that only host memory permits and are left out)."""
-    root = Path(__file__).resolve().parents[3]
-    env = dict(os.environ, TENSORJIT_FLAGS=f"device={DEVICE}")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not host_memory"]
-        + ["tests/core/memory"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    assert int(summary.split(" passed")[0].split()[-1]) >= 250, summary
+    assert f"{__file__}:" in str(error.value)  # where the variable was made: this test

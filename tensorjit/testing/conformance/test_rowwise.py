@@ -1,4 +1,4 @@
-"""Softmax and LogSoftmax on the OpenCL device: along any axes, on strided, negatively
+"""Softmax and LogSoftmax on the tested device: along any axes, on strided, negatively
 strided, 0-row and empty inputs, float32, float64 and integers, numerically stable; and
 the softmax / cross-entropy training graph runs its rows, reductions and argmax on the
 device. DebugMode checks every kernel against Op.perform."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.device import DEVICE, NEEDS_DEVICE, on_device, runs_on_device, strided_views
 
 import tensorjit
 import tensorjit.tensor as T
@@ -15,6 +14,13 @@ from tensorjit.tensor import nnet
 from tensorjit.tensor.math import Argmax, Reduce
 from tensorjit.tensor.nnet.basic import LogSoftmax, Softmax
 from tensorjit.tensor.type import TensorType
+from tensorjit.testing.device_under_test import (
+    DEVICE,
+    NEEDS_DEVICE,
+    on_device,
+    runs_on_device,
+    strided_views,
+)
 
 pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Reductions on the OpenCL device: Reduce (sum, prod, max, min, all, any) over any set of
+"""Reductions on the tested device: Reduce (sum, prod, max, min, all, any) over any set of
 axes and Argmax (argmax, argmin), on contiguous, strided, negatively strided, broadcast,
 0-d and empty inputs; each kernel checked against Op.perform by DebugMode and against
 NumPy, with the reduced range split over several work-items and not."""
@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.device import (
+
+import tensorjit.tensor as T
+from tensorjit.core.config import config
+from tensorjit.plugins.device_kernels import reductions
+from tensorjit.tensor.math import Argmax, Reduce
+from tensorjit.tensor.type import TensorType
+from tensorjit.testing.device_under_test import (
     DEVICE,
     NEEDS_DEVICE,
     ONLY_OPENCL,
@@ -17,12 +23,6 @@ from helpers.device import (
     to_device,
     view,
 )
-
-import tensorjit.tensor as T
-from tensorjit.core.config import config
-from tensorjit.plugins.device_kernels import reductions
-from tensorjit.tensor.math import Argmax, Reduce
-from tensorjit.tensor.type import TensorType
 
 pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Elementwise kernels on the OpenCL device: fused graphs, casts, broadcasting, strided
+"""Elementwise kernels on the tested device: fused graphs, casts, broadcasting, strided
 and negatively strided operands, 0-d and empty arrays, in place; each checked against
 Op.perform by DebugMode and against NumPy."""
 
@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.device import (
-    DEBUG_DEVICE,
-    DEVICE,
-    NEEDS_DEVICE,
-    on_device,
-    runs_on_device,
-    strided_views,
-)
 
 import tensorjit.tensor as T
 from tensorjit.core.memory import In
 from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.type import TensorType
+from tensorjit.testing.device_under_test import (
+    BACKEND,
+    DEBUG_DEVICE,
+    DEVICE,
+    NEEDS_DEVICE,
+    all_nodes_on_device,
+    names_all,
+    on_device,
+    runs_on_device,
+    strided_views,
+)
 
 pytestmark = NEEDS_DEVICE
 rng = np.random.default_rng(0)
@@ -38,7 +41,8 @@ def test_a_fused_graph_runs_as_one_device_kernel(dtype):
     want = np.tanh(a * b + 1) - np.exp(-a) / (1 + b**2)
     tol = 1e-12 if dtype == "float64" else 1e-5
     np.testing.assert_allclose(f(a, b), want, rtol=tol, atol=tol)
-    assert host_nodes_of_device_function(f.fgraph, DEVICE) == []
+    if all_nodes_on_device(("elemwise",)):
+        assert host_nodes_of_device_function(f.fgraph, DEVICE) == []
 
 
 SCALAR_CASES = {
@@ -105,9 +109,12 @@ def test_in_place_on_a_mutable_strided_input_writes_through_its_strides():
 
 def test_broadcast_mismatch_is_a_clear_error():
     x, y = T.matrix("x"), T.matrix("y")
-    f = on_device([x, y], x + y, mode=DEBUG_DEVICE.with_backends(DEVICE, "c", "python"))
-    with pytest.raises(ValueError, match="could not be broadcast together"):
+    f = on_device(
+        [x, y], x + y, mode=DEBUG_DEVICE.with_backends(*dict.fromkeys((BACKEND, "c", "python")))
+    )
+    with pytest.raises(ValueError, match="broadcast") as error:
         f(np.ones((2, 3)), np.ones((3, 2)))
+    assert names_all(error.value, "(2, 3)", "(3, 2)"), error.value
 
 
 def test_conversions_to_bool_test_for_nonzero_as_on_the_host():

@@ -1,0 +1,59 @@
+"""The conformance suite (``tensorjit.testing.conformance``) on every backend this
+machine has, each in its own process (the backend is chosen when the suite is imported):
+the host C backend, the test device (``tests/fixtures/tensorjit_wrapdev_plugin``, a
+third party's plugin that computes a few ops itself and leaves the rest to the host).
+The ordinary test run collects the suite itself too, on OpenCL (pyproject.toml's
+testpaths); tests/plugins/cuda_backend runs it on CUDA where a GPU is present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tensorjit.core.hooks import get_plugin_system
+from tensorjit.testing.conformance import run
+
+# What each backend claims (tensorjit.testing.device_under_test): the C backend runs
+# every node of these kernels' ops itself; the test device claims none outright. The C
+# backend leaves to Op.perform what the devices compile: argmax/argmin, MRG31k3p
+# streams, softmax over several axes, a reshape of a non-contiguous value.
+C_COVERS = [
+    "elemwise",
+    "reduce",
+    "dimshuffle",
+    "subtensor",
+    "inc_subtensor",
+    "advanced_subtensor",
+    "advanced_inc_subtensor",
+    "alloc",
+    "second",
+    "dot",
+    "gemm",
+    "ger",
+    "matmul",
+]
+BACKENDS = {"c": C_COVERS, "wrapdev": []}
+
+
+def _environment() -> dict[str, str]:
+    """This process's environment, with the test device's install on the path."""
+    import tensorjit_wrapdev
+
+    site = str(Path(tensorjit_wrapdev.__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=site if not path else f"{site}{os.pathsep}{path}")
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_the_conformance_suite_passes_on_the_backend(backend):
+    backends = get_plugin_system().registries.backends
+    reason = backends.unavailable_reason(backend)
+    if reason is not None:
+        device = backends.backends[backend].device
+        pytest.skip(f"no {device} device here (hardware/driver absent): {reason}")
+    result = run(backend, BACKENDS[backend], ("-q", "-ra"), env=_environment())
+    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and " failed" not in summary, summary
