@@ -26,6 +26,7 @@ from tensorjit.plugins.c_backend import (
     compiler,
     construct,
     convolution,
+    host_target,
     indexing,
     kernels,
     penalised,
@@ -206,6 +207,11 @@ SPECS = (
         plugin=PLUGIN,
     ),
 )
+
+
+# The shared device families on the host target, for ops with no C kernel of their own
+# (host_target.py): MRG31k3p.
+SPECS = (*SPECS, *host_target.specs())
 
 
 def prepare(chosen: list[tuple[Apply, Any]], extra: list[tuple] = ()) -> None:

@@ -21,6 +21,13 @@ def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def byte_offset(value: Any) -> int:
+    """Where ``value`` starts in the buffer ``runtime.buffer_args`` passes for it: a
+    device array's offset; zero for a host ``ndarray`` (the host target passes its data
+    address)."""
+    return int(getattr(value, "offset", 0))
+
+
 def is_c_contiguous(value: Any) -> bool:
     return bool(value.flags.c_contiguous) or value.size == 0
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.device_kernels.arrays import byte_offset
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.target import Target, node_label
@@ -428,7 +429,7 @@ def _layout(x: Any, reduced: tuple[int, ...], reorder: bool) -> tuple[list, list
     count = prod(x.shape[a] for a in reduced)
     if count == 0 or not red:
         red = [(1, (0,))]  # one step (a 0-d or length-1 range) or none (count 0)
-    return kept, red, x.offset + shift[0], count
+    return kept, red, byte_offset(x) + shift[0], count
 
 
 def _launch_units(

@@ -1,10 +1,11 @@
 """The C the backend generates is portable: every source a set of representative
 functions builds (fused elementwise math, reductions, softmax rows, indexing, BLAS calls
 and the few-column and penalised kernels, convolution and pooling, threads, the
-whole-graph program) also compiles for aarch64, where no x86 builtin exists and none of
-the x86 feature macros is defined. It needs a cross compiler (Debian's
-gcc-aarch64-linux-gnu, which .ci/run installs where apt can); without one the sources
-are still generated and compiled for baseline x86-64 (-march=x86-64)."""
+whole-graph program, a shared device family on the host target) also compiles for
+aarch64, where no x86 builtin exists and none of the x86 feature macros is defined. It
+needs a cross compiler (Debian's gcc-aarch64-linux-gnu, which .ci/run installs where apt
+can); without one the sources are still generated and compiled for baseline x86-64
+(-march=x86-64)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ DRIVER = textwrap.dedent(
         c = tensorjit.function([img, kern], [pooled, tensorjit.grad(pooled.sum(), kern)])
         c(rng.standard_normal((2, 1, 8, 8)).astype(dtype),
           rng.standard_normal((3, 1, 3, 3)).astype(dtype))
+        streams = tensorjit.tensor.random.MRG_RandomStreams(7)  # the host target's family
+        tensorjit.function([], [streams.uniform((5,), dtype=dtype), streams.normal((3,))])()
         with tensorjit.config.change_flags(threads=2):
             big = T.vector("big", dtype=dtype)
             t = tensorjit.function([big], [T.exp(big) * 2, big.sum()])
