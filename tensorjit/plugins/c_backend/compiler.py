@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning, logger
-from tensorjit.plugins.c_backend import disk_cache
+from tensorjit.plugins import disk_cache
 
 # -fno-trapping-math: gcc may then if-convert selects whose arms do arithmetic (which
 # could raise FP flags that nothing reads; values do not change), so loops calling the

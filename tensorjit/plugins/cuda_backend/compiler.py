@@ -195,7 +195,7 @@ def _with_nvrtc(source: str, arch: str) -> str:
 
 def cache_dir() -> str:
     from tensorjit.core.config import config
-    from tensorjit.plugins.c_backend import disk_cache
+    from tensorjit.plugins import disk_cache
 
     root = os.path.abspath(os.path.expanduser(config.compiledir))
     return disk_cache.private_dir(root, os.path.join(root, "cuda"))
@@ -208,7 +208,7 @@ def cache_key(source: str, arch: str, used: Compiler) -> str:
 
 def compile_ptx(source: str, arch: str = DEFAULT_ARCH) -> str:
     """The PTX of ``source`` for virtual architecture ``arch`` (cached on disk)."""
-    from tensorjit.plugins.c_backend import disk_cache
+    from tensorjit.plugins import disk_cache
 
     used = compiler()
     path = os.path.join(cache_dir(), cache_key(source, arch, used) + ".ptx")

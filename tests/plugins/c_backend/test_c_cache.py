@@ -296,7 +296,7 @@ def test_a_stopped_lock_holder_does_not_block_a_compile_forever(tmp_path):
 def test_a_full_or_read_only_cache_degrades_to_a_private_directory(
     tmp_path, monkeypatch, failing, error
 ):
-    from tensorjit.plugins.c_backend import disk_cache
+    from tensorjit.plugins import disk_cache
 
     cache = tmp_path / "cache"
     real = getattr(disk_cache, failing)

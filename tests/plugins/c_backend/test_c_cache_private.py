@@ -1,6 +1,6 @@
 """The compile cache runs only code this user built: a directory another user can write
 is refused, files are private whatever the umask, and a damaged or swapped entry is
-rebuilt instead of loaded (tensorjit/plugins/c_backend/disk_cache.py)."""
+rebuilt instead of loaded (tensorjit/plugins/disk_cache.py)."""
 
 from __future__ import annotations
 
@@ -167,7 +167,7 @@ def test_clearing_waits_for_a_compile_of_the_same_entry(tmp_path):
     import threading
     import time
 
-    from tensorjit.plugins.c_backend import disk_cache
+    from tensorjit.plugins import disk_cache
 
     cache = tmp_path / "cache"
     run(tmp_path, cache)

@@ -14,7 +14,8 @@ from helpers.c_backend import NEEDS_C
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.__main__ import cache
-from tensorjit.plugins.c_backend import compiler, disk_cache
+from tensorjit.plugins import disk_cache
+from tensorjit.plugins.c_backend import compiler
 
 pytestmark = NEEDS_C
 

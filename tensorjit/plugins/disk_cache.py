@@ -1,9 +1,10 @@
-"""The compile cache's files: a private directory and entries verified before loading.
+"""The compile cache's files, for every backend that compiles (the C backend's shared
+libraries, CUDA's PTX): a private directory and entries verified before loading.
 
 Loading a shared library runs its code, so the cache must hold only what this user
 built:
 
-- The cache directory (``config.compiledir`` and its ``c_backend``) is created ``0700``
+- The cache directory (``config.compiledir`` and its ``c_backend`` and ``cuda``) is created ``0700``
   and must be owned by this user and writable by nobody else; a symbolic link there must
   be this user's too. Otherwise it is refused with a warning, and this process compiles
   into a fresh private temporary directory instead.
