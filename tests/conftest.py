@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import importlib
 import os
-import random
 import shutil
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 from helpers.compile_cache import cache_state, describe_changes, use_test_cache, user_cache_dir
 from helpers.fixtures import install_fixture
@@ -32,26 +29,15 @@ settings.register_profile("explore", derandomize=False, deadline=None, max_examp
 settings.load_profile(os.environ.get("TENSORJIT_HYPOTHESIS", "deterministic"))
 
 
-def _test_seed(nodeid: str) -> int:
-    """A seed of the test's own, the same in every run and whatever ran before it."""
-    return zlib.crc32(nodeid.encode())
-
-
 @pytest.fixture(autouse=True)
 def _seeded_random_state(request):
     """Every test starts from random states of its own: NumPy's and Python's global
-    generators, and the generators its module keeps at module level (``RNG =
-    np.random.default_rng(0)``), are re-seeded from the test's id. A test's data then do
-    not depend on which tests ran before it (alone, or in any order)."""
-    seed = _test_seed(request.node.nodeid)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
-    module = getattr(request.node, "module", None)
-    for value in vars(module).values() if module is not None else ():
-        if isinstance(value, np.random.Generator):
-            value.bit_generator.state = type(value.bit_generator)(seed).state
-        elif isinstance(value, np.random.RandomState):
-            value.seed(seed % 2**32)
+    generators, and the generators its module keeps at module level, are re-seeded
+    from the test's id (tensorjit.testing.seeding). A test's data then do not depend on
+    which tests ran before it (alone, or in any order)."""
+    from tensorjit.testing.seeding import reseed  # (tensorjit is imported after set-up)
+
+    reseed(request.node.nodeid, getattr(request.node, "module", None))
     yield
 
 
