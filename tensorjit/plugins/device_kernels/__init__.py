@@ -21,15 +21,19 @@ backend's package.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tensorjit.core.registries import KernelSpec
+    from tensorjit.plugins.device_kernels.target import Target
 
 # The kernel families, each a module with ``specs(target) -> list[KernelSpec]``.
 FAMILIES = ("elementwise", "views", "reductions", "rowwise", "indexing", "random")
 
 
-def family_specs(target: Any) -> list:
+def family_specs(target: Target) -> list[KernelSpec]:
     """Every family's kernel specs on ``target`` (a backend adds its own GEMM)."""
-    found = []
+    found: list[KernelSpec] = []
     for family in FAMILIES:
         module = importlib.import_module(f"tensorjit.plugins.device_kernels.{family}")
         found.extend(module.specs(target))

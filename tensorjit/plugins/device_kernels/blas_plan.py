@@ -16,6 +16,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.plugins.device_kernels.dialect import DEVICE_TYPES
 from tensorjit.plugins.device_kernels.elementwise import inlined_constant
+from tensorjit.plugins.device_kernels.target import tensor_type
 
 FLOATS = ("float32", "float64")
 
@@ -48,7 +49,7 @@ class BlasPlanner:
         """The one float dtype of ``operands`` and the output, if the device takes it."""
         if not self.takes(node):
             return None
-        dtypes = {v.type.dtype for v in (*operands, *node.outputs)}
+        dtypes = {tensor_type(v).dtype for v in (*operands, *node.outputs)}
         return dtypes.pop() if len(dtypes) == 1 and dtypes <= set(FLOATS) else None
 
     def dot_plan(self, node: Apply) -> BlasPlan | None:
@@ -56,7 +57,7 @@ class BlasPlanner:
         return None if dtype is None else BlasPlan(dtype, np.asarray(1.0), np.asarray(0.0))
 
     def matmul_plan(self, node: Apply) -> BlasPlan | None:
-        if any(v.type.ndim != 2 for v in node.inputs):
+        if any(tensor_type(v).ndim != 2 for v in node.inputs):
             return None  # stacks of matrices stay on the host
         return self.dot_plan(node)
 
@@ -70,7 +71,7 @@ class BlasPlanner:
         if any(s is None for s in scalars):
             return None
         beta = scalars[1] if rest else np.asarray(1.0)
-        return BlasPlan(dtype, scalars[0], beta, node.op.inplace)  # type: ignore[attr-defined]
+        return BlasPlan(dtype, scalars[0], beta, node.op.inplace)
 
 
 def scalar_source(var: Variable) -> ScalarSource | None:
@@ -79,5 +80,5 @@ def scalar_source(var: Variable) -> ScalarSource | None:
     value = inlined_constant(var)
     if value is not None:
         return value
-    dtype = var.type.dtype  # type: ignore[attr-defined]
+    dtype = tensor_type(var).dtype
     return dtype if dtype in DEVICE_TYPES and np.dtype(dtype).kind in "biuf" else None

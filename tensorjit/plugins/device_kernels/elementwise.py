@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -28,9 +28,12 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
 from tensorjit.plugins.device_kernels.arrays import is_c_contiguous, reusable
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import Target, node_label, tensor_type
 from tensorjit.plugins.device_kernels.tuning import work_items
 from tensorjit.tensor.elemwise import check_runtime_broadcast
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.elemwise import Elemwise
 
 I64 = np.int64
 
@@ -40,7 +43,7 @@ def on_device(t: Target, node: Apply) -> bool:
 
 
 def uses_fp64(node: Apply) -> bool:
-    return any(v.type.dtype == "float64" for v in (*node.inputs, *node.outputs))
+    return any(tensor_type(v).dtype == "float64" for v in (*node.inputs, *node.outputs))
 
 
 def device_can_run(t: Target, node: Apply) -> bool:
@@ -131,34 +134,36 @@ def kernel_source(
 def elemwise_plan(t: Target, node: Apply) -> ElemwisePlan | None:
     if not device_can_run(t, node):
         return None
-    op = node.op
+    op = cast("Elemwise", node.op)
     kinds, consts = [], {}
     for i, var in enumerate(node.inputs):
+        var_type = tensor_type(var)
         value = None if i == op.inplace else inlined_constant(var)
-        if value is not None and all(s == 1 for s in var.type.shape):
+        if value is not None and all(s == 1 for s in var_type.shape):
             kinds.append("const")
-            consts[i] = value.astype(var.type.dtype)
-        elif i != op.inplace and all(s == 1 for s in var.type.shape):
+            consts[i] = value.astype(var_type.dtype)
+        elif i != op.inplace and all(s == 1 for s in var_type.shape):
             kinds.append("scalar")
         else:
             kinds.append("full")
-    out_dtype = node.outputs[0].type.dtype
+    out_type = tensor_type(node.outputs[0])
+    out_dtype = out_type.dtype
     try:
         source = kernel_source(
             t,
             op.scalar_op,
-            [v.type.dtype for v in node.inputs],
+            [tensor_type(v).dtype for v in node.inputs],
             out_dtype,
             kinds,
             consts,
             op.inplace,
-            node.outputs[0].type.ndim,
+            out_type.ndim,
         )
     except Unsupported:
         return None
     variable = tuple(i for i, k in enumerate(kinds) if k != "const")
     single = tuple(kinds[i] == "scalar" for i in variable)
-    ndim = node.outputs[0].type.ndim
+    ndim = out_type.ndim
     return ElemwisePlan(t, source, variable, single, op.inplace, out_dtype, ndim)
 
 

@@ -22,15 +22,15 @@ the host before anything is written (also a sync).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from tensorjit.core.compile.deferred import defer
-from tensorjit.core.graph.basic import Apply
+from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.device_kernels.arrays import copy_to_new
@@ -42,7 +42,14 @@ from tensorjit.plugins.device_kernels.elementwise import (
     kernel_source,
     launch_map,
 )
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import (
+    DeviceRuntime,
+    Factory,
+    Planner,
+    Target,
+    node_label,
+    tensor_type,
+)
 from tensorjit.plugins.device_kernels.tuning import work_items
 from tensorjit.plugins.device_kernels.views import (
     IndexInputs,
@@ -50,6 +57,9 @@ from tensorjit.plugins.device_kernels.views import (
     padded,
     subtensor_view,
 )
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor
 
 I64 = np.int64
 WHOLE = ("s", False, False, False)  # an index entry taking a whole axis (``:``)
@@ -67,7 +77,7 @@ class ErrorFlag:
     index into the second (all writers write a bad index, so their race is harmless);
     the host reads them after the launch, or later in the call (see check_class_flag)."""
 
-    def __init__(self, rt: Any) -> None:
+    def __init__(self, rt: DeviceRuntime) -> None:
         self.rt = rt
         self.array: Any = None
         self.bad: int | None = None  # the bad index the last raised() read
@@ -94,7 +104,7 @@ class ErrorFlag:
         return True
 
 
-def unravel(index: str, sizes: Sequence[str], operands: dict[str, Sequence[str]]) -> list[str]:
+def unravel(index: str, sizes: Sequence[str], operands: Mapping[str, Sequence[str]]) -> list[str]:
     """C lines adding to each ``b_<name>`` the byte offset of flat (C-order) element
     ``index`` over axes of ``sizes``, the operand's byte strides being ``operands[name]``."""
     if not sizes:
@@ -128,7 +138,7 @@ def flat_loop(D: DeviceDialect, var: str, total: str) -> list[str]:
     ]
 
 
-def launch_flat(rt: Any, kernel: Any, total: int, *args: Any) -> None:
+def launch_flat(rt: DeviceRuntime, kernel: Any, total: int, *args: Any) -> None:
     """Run a flat kernel over ``total`` elements (none when empty)."""
     if total <= 0:
         return
@@ -157,21 +167,21 @@ def inc_subtensor_plan(t: Target, node: Apply) -> IncPlan | None:
         return None
     add = None
     if not op.set_instead_of_inc:
-        x, y = node.inputs[:2]
-        ndim = x.type.ndim - sum(1 for e in op.entries if e == "i")
+        x, y = (tensor_type(v) for v in node.inputs[:2])
+        ndim = x.ndim - sum(1 for e in op.entries if e == "i")
         try:
-            dtypes = [x.type.dtype, y.type.dtype]
+            dtypes = [x.dtype, y.dtype]
             source = kernel_source(
-                t, SCALAR_OPS["add"], dtypes, x.type.dtype, ["full", "full"], {}, 0, ndim
+                t, SCALAR_OPS["add"], dtypes, x.dtype, ["full", "full"], {}, 0, ndim
             )
         except Unsupported:
             return None
-        add = ElemwisePlan(t, source, (0, 1), (False, False), 0, x.type.dtype, ndim)
+        add = ElemwisePlan(t, source, (0, 1), (False, False), 0, x.dtype, ndim)
     return IncPlan(t, IndexInputs.of(t, node.inputs[2:]), add)
 
 
 def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], None]:
-    op, name, t = node.op, node_label(node), plan.target
+    op, name, t = cast("IncSubtensor", node.op), node_label(node), plan.target
 
     def run(inputs: list, output_storage: list) -> None:
         x, y, *idx = inputs
@@ -275,10 +285,10 @@ def select_plan(t: Target, node: Apply) -> Target | None:
 
 
 def select_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
-    x_var, y_var = node.inputs
+    x_type, y_type = (tensor_type(v) for v in node.inputs)
     rt = plan.runtime()
     name, flag = node_label(node), ErrorFlag(rt)
-    source = select_source(plan, y_var.type.ndim, x_var.type.dtype, y_var.type.dtype)
+    source = select_source(plan, y_type.ndim, x_type.dtype, y_type.dtype)
     kernel = rt.kernel(source, "tj_select")
     buffer_args = rt.buffer_args
 
@@ -298,12 +308,12 @@ def select_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
 
 
 def select_grad_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
-    _, g_var, y_var = node.inputs
-    out_dtype = node.outputs[0].type.dtype
+    _, g_type, y_type = (tensor_type(v) for v in node.inputs)
+    out_dtype = tensor_type(node.outputs[0]).dtype
     rt = plan.runtime()
     name, flag = node_label(node), ErrorFlag(rt)
-    dtypes = (g_var.type.dtype, y_var.type.dtype, out_dtype)
-    source = select_grad_source(plan, y_var.type.ndim, *dtypes)
+    dtypes = (g_type.dtype, y_type.dtype, out_dtype)
+    source = select_grad_source(plan, y_type.ndim, *dtypes)
     kernel = rt.kernel(source, "tj_select_grad")
     buffer_args = rt.buffer_args
 
@@ -329,13 +339,13 @@ def select_grad_factory(node: Apply, plan: Target) -> Callable[[list, list], Non
 
 
 # ---------------------------------------------------------------- advanced indexing
-def leading_vectors(entries: tuple, idx: Sequence[Any], x_ndim: int) -> int | None:
+def leading_vectors(entries: tuple, idx: Sequence[Variable], x_ndim: int) -> int | None:
     """The number of leading axes indexed by integer vectors (1 or 2) when ``entries``
     is ``x[v]``, ``x[v, w]`` or those followed by whole axes (``:``); else None."""
     p = 2 if entries[:2] == ("a", "a") else 1 if entries[:1] == ("a",) else 0
     covered = 0 < p <= x_ndim and all(e == WHOLE for e in entries[p:])
     vectors = len(idx) == p and all(
-        v.type.ndim == 1 and np.dtype(v.type.dtype).kind in "iu" for v in idx
+        tensor_type(v).ndim == 1 and np.dtype(tensor_type(v).dtype).kind in "iu" for v in idx
     )
     return p if covered and vectors else None
 
@@ -441,11 +451,10 @@ def host_index_rules(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[A
     not broadcast), on the index vectors fetched to the host (a sync); the region shape."""
     from tensorjit.tensor.subtensor import check_runtime_index
 
+    op = cast("AdvancedSubtensor | AdvancedIncSubtensor", node.op)
     first = len(node.inputs) - len(vectors)
     values = [t.arrays.to_host(v) for v in vectors]  # a sync
-    return check_runtime_index(
-        node.op, node.inputs[0], node.inputs[first:], x_shape, node.op.entries, values
-    )
+    return check_runtime_index(op, node.inputs[0], node.inputs[first:], x_shape, op.entries, values)
 
 
 def index_length(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
@@ -457,7 +466,7 @@ def index_length(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[Any])
     return lengths.pop() if lengths else 1
 
 
-def index_args(rt: Any, vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
+def index_args(rt: DeviceRuntime, vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
     """The kernel arguments of the index vectors (a broadcast one has stride 0)."""
     args = []
     for j, v in enumerate(vectors):
@@ -478,12 +487,13 @@ def advanced_subtensor_plan(t: Target, node: Apply) -> AdvancedPlan | None:
 
     if type(node.op) is not AdvancedSubtensor or not device_can_run(t, node):
         return None
-    x, *idx = node.inputs
-    p = leading_vectors(node.op.entries, idx, x.type.ndim)
+    x_var, *idx = node.inputs
+    x = tensor_type(x_var)
+    p = leading_vectors(node.op.entries, idx, x.ndim)
     if p is None:
         return None
-    dtypes = tuple(v.type.dtype for v in idx)
-    return AdvancedPlan(t, p, gather_source(t, dtypes, x.type.ndim - p, x.type.dtype))
+    dtypes = tuple(tensor_type(v).dtype for v in idx)
+    return AdvancedPlan(t, p, gather_source(t, dtypes, x.ndim - p, x.dtype))
 
 
 def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[list, list], None]:
@@ -515,7 +525,7 @@ def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[lis
 def check_value(node: Apply, y: Any, region: tuple) -> None:
     """The value must broadcast to the region, a length 1 only where its type says
     so (as AdvancedIncSubtensor.perform)."""
-    name, static = node_label(node), node.inputs[1].type.shape
+    name, static = node_label(node), tensor_type(node.inputs[1]).shape
     if y.ndim > len(region):
         raise ValueError(f"{name}: value of shape {y.shape} has more dimensions than {region}")
     for j in range(1, y.ndim + 1):
@@ -534,14 +544,13 @@ def advanced_inc_plan(t: Target, node: Apply) -> AdvancedPlan | None:
 
     if type(node.op) is not AdvancedIncSubtensor or not device_can_run(t, node):
         return None
-    x, y, *idx = node.inputs
-    p = leading_vectors(node.op.entries, idx, x.type.ndim)
+    x_var, y_var, *idx = node.inputs
+    x, y = tensor_type(x_var), tensor_type(y_var)
+    p = leading_vectors(node.op.entries, idx, x.ndim)
     if p is None:
         return None
-    dtypes = tuple(v.type.dtype for v in idx)
-    source = scatter_source(
-        t, dtypes, x.type.ndim - p, x.type.dtype, y.type.dtype, node.op.set_instead_of_inc
-    )
+    dtypes = tuple(tensor_type(v).dtype for v in idx)
+    source = scatter_source(t, dtypes, x.ndim - p, x.dtype, y.dtype, node.op.set_instead_of_inc)
     return AdvancedPlan(t, p, source)
 
 
@@ -581,7 +590,7 @@ def specs(t: Target) -> list[KernelSpec]:
         IncSubtensor,
     )
 
-    table = [
+    table: list[tuple[str, type, Factory, Planner]] = [
         ("inc_subtensor", IncSubtensor, inc_subtensor_factory, inc_subtensor_plan),
         ("select_class", SelectClass, select_factory, select_plan),
         ("select_class_grad", SelectClassGrad, select_grad_factory, select_plan),

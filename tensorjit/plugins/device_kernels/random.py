@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,9 +33,12 @@ from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run, inlined_constant
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target, node_label
 from tensorjit.plugins.device_kernels.tuning import work_items
 from tensorjit.tensor.random import MRG_STATE_WIDTH, check_mrg_state
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.random import MRGSample
 
 I64 = np.int64
 STATE_WIDTH = MRG_STATE_WIDTH
@@ -141,7 +144,7 @@ class MRGPlan:
 
 
 def mrg_plan(t: Target, node: Apply) -> MRGPlan | None:
-    op = node.op
+    op = cast("MRGSample", node.op)
     if not device_can_run(t, node) or op.dtype not in OUT_DTYPES:
         return None
     if op.dist == "normal" and not t.runtime().fp64:
@@ -199,7 +202,9 @@ def mrg_factory(node: Apply, plan: MRGPlan) -> Any:
     return run
 
 
-def launch_draw(rt: Any, kernel: Any, rstate: Any, new_state: Any, out: Any, n: int) -> None:
+def launch_draw(
+    rt: DeviceRuntime, kernel: Any, rstate: Any, new_state: Any, out: Any, n: int
+) -> None:
     """One work-item per substream (each writes its state, drawn from or not)."""
     ns = rstate.shape[0]
     if ns == 0:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache, partial
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -33,7 +33,10 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import byte_offset
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target, node_label, tensor_type
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.math import Argmax
 
 I64 = np.int64
 UNROLL = 8  # independent accumulators of a run (latency hiding, vectorisable)
@@ -95,12 +98,12 @@ GPU_MIN_SEGMENT = 1024
 MAX_SEGMENTS = 1024
 
 
-def _wanted_items(rt: Any) -> int:
+def _wanted_items(rt: DeviceRuntime) -> int:
     per_unit = CPU_ITEMS_PER_UNIT if rt.is_cpu else GPU_ITEMS_PER_UNIT
     return rt.compute_units * per_unit
 
 
-def segments(rt: Any, outputs: int, reduced: int) -> int:
+def segments(rt: DeviceRuntime, outputs: int, reduced: int) -> int:
     """How many segments each output's reduced range is split into."""
     wanted = _wanted_items(rt)
     if outputs >= wanted or reduced == 0:
@@ -109,7 +112,7 @@ def segments(rt: Any, outputs: int, reduced: int) -> int:
     return int(max(1, min(-(-wanted // outputs), reduced // least, MAX_SEGMENTS)))
 
 
-def units_per_item(rt: Any, units: int) -> int:
+def units_per_item(rt: DeviceRuntime, units: int) -> int:
     """Units of work (an output's segment) per work-item."""
     chosen = rt.work_per_item
     if chosen != "auto":
@@ -410,7 +413,7 @@ def reduce_plan(t: Target, node: Apply) -> ReducePlan | None:
     if type(node.op) is not Reduce or not device_can_run(t, node):
         return None  # a subclass (MappedReduce's map) is not what these kernels compute
     op = node.op
-    in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
+    in_dtype, out_dtype = tensor_type(node.inputs[0]).dtype, tensor_type(node.outputs[0]).dtype
     if not _dtypes_supported(t, in_dtype, out_dtype):
         return None  # complex, float16: the host runs them
     acc = accumulator_dtype(op.kind, in_dtype, out_dtype, t.runtime().fp64)
@@ -433,7 +436,7 @@ def _layout(x: Any, reduced: tuple[int, ...], reorder: bool) -> tuple[list, list
 
 
 def _launch_units(
-    rt: Any,
+    rt: DeviceRuntime,
     kernel: Any,
     units: int,
     S: int,
@@ -459,7 +462,7 @@ def _launch_units(
         rt.launch(kernel, items, *args)
 
 
-def _use_blocks(rt: Any, kept: list[Dim], red: list[Dim]) -> bool:
+def _use_blocks(rt: DeviceRuntime, kept: list[Dim], red: list[Dim]) -> bool:
     """Whether neighbouring outputs are denser in memory than the reduced run (a sum
     over rows of a C matrix): then a CPU reduces blocks of outputs at once. A GPU
     gets the same access pattern from neighbouring work-items."""
@@ -485,6 +488,7 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
             f"(input shape {x.shape}, axis {plan.axis})"
         )
     source = reduce_source(plan, len(kept), len(red))
+    extra: tuple[np.int64, ...]
     if _use_blocks(rt, kept, red):
         per_row = -(-kept[-1][0] // BLOCK)
         units, name, extra = outputs // kept[-1][0] * per_row, "tj_block", (I64(per_row),)
@@ -587,10 +591,11 @@ def arg_source(plan: ArgPlan, dk: int, dr: int) -> str:
 def arg_plan(t: Target, node: Apply) -> ArgPlan | None:
     if not device_can_run(t, node):
         return None
-    in_dtype = node.inputs[0].type.dtype
-    if not _dtypes_supported(t, in_dtype) or node.op.kind not in ("argmax", "argmin"):
+    op, x_type = cast("Argmax", node.op), tensor_type(node.inputs[0])
+    in_dtype = x_type.dtype
+    if not _dtypes_supported(t, in_dtype) or op.kind not in ("argmax", "argmin"):
         return None
-    return ArgPlan(t, node.op.kind, node.op._reduced(node.inputs[0].type.ndim), in_dtype)
+    return ArgPlan(t, op.kind, op._reduced(x_type.ndim), in_dtype)
 
 
 def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache, partial
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -25,7 +25,10 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import c_strides
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.reductions import Dim, split_dims, units_per_item
-from tensorjit.plugins.device_kernels.target import Target
+from tensorjit.plugins.device_kernels.target import Target, tensor_type
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.nnet.basic import Softmax
 
 I64 = np.int64
 
@@ -113,14 +116,15 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
 def row_plan(t: Target, node: Apply) -> RowPlan | None:
     if not device_can_run(t, node):
         return None
-    in_dtype, out_dtype = node.inputs[0].type.dtype, node.outputs[0].type.dtype
+    in_dtype, out_dtype = tensor_type(node.inputs[0]).dtype, tensor_type(node.outputs[0]).dtype
     if in_dtype not in t.dialect.type_names or out_dtype not in ("float32", "float64"):
         return None  # float16 (from small integers) and complex stay on the host
     from tensorjit.tensor.nnet.basic import LogSoftmax
 
     acc = "float64" if out_dtype == "float32" and t.runtime().fp64 else out_dtype
-    log = isinstance(node.op, LogSoftmax)
-    return RowPlan(t, log, tuple(node.op.axis), in_dtype, out_dtype, acc)
+    op = cast("Softmax | LogSoftmax", node.op)
+    log = isinstance(op, LogSoftmax)
+    return RowPlan(t, log, tuple(op.axis), in_dtype, out_dtype, acc)
 
 
 def _args(dims: list[Dim], operand: int) -> list:

@@ -24,12 +24,64 @@ strides, offset)``: a new header over ``base``'s buffer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tensorjit.core.devices import ArrayKind
-from tensorjit.plugins.cstyle import Dialect
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.plugins.device_kernels.dialect import DeviceDialect
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.type import TensorType
+
+
+class DeviceRuntime(Protocol):
+    """A device backend's runtime as the kernel families use it (the module docstring
+    says what each member does). Kernels and device arrays are the backend's own
+    objects, so they are ``Any`` here. The families never pass build options to
+    ``kernel`` (the CUDA runtime takes none)."""
+
+    @property
+    def fp64(self) -> bool: ...
+
+    @property
+    def is_cpu(self) -> bool: ...
+
+    @property
+    def compute_units(self) -> int: ...
+
+    @property
+    def work_per_item(self) -> str | int: ...
+
+    @property
+    def device(self) -> Hashable: ...
+
+    def kernel(self, source: str, name: str, /) -> Any: ...
+
+    def launch(self, kernel: Any, items: int, /, *args: Any) -> None: ...
+
+    def launch_chunks(self, kernel: Any, items: int, /, *args: Any) -> None: ...
+
+    def launch_groups(self, kernel: Any, groups: int, group_size: int, /, *args: Any) -> None: ...
+
+    def empty(self, shape: tuple[int, ...], dtype: Any, /) -> Any: ...
+
+    def buffer_args(self, value: Any, /) -> list[Any]: ...
+
+
+class ArrayViews(Protocol):
+    """An array kind that makes views (every device backend's kind does:
+    arrays.StridedDeviceArrays); the host target's ``HostArrays`` does not."""
+
+    def view(
+        self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int, /
+    ) -> Any: ...
+
+
+#: A family's kernel factory: ``factory(node, plan)`` gives ``run(inputs,
+#: output_storage)`` (KernelSpec's contract; each takes its own family's plan).
+Factory = Callable[[Apply, Any], Callable[[list, list], None]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +91,8 @@ class Target:
     backend: str  # the backend's name, prefix of its kernel names ("opencl:reduce")
     device: str  # the device its values live on
     plugin: str  # the plugin registering the kernels
-    dialect: Dialect
-    runtime: Callable[[], Any]
+    dialect: DeviceDialect
+    runtime: Callable[[], DeviceRuntime]
     arrays: ArrayKind
     #: the source every program starts with, for the dtypes it uses
     preamble: Callable[[set[str]], str]
@@ -52,6 +104,16 @@ class Target:
         return f"Target({self.backend})"
 
 
-def node_label(node: Any) -> str:
+#: A family's plan function: ``plan(target, node)``, None where it does not cover the node.
+Planner = Callable[[Target, Apply], object]
+
+
+def node_label(node: Apply) -> str:
     """How a kernel's errors name its node: the op and where the user created it."""
     return f"{node.op} (created at {node.outputs[-1].created_at or 'unknown'})"
+
+
+def tensor_type(var: Variable) -> TensorType:
+    """``var``'s type, a tensor's: the families plan only tensor ops, whose inputs and
+    outputs are all tensors (``TensorType``)."""
+    return cast("TensorType", var.type)

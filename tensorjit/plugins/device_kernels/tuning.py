@@ -9,7 +9,10 @@ the choice ("auto", or elements per item).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tensorjit.plugins.device_kernels.target import DeviceRuntime
 
 # CPU: a few work-items per compute unit (so uneven chunks balance), chunks of at least
 # this many elements (so the per-item overhead is amortised).
@@ -18,7 +21,7 @@ CPU_MIN_CHUNK = 256
 GPU_CHUNK = 1
 
 
-def chunk_size(rt: Any, n: int) -> int:
+def chunk_size(rt: DeviceRuntime, n: int) -> int:
     """Elements per work-item for a flat kernel over ``n`` elements."""
     chosen = rt.work_per_item
     if chosen != "auto":
@@ -29,7 +32,7 @@ def chunk_size(rt: Any, n: int) -> int:
     return GPU_CHUNK
 
 
-def work_items(rt: Any, n: int) -> tuple[int, int]:
+def work_items(rt: DeviceRuntime, n: int) -> tuple[int, int]:
     """(work-items, elements per work-item) covering ``n`` elements."""
     chunk = chunk_size(rt, n)
     return -(-n // chunk), chunk

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -22,10 +22,27 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import c_strides, contiguous
 from tensorjit.plugins.device_kernels.elementwise import constant_value, copy_into, device_can_run
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import (
+    ArrayViews,
+    Factory,
+    Planner,
+    Target,
+    node_label,
+    tensor_type,
+)
+
+if TYPE_CHECKING:
+    from tensorjit.tensor.elemwise import DimShuffle
+    from tensorjit.tensor.subtensor import Subtensor
 
 
 # ---------------------------------------------------------------- shared helpers
+def array_views(t: Target) -> ArrayViews:
+    """``t``'s array kind, which makes views: the families making views (this one, and
+    indexing through it) are registered only by device backends, whose kinds do."""
+    return cast(ArrayViews, t.arrays)
+
+
 @dataclass(frozen=True)
 class IndexInputs:
     """Integer inputs read on the host: the constants known when planned (None: the
@@ -58,7 +75,7 @@ def padded(t: Target, value: Any, ndim: int) -> Any:
     extra = ndim - value.ndim
     if extra <= 0:
         return value
-    return t.arrays.view(
+    return array_views(t).view(
         value, (1,) * extra + value.shape, (0,) * extra + value.strides, value.offset
     )
 
@@ -74,11 +91,12 @@ def check_broadcast(what: str, shape: tuple, target: tuple) -> None:
 
 
 # ---------------------------------------------------------------- DimShuffle
-def dimshuffle_view(t: Target, op: Any, x: Any, name: str) -> Any:
+def dimshuffle_view(t: Target, op: DimShuffle, x: Any, name: str) -> Any:
     """``x`` with axes permuted, length-1 axes dropped and new ones (stride 0) added."""
     if any(x.shape[d] != 1 for d in op.dropped):
         raise ValueError(f"{name}: dropped dimensions must have length 1, got shape {x.shape}")
-    shape, strides = [], []
+    shape: list[int] = []
+    strides: list[int] = []
     for d in op.new_order:
         if d == "x":
             shape.append(1)
@@ -86,7 +104,7 @@ def dimshuffle_view(t: Target, op: Any, x: Any, name: str) -> Any:
         else:
             shape.append(x.shape[d])
             strides.append(x.strides[d])
-    return t.arrays.view(x, shape, strides, x.offset)
+    return array_views(t).view(x, tuple(shape), tuple(strides), x.offset)
 
 
 def dimshuffle_plan(t: Target, node: Apply) -> Target | None:
@@ -96,7 +114,7 @@ def dimshuffle_plan(t: Target, node: Apply) -> Target | None:
 
 
 def dimshuffle_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
-    op, name = node.op, node_label(node)
+    op, name = cast("DimShuffle", node.op), node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         output_storage[0][0] = dimshuffle_view(plan, op, inputs[0], name)
@@ -105,7 +123,9 @@ def dimshuffle_factory(node: Apply, plan: Target) -> Callable[[list, list], None
 
 
 # ---------------------------------------------------------------- Reshape
-def resolve_shape(name: str, old: tuple[int, ...], requested: Sequence[int]) -> tuple[int, ...]:
+def resolve_shape(
+    name: str, old: tuple[int, ...], requested: Sequence[int] | np.ndarray
+) -> tuple[int, ...]:
     """``requested`` with its -1 entry (if any) worked out, checked against ``old``."""
     size = int(np.prod(old, dtype=np.int64))
     wanted = tuple(int(s) for s in requested)
@@ -128,7 +148,7 @@ def reshape_value(t: Target, x: Any, shape: tuple[int, ...]) -> Any:
     contiguous copy (its view_map allows, never requires, the output to alias ``x``)."""
     base = contiguous(t, x)
     offset = base.offset if base.size else 0
-    return t.arrays.view(base, shape, c_strides(shape, x.dtype.itemsize), offset)
+    return array_views(t).view(base, shape, c_strides(shape, x.dtype.itemsize), offset)
 
 
 def reshape_plan(t: Target, node: Apply) -> IndexInputs | None:
@@ -163,7 +183,8 @@ def subtensor_view(
     integer, ``("s", has_start, has_stop, has_step)`` a slice), ``values`` the host
     values of the index inputs in order. Integers out of range raise an IndexError."""
     given = iter(values)
-    shape, strides = [], []
+    shape: list[int] = []
+    strides: list[int] = []
     offset = x.offset
     for axis, entry in enumerate(entries):
         n, stride = x.shape[axis], x.strides[axis]
@@ -186,7 +207,7 @@ def subtensor_view(
         strides.append(stride * step)
     shape += x.shape[len(entries) :]
     strides += x.strides[len(entries) :]
-    return t.arrays.view(x, shape, strides, offset)
+    return array_views(t).view(x, tuple(shape), tuple(strides), offset)
 
 
 def subtensor_plan(t: Target, node: Apply) -> IndexInputs | None:
@@ -198,7 +219,7 @@ def subtensor_plan(t: Target, node: Apply) -> IndexInputs | None:
 
 
 def subtensor_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
-    entries, name = node.op.entries, node_label(node)
+    entries, name = cast("Subtensor", node.op).entries, node_label(node)
 
     def run(inputs: list, output_storage: list) -> None:
         x, *idx = inputs
@@ -228,7 +249,7 @@ def filled(t: Target, name: str, value: Any, shape: tuple[int, ...], dtype: str)
 
 
 def alloc_factory(node: Apply, plan: IndexInputs) -> Callable[[list, list], None]:
-    name, dtype = node_label(node), node.outputs[0].type.dtype
+    name, dtype = node_label(node), tensor_type(node.outputs[0]).dtype
 
     def run(inputs: list, output_storage: list) -> None:
         value, *dims = inputs
@@ -247,7 +268,7 @@ def second_plan(t: Target, node: Apply) -> Target | None:
 def second_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     from tensorjit.tensor.allocation import second_shape
 
-    name, dtype = node_label(node), node.outputs[0].type.dtype
+    name, dtype = node_label(node), tensor_type(node.outputs[0]).dtype
 
     def run(inputs: list, output_storage: list) -> None:
         a, b = inputs
@@ -264,7 +285,7 @@ def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.shape_ops import Reshape
     from tensorjit.tensor.subtensor import Subtensor
 
-    table = [
+    table: list[tuple[str, type, Factory, Planner]] = [
         ("dimshuffle", DimShuffle, dimshuffle_factory, dimshuffle_plan),
         ("reshape", Reshape, reshape_factory, reshape_plan),
         ("subtensor", Subtensor, subtensor_factory, subtensor_plan),
