@@ -170,7 +170,7 @@ def build_blas_forwarder() -> tuple[Path, Path]:
     """Compile (once, cached) ``lib<FORWARDER_NAME>.so`` forwarding ``dgemm_`` etc. to the
     OpenBLAS tensorjit uses (NumPy's bundled one, else SciPy's); returns (the
     forwarder's directory, the OpenBLAS it links)."""
-    from tensorjit.plugins.c_backend import blas  # imports NumPy: after limit_threads()
+    from tensorjit.plugins.c_backend.linalg import blas  # imports NumPy: after limit_threads()
 
     used = blas.provider()
     ilp64 = used.ilp64

@@ -17,7 +17,7 @@ import filelock
 import platformdirs
 
 from tensorjit.core import config as config_module
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 
 
 def per_call_us(fn: Callable[[], object], calls: int, rounds: int = 5) -> float:

@@ -181,7 +181,7 @@ def child(kind: str, size: int) -> None:
         start = time.perf_counter()
         import tensorjit
         import tensorjit.tensor as tt
-        from tensorjit.plugins.c_backend import compiler
+        from tensorjit.plugins.c_backend.build import compiler
 
         result["import_s"] = time.perf_counter() - start
         lib, T = tensorjit, tt

@@ -173,7 +173,7 @@ def one_thread(binder):
     """tj-c (``binder``, compiled with config threads=1) run with the worker pool held
     to one thread (the same-run baseline). The pool is set directly, a C call: changing the
     config also sets the BLAS's threads, which costs ~10 us, as much as a 10^5 step."""
-    from tensorjit.plugins.c_backend import threads
+    from tensorjit.plugins.c_backend.build import threads
 
     def bind(a, b):
         step = binder(a, b)

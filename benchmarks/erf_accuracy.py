@@ -1,4 +1,4 @@
-"""The float32 erf and erfc of the C backend (c_backend/vector_erf.py) against SciPy's
+"""The float32 erf and erfc of the C backend (c_backend/generators/vector_erf.py) against SciPy's
 double precision values rounded to float32: the largest error in ulps and how many
 results are not the correctly rounded one, over every ``--step``-th float32 in
 [0, 11] and their negatives (--step 1: every float32 there, about 2.2e9 values).

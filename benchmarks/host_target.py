@@ -1,4 +1,4 @@
-"""The shared device kernel families on the host target (c_backend/host_target.py)
+"""The shared device kernel families on the host target (c_backend/generators/host_target.py)
 against what the C backend ran before for the same ops: ``Op.perform`` (NumPy).
 
 - MRG31k3p uniform and normal draws (the C backend registers the family): the sample
@@ -21,7 +21,7 @@ from _timing import median_time
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend.host_target import HOST_TARGET
+from tensorjit.plugins.c_backend.generators.host_target import HOST_TARGET
 from tensorjit.plugins.device_kernels.reductions import specs as reduction_specs
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.random import MRG_RandomStreams

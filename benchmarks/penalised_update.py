@@ -1,4 +1,4 @@
-"""The L2-penalised weight update in one pass (c_backend/penalised.py) against the decay
+"""The L2-penalised weight update in one pass (c_backend/linalg/penalised.py) against the decay
 pass then BLAS's GEMM, on the tutorial MLP's W1 update: ``out = beta * W + alpha * X^T G``
 and ``sum(W**2)``, W 784 x 500, X the next 20-row minibatch of a 12,000-row data set (read
 transposed, as the gradient reads it), one thread; in place (out is W, as the MLP's
@@ -40,7 +40,7 @@ def main() -> None:
         return
 
     import tensorjit
-    from tensorjit.plugins.c_backend import blas, penalised
+    from tensorjit.plugins.c_backend.linalg import blas, penalised
 
     tensorjit.config.threads = 1
     ffi, lib = blas.library()

@@ -1,5 +1,5 @@
 """Elementwise graphs built on special functions, the class the vectorised float32 erf
-serves (c_backend/vector_erf.py): every implementation compiles the whole expression.
+serves (c_backend/generators/vector_erf.py): every implementation compiles the whole expression.
 
 - options: Black-Scholes prices of a call and a put for N options (spot, strike,
   maturity, volatility per option; one rate), the normal CDF written with erf:

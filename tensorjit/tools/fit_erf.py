@@ -1,5 +1,5 @@
 """Fits the approximations of the vectorised float32 erf and erfc
-(c_backend/vector_erf.py) and prints them, with the largest relative error of each fit.
+(c_backend/generators/vector_erf.py) and prints them, with the largest relative error of each fit.
 
 Against SciPy's double precision erf and erfcx, on Chebyshev nodes, erfc's in double:
 

@@ -35,7 +35,7 @@ def test_warnings_are_tensorjit_warnings_and_compiles_are_logged(tmp_path, caplo
     assert issubclass(EquilibriumBoundWarning, tensorjit.TensorjitWarning)
     with pytest.warns(tensorjit.TensorjitWarning, match="high_contrast"):
         pydotprint(T.vector("v") * 2, tmp_path / "g.dot", print_output_file=False, high_contrast=1)
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     x = T.vector("x")
     with caplog.at_level(logging.DEBUG, logger="tensorjit"):

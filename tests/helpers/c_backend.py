@@ -38,7 +38,7 @@ def compiled_with(kernel: str, ops: Any, inputs: list, outputs: Any, mode: Mode 
 def cached_sources(needle: str) -> list[tuple[str, str]]:
     """(path without ".c", text) of each C source in the compile cache containing
     ``needle`` (its library is the path + ".so")."""
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     directory = compiler.cache_dir()
     found = []
@@ -53,7 +53,7 @@ def cached_sources(needle: str) -> list[tuple[str, str]]:
 
 def compiler_macros(*flags: str) -> str:
     """The compiler's predefined macros for the kernels' flags (and ``flags``)."""
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     argv, _ = compiler.compiler_identity()
     cmd = [*argv, *compiler.compile_flags(), *flags, "-dM", "-E", "-x", "c", os.devnull]
@@ -64,7 +64,7 @@ def compiler_macros(*flags: str) -> str:
 def vectorised_lines(base: str) -> set[int]:
     """The lines of ``base + ".c"`` whose loops gcc reports vectorised, compiled with the
     kernels' flags (gcc only: ``-fopt-info-vec-optimized``)."""
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     argv, _ = compiler.compiler_identity()
     proc = subprocess.run(

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.plugins.c_backend import compiler
-from tensorjit.plugins.c_backend.buffers import output_buffer, reusable
-from tensorjit.plugins.c_backend.codegen import C_TYPES  # the backend's own type names
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer, reusable
+from tensorjit.plugins.c_backend.generators.codegen import C_TYPES  # the backend's own type names
 
 __all__ = ["compile_c", "output_buffer", "pointer", "reusable", "unavailable_reason"]
 

@@ -19,20 +19,18 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.c_backend import (
-    blas,
-    blas_batched,
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators import (
     codegen,
-    compiler,
     construct,
     convolution,
     host_target,
     indexing,
     kernels,
-    penalised,
     pooling,
     rowwise,
 )
+from tensorjit.plugins.c_backend.linalg import blas, blas_batched, penalised
 from tensorjit.tensor.allocation import ARange
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise

@@ -21,7 +21,7 @@ PRIORITY = 10
 
 
 def check_available() -> str | None:
-    from tensorjit.plugins.c_backend.compiler import unavailable_reason
+    from tensorjit.plugins.c_backend.build.compiler import unavailable_reason
 
     return unavailable_reason()
 
@@ -29,8 +29,8 @@ def check_available() -> str | None:
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
     # Importing these probes nothing: the compiler is looked for on first use.
-    from tensorjit.plugins.c_backend.codegen import C_DIALECT
-    from tensorjit.plugins.c_backend.compiler import HOST_C_COMPILER
+    from tensorjit.plugins.c_backend.build.compiler import HOST_C_COMPILER
+    from tensorjit.plugins.c_backend.generators.codegen import C_DIALECT
 
     registry.add(
         Backend(
@@ -49,13 +49,14 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
 
 
 def _prepare(chosen: list) -> None:
-    from tensorjit.plugins.c_backend import kernel_table, program
+    from tensorjit.plugins.c_backend import kernel_table
+    from tensorjit.plugins.c_backend.whole_graph import program
 
     kernel_table.prepare(chosen, extra=program.prebuild_entries())
 
 
 def _whole_graph(plan):
-    from tensorjit.plugins.c_backend.program import whole_graph
+    from tensorjit.plugins.c_backend.whole_graph.program import whole_graph
 
     return whole_graph(plan)
 

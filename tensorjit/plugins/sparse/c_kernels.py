@@ -37,7 +37,7 @@ from functools import partial
 
 import numpy as np
 
-from tensorjit.plugins.c_backend.buffers import reusable
+from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.sparse.basic import DenseSparseDot, StructuredDot
 
 Run = Callable[[list, list], None]
@@ -312,7 +312,7 @@ def source() -> tuple[str, str, tuple[str, ...]]:
 
 
 def _library():
-    from tensorjit.plugins.c_backend import compiler  # lazy: the C backend may be absent
+    from tensorjit.plugins.c_backend.build import compiler  # lazy: the C backend may be absent
 
     src, cdef, symbols = source()
     return compiler.load(src, cdef, symbols, what="sparse x dense products")

@@ -11,7 +11,7 @@ from helpers.c_backend import C_ONLY, DEBUG_C, NEEDS_C
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.compile.mode import Mode
-from tensorjit.plugins.c_backend import blas
+from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 

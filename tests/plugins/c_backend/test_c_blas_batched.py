@@ -10,7 +10,7 @@ import pytest
 from helpers.c_backend import NEEDS_C, compiled_with
 
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import blas_batched
+from tensorjit.plugins.c_backend.linalg import blas_batched
 from tensorjit.tensor import linalg
 
 pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]

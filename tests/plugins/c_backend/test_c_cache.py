@@ -14,7 +14,7 @@ import pytest
 from helpers.c_backend import NEEDS_C
 
 import tensorjit
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 
 # Compiles one fused kernel, checks its value, prints what the cache did.
 SCRIPT = textwrap.dedent(
@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     import tensorjit, tensorjit.tensor as T
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     tensorjit.config.whole_graph = False  # one cache entry: the kernel's (no program,
     tensorjit.config.threads = 1  # no thread pool)
@@ -129,7 +129,7 @@ def test_registration_does_not_probe_the_compiler(tmp_path):
         """
         import tensorjit
         from tensorjit.core.hooks import get_plugin_system
-        from tensorjit.plugins.c_backend import compiler
+        from tensorjit.plugins.c_backend.build import compiler
         system = get_plugin_system()
         assert "c" in system.registries.backends.backends
         print(compiler._identities == {})

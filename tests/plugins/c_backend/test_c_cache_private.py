@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     import tensorjit, tensorjit.tensor as T
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     tensorjit.config.whole_graph = False  # one cache entry: the kernel's (no program,
     tensorjit.config.threads = 1  # no thread pool)
@@ -193,7 +193,7 @@ def test_a_compile_that_times_out_leaves_no_compiler_process(tmp_path):
     import os
     import time
 
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     marker = tmp_path / "child.pid"
     script = f"sleep 60 & echo $! > {marker}; wait"

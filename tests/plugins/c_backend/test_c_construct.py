@@ -13,7 +13,7 @@ from helpers.c_backend import C_ONLY, NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import construct
+from tensorjit.plugins.c_backend.generators import construct
 from tensorjit.tensor import nnet
 
 pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]

@@ -1,4 +1,4 @@
-"""The host as a Target of the shared device kernel families (c_backend/host_target.py):
+"""The host as a Target of the shared device kernel families (c_backend/generators/host_target.py):
 a family's OpenCL-style kernels become C work-item functions with launchers that split
 the work-items over the worker pool. MRG31k3p runs this way on the C backend and gives
 the host's stream bit for bit (Op.perform is the reference), serial and split."""
@@ -11,7 +11,7 @@ from helpers.c_backend import NEEDS_C
 
 import tensorjit
 from tensorjit.core.compile.mode import Mode
-from tensorjit.plugins.c_backend.host_target import host_program
+from tensorjit.plugins.c_backend.generators.host_target import host_program
 from tensorjit.tensor.random import MRG_RandomStreams
 
 pytestmark = NEEDS_C

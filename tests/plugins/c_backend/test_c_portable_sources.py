@@ -32,7 +32,7 @@ DRIVER = textwrap.dedent(
     import json, sys
     import numpy as np
     import tensorjit, tensorjit.tensor as T
-    from tensorjit.plugins.c_backend import compiler
+    from tensorjit.plugins.c_backend.build import compiler
 
     out_dir = sys.argv[1]
     saved = []

@@ -19,7 +19,7 @@ import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.hooks import get_plugin_system
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 from tensorjit.tensor import nnet
 
 REASON = get_plugin_system().registries.backends.unavailable_reason("c")
@@ -394,7 +394,7 @@ def test_alloc_and_shape_steps():
 
 
 def test_large_outputs_reuse_the_memory_of_freed_ones():
-    from tensorjit.plugins.c_backend.program import _interpreter
+    from tensorjit.plugins.c_backend.whole_graph.program import _interpreter
 
     pool = _interpreter()
     pool.release_pool()
@@ -471,7 +471,7 @@ def test_temporaries_reused_by_two_threads_stay_correct():
 
 
 def test_pool_keeps_the_latest_freed_blocks_when_full():
-    from tensorjit.plugins.c_backend.program import _interpreter
+    from tensorjit.plugins.c_backend.whole_graph.program import _interpreter
 
     pool = _interpreter()
     pool.release_pool()
@@ -491,7 +491,7 @@ def test_pool_keeps_the_latest_freed_blocks_when_full():
 
 
 def test_only_output_steps_stream_from_the_configured_size():
-    from tensorjit.plugins.c_backend.program import last_level_cache_bytes
+    from tensorjit.plugins.c_backend.whole_graph.program import last_level_cache_bytes
 
     x, y = T.vector("x"), T.vector("y")
     t = T.exp(x) + y  # a temporary: its step never streams (it is read again soon)

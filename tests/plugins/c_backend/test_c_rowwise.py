@@ -12,7 +12,7 @@ from helpers.layouts import matrix_layouts
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import rowwise
+from tensorjit.plugins.c_backend.generators import rowwise
 from tensorjit.tensor import nnet
 
 pytestmark = [NEEDS_C, pytest.mark.usefixtures("module_compile_cache")]

@@ -14,7 +14,7 @@ from helpers.c_backend import DEBUG_C, NEEDS_C, compiled_with
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import codegen
+from tensorjit.plugins.c_backend.generators import codegen
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.scalar import SCALAR_OPS
 

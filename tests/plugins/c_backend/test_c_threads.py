@@ -25,7 +25,9 @@ from helpers.c_backend import C_ONLY, NEEDS_C
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import blas, compiler, parallel, rowwise, threads
+from tensorjit.plugins.c_backend.build import compiler, parallel, threads
+from tensorjit.plugins.c_backend.generators import rowwise
+from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor import nnet
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.math import Reduce
@@ -599,7 +601,7 @@ FORK_SCRIPT = """
 import json, os, signal, sys, threading, time
 import numpy as np
 import tensorjit, tensorjit.tensor as T
-from tensorjit.plugins.c_backend import threads
+from tensorjit.plugins.c_backend.build import threads
 
 tensorjit.config.threads = 2
 x = T.vector("x")
@@ -674,7 +676,7 @@ TASKS_SCRIPT = """
 import json, os
 import numpy as np
 import tensorjit, tensorjit.tensor as T
-from tensorjit.plugins.c_backend import threads
+from tensorjit.plugins.c_backend.build import threads
 from tensorjit.tensor import nnet
 
 def tasks():

@@ -1,5 +1,5 @@
 """The C backend's vectorisable float32 erf and erfc and float64 erf
-(c_backend/vector_erf.py): float32 at most 1 ulp from SciPy's double precision values
+(c_backend/generators/vector_erf.py): float32 at most 1 ulp from SciPy's double precision values
 rounded to float32, float64 at most 1 ulp (2 without FMA) from the correctly rounded
 value (mpmath, 30 digits), over every region of the approximations and their joins,
 special values exactly; fused into other elementwise work (the normal CDF of option

@@ -20,7 +20,7 @@ from helpers.c_backend import (
 
 import tensorjit
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 
 pytestmark = [
     NEEDS_C,

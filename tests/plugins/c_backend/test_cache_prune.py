@@ -15,7 +15,7 @@ import tensorjit
 import tensorjit.tensor as T
 from tensorjit.__main__ import cache
 from tensorjit.plugins import disk_cache
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 
 pytestmark = NEEDS_C
 

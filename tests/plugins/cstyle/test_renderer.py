@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tensorjit.tensor as T
-from tensorjit.plugins.c_backend.codegen import C_DIALECT
+from tensorjit.plugins.c_backend.generators.codegen import C_DIALECT
 from tensorjit.plugins.cstyle import Dialect, Unsupported, scalar_expr
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function
 from tensorjit.tensor.composite import Composite

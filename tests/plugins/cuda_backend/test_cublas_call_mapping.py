@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tensorjit.plugins.c_backend.blas import ROUTINES, _scipy_blas
+from tensorjit.plugins.c_backend.linalg.blas import ROUTINES, _scipy_blas
 from tensorjit.plugins.cuda_backend.blas_calls import (
     Matrix,
     column_major,

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import blas, compiler, threads
-from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.plugins.c_backend.build import compiler, threads
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
+from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
 Run = Callable[[list, list], None]

@@ -34,7 +34,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.tensor.blas import PenalisedGemm
 
 OPS = (PenalisedGemm,)
@@ -253,7 +253,7 @@ def factory(node: Apply) -> Callable[[list, list], None]:
     """The per-node kernel: the C function on C-contiguous (and, in place, writeable)
     weights of the node's dtype, Op.perform otherwise. In place, an x or y that shares
     memory with the weight is read from a copy."""
-    from tensorjit.plugins.c_backend import blas
+    from tensorjit.plugins.c_backend.linalg import blas
 
     ffi, lib = blas.library()
     dtype = node.inputs[0].type.numpy_dtype

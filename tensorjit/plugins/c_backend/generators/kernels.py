@@ -12,8 +12,9 @@ from typing import NamedTuple
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
-from tensorjit.plugins.c_backend import codegen, compiler, reduction
-from tensorjit.plugins.c_backend.buffers import reusable
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators import codegen, reduction
+from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.cstyle.dialect import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce

@@ -18,9 +18,15 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler
-from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import PREAMBLE, Unsupported, convert, covered_by, ctype
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
+from tensorjit.plugins.c_backend.generators.codegen import (
+    PREAMBLE,
+    Unsupported,
+    convert,
+    covered_by,
+    ctype,
+)
 from tensorjit.tensor.allocation import ARange, Eye, Second, Tri
 from tensorjit.tensor.extra_ops import CumOp, Sort
 from tensorjit.tensor.math import Alloc

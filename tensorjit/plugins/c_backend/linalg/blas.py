@@ -30,9 +30,10 @@ import numpy as np
 
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler, penalised
-from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.skinny import skinny_source
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
+from tensorjit.plugins.c_backend.linalg import penalised
+from tensorjit.plugins.c_backend.linalg.skinny import skinny_source
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 
@@ -441,7 +442,7 @@ def library():
 
 def _use_skinny_kernels(_value: object = None) -> None:
     """Few-column products in our own kernels on one thread only (see skinny.py)."""
-    from tensorjit.plugins.c_backend.threads import thread_count  # (it imports this module)
+    from tensorjit.plugins.c_backend.build.threads import thread_count  # (it imports this module)
 
     one = thread_count() == 1
     for _, lib in list(_libraries.values()):

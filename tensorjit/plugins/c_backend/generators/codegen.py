@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.plugins.c_backend import parallel, vector_erf
-from tensorjit.plugins.c_backend.polynomials import estrin, estrin_powers
+from tensorjit.plugins.c_backend.build import parallel
+from tensorjit.plugins.c_backend.generators import vector_erf
+from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
 from tensorjit.plugins.cstyle.numpy_helpers import (

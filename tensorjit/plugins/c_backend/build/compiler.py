@@ -375,7 +375,7 @@ def load(source: str, cdef: str, symbols: tuple[str, ...], what: str) -> tuple[A
     A library declaring ``tj_parallel`` (parallel.py) gets the worker pool."""
     ffi, lib = _load_entry(source, what, lambda path: _try_load(path, cdef, symbols))
     # Imported with the first kernel of any kind: config threads reaches the BLAS too.
-    from tensorjit.plugins.c_backend import threads
+    from tensorjit.plugins.c_backend.build import threads
 
     if "tj_parallel" in cdef:
         threads.attach(ffi, lib)

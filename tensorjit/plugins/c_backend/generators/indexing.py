@@ -19,9 +19,9 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler
-from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import Unsupported, covered_by, ctype
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
+from tensorjit.plugins.c_backend.generators.codegen import Unsupported, covered_by, ctype
 from tensorjit.tensor.linalg import ExtractDiag
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.devices import HOST, HostArrays
-from tensorjit.plugins.c_backend import compiler, parallel
+from tensorjit.plugins.c_backend.build import compiler, parallel
 from tensorjit.plugins.device_kernels.dialect import (
     DEVICE_TYPES,
     HELPERS,
@@ -163,7 +163,7 @@ class HostRuntime:
 
     @property
     def compute_units(self) -> int:
-        from tensorjit.plugins.c_backend import threads
+        from tensorjit.plugins.c_backend.build import threads
 
         return max(threads.thread_count(), 1)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import blas
+from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor.linalg import MatMul, TensorDot
 
 Run = Callable[[list, list], None]

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tensorjit.plugins.c_backend import parallel
-from tensorjit.plugins.c_backend.codegen import (
+from tensorjit.plugins.c_backend.build import parallel
+from tensorjit.plugins.c_backend.generators.codegen import (
     PREAMBLE,
     SIMD,
     Unsupported,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler, parallel
-from tensorjit.plugins.c_backend.buffers import output_buffer
-from tensorjit.plugins.c_backend.codegen import (
+from tensorjit.plugins.c_backend.build import compiler, parallel
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
+from tensorjit.plugins.c_backend.generators.codegen import (
     PREAMBLE,
     SIMD,
     Unsupported,

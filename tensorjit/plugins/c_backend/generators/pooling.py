@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend import compiler, parallel
-from tensorjit.plugins.c_backend.buffers import output_buffer
+from tensorjit.plugins.c_backend.build import compiler, parallel
+from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 
 Run = Callable[[list, list], None]

@@ -35,15 +35,9 @@ from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.kernel_selection import node_device
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend import (
-    blas,
-    compiler,
-    indexing,
-    kernels,
-    penalised,
-    rowwise,
-    threads,
-)
+from tensorjit.plugins.c_backend.build import compiler, threads
+from tensorjit.plugins.c_backend.generators import indexing, kernels, rowwise
+from tensorjit.plugins.c_backend.linalg import blas, penalised
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
 from tensorjit.tensor.subtensor import AdvancedSubtensor

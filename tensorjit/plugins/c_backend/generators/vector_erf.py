@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorjit.plugins.c_backend.polynomials import estrin, estrin_powers
+from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
 
 # python -m tensorjit.tools.fit_erf: erfc's P and Q (degrees 8, 16)
 P = (

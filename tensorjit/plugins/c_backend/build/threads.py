@@ -20,7 +20,7 @@ from typing import Any
 
 from tensorjit.core.config import config
 from tensorjit.core.diagnostics import TensorjitRuntimeWarning
-from tensorjit.plugins.c_backend import compiler
+from tensorjit.plugins.c_backend.build import compiler
 
 _POOL_CDEF = (
     "int tj_pool_parallel(void *, void *, int64_t, int64_t, int64_t);\n"
@@ -116,7 +116,7 @@ _blas_before: list[int | None] = [None]  # the BLAS's count before config set on
 
 def blas_threads() -> int | None:
     """The threads of the BLAS the products call (None if it does not say)."""
-    from tensorjit.plugins.c_backend import blas
+    from tensorjit.plugins.c_backend.linalg import blas
 
     getter = _blas_function(blas.provider().where, "get")
     return None if getter is None else int(getter())
@@ -124,7 +124,7 @@ def blas_threads() -> int | None:
 
 def set_blas_threads(count: int) -> bool:
     """Set the threads of the BLAS the products call; False if it has no such switch."""
-    from tensorjit.plugins.c_backend import blas
+    from tensorjit.plugins.c_backend.linalg import blas
 
     setter = _blas_function(blas.provider().where, "set")
     if setter is None:
