@@ -131,6 +131,15 @@ _OPTIONS = [
         _auto_or_bytes,
     ),
     ConfigOption(
+        "device_schedule",
+        "auto",
+        "how device kernels that have two shapes share out rows: 'groups' (a work-group "
+        "per row, a tree in local memory: what a GPU wants), 'items' (a chunk of rows per "
+        "work-item: what a CPU device wants) or 'auto' (by the device's type); forcing "
+        "'groups' runs the GPU shapes on a CPU device such as PoCL",
+        _choice("auto", "groups", "items"),
+    ),
+    ConfigOption(
         "assert_no_cpu_op",
         "ignore",
         "for functions using a device: 'raise' makes compiling fail, naming the nodes, when "

@@ -87,6 +87,10 @@ CUDA_DIALECT = DeviceDialect(
     flat_loop=FLAT_LOOP,
     preamble=PREAMBLE,
     global_id=GLOBAL_ID,
+    group_id="((long)blockIdx.x)",
+    local_id="((long)threadIdx.x)",
+    local_qualifier="__shared__",
+    local_barrier="__syncthreads()",
 )
 SUPPORTED_NAMES = supported_names(CUDA_DIALECT)
 

@@ -44,6 +44,13 @@ class DeviceDialect(Dialect):
     as C's ``_Bool`` does (a plain ``(uchar)`` cast would truncate 0.5 and 256 to 0)."""
 
     global_id: str = ""
+    # Work-groups (kernels with a group-wide tree): the running group's index, the
+    # work-item's index in it, the qualifier of memory the group shares, and a barrier
+    # for that memory. Empty where the dialect has no work-groups (the host target).
+    group_id: str = ""
+    local_id: str = ""
+    local_qualifier: str = ""
+    local_barrier: str = ""
 
     def convert(self, expr: str, src: str, dst: str) -> str:
         if dst == "bool" and src != "bool":

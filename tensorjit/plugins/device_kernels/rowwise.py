@@ -23,9 +23,11 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import c_strides
+from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.reductions import Dim, split_dims, units_per_item
 from tensorjit.plugins.device_kernels.target import Target, tensor_type
+from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
 
 if TYPE_CHECKING:
     from tensorjit.tensor.nnet.basic import Softmax
@@ -54,8 +56,27 @@ def _row_offsets(dr: int) -> list[str]:
     return lines
 
 
-def _loop(dr: int, body: str) -> str:
-    return "for (long j = 0; j < K; j++) { " + " ".join([*_row_offsets(dr), body]) + " }"
+def _loop(dr: int, body: str, start: str = "0", step: str = "1") -> str:
+    """A pass over a row's elements ``start, start + step, ...`` (a work-item's share of
+    the row under the groups schedule: neighbours read neighbouring elements)."""
+    head = f"for (long j = {start}; j < K; j += {step}) {{ "
+    return head + " ".join([*_row_offsets(dr), body]) + " }"
+
+
+def _group_tree(D: DeviceDialect, buffer: str, value: str, combine: str) -> list[str]:
+    """C lines: the work-group's ``value``s folded into ``value`` through ``buffer`` in
+    local memory, a fixed tree (halving strides), so the result does not depend on
+    timing. ``combine`` is an expression of ``a`` and ``b``."""
+    return [
+        f"        {buffer}[lid] = {value};",
+        f"        {D.local_barrier};",
+        "        for (long s = TJ_GROUP / 2; s > 0; s >>= 1) {",
+        f"            if (lid < s) {{ T2 a = {buffer}[lid], b = {buffer}[lid + s]; "
+        f"{buffer}[lid] = {combine}; }}",
+        f"            {D.local_barrier};",
+        "        }",
+        f"        {value} = {buffer}[0];",
+    ]
 
 
 @cache
@@ -65,17 +86,23 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
     t, acc = D.type_name(plan.out_dtype), D.type_name(plan.acc_dtype)
     load = f"v = (T)*(const {g} TIN *)(xr + xo);"
     out = f"*({g} T *)(orow + oo)"
+
+    # The second and third passes, with ``{start}``/``{step}`` left for the schedule.
+    def scheduled(body: str) -> str:
+        text = _loop(dr, body, "@START@", "@STEP@").replace("{", "{{").replace("}", "}}")
+        return text.replace("@START@", "{start}").replace("@STEP@", "{step}")
+
     if plan.log:
-        second = f"{_loop(dr, load + ' sum += (ACC)exp(v - mx);')}"
+        second = scheduled(load + " sum += (ACC)exp(v - mx);")
         third = [
             "        T lse = log((T)sum);",
-            f"        {_loop(dr, load + f' {out} = (v - mx) - lse;')}",
+            f"        {scheduled(load + f' {out} = (v - mx) - lse;')}",
         ]
     else:
-        second = f"{_loop(dr, load + f' T e = exp(v - mx); {out} = e; sum += (ACC)e;')}"
+        second = scheduled(load + f" T e = exp(v - mx); {out} = e; sum += (ACC)e;")
         third = [
             "        T total = (T)sum;",
-            f"        {_loop(dr, f'{out} = {out} / total;')}",
+            f"        {scheduled(f'{out} = {out} / total;')}",
         ]
     lengths = "".join(f", long n_k{a}" for a in range(dk)) + "".join(
         f", long n_r{a}" for a in range(dr)
@@ -89,27 +116,59 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
             decompose.append(
                 f"        xb += (q % n_k{a}) * s_k{a}; ob += (q % n_k{a}) * t_k{a}; q /= n_k{a};"
             )
-    lines = [
-        plan.target.preamble({plan.in_dtype, plan.out_dtype, plan.acc_dtype}),
-        f"#define TIN {D.type_name(plan.in_dtype)}",
-        f"#define T {t}",
-        f"#define ACC {acc}",
-        f"{D.kernel_qualifier} void tj_rows(long rows, long chunk, long K{lengths},",
-        f"        const {g} char *x, long ox{xs}, {g} char *o, long oo0{os}) {{",
-        f"    long m = {D.global_id} * chunk, m_end = min(m + chunk, rows);",
-        "    for (; m < m_end; m++) {",
+    params = (
+        f"long rows, long chunk, long K{lengths},\n"
+        f"        const {g} char *x, long ox{xs}, {g} char *o, long oo0{os}"
+    )
+    row_start = [
         "        long xb = ox, ob = oo0;",
         *decompose,
         f"        const {g} char *xr = x + xb;",
         f"        {g} char *orow = o + ob;",
         "        T v, mx = -INFINITY;",
-        f"        {_loop(dr, load + ' mx = (v > mx || v != v) ? v : mx;')}",
+    ]
+    max_body = load + " mx = (v > mx || v != v) ? v : mx;"
+    lines = [
+        plan.target.preamble({plan.in_dtype, plan.out_dtype, plan.acc_dtype}),
+        f"#define TIN {D.type_name(plan.in_dtype)}",
+        f"#define T {t}",
+        f"#define ACC {acc}",
+        f"#define TJ_GROUP {GROUP_SIZE}",
+        # the items schedule: a chunk of rows per work-item, each row in three passes
+        f"{D.kernel_qualifier} void tj_rows({params}) {{",
+        f"    long m = {D.global_id} * chunk, m_end = min(m + chunk, rows);",
+        "    for (; m < m_end; m++) {",
+        *row_start,
+        f"        {_loop(dr, max_body)}",
         "        ACC sum = 0;",
-        f"        {second}",
-        *third,
+        f"        {second.format(start='0', step='1')}",
+        *(line.format(start="0", step="1") for line in third),
         "    }",
         "}",
     ]
+    if D.local_qualifier:  # the groups schedule: a work-group per row, TJ_GROUP items
+        lines += [
+            f"{D.kernel_qualifier} void tj_rows_grouped({params}) {{",
+            f"    {D.local_qualifier} T tj_max[TJ_GROUP];",
+            f"    {D.local_qualifier} ACC tj_sum[TJ_GROUP];",
+            # one group per row, launched exactly: no guard (a barrier under a branch is
+            # what some compilers handle worst)
+            f"    long m = {D.group_id}, lid = {D.local_id};",
+            "    {",
+            *row_start,
+            f"        {_loop(dr, max_body, 'lid', 'TJ_GROUP')}",
+            "#define T2 T",
+            *_group_tree(D, "tj_max", "mx", "(b > a || b != b) ? b : a"),
+            "#undef T2",
+            "        ACC sum = 0;",
+            f"        {second.format(start='lid', step='TJ_GROUP')}",
+            "#define T2 ACC",
+            *_group_tree(D, "tj_sum", "sum", "a + b"),
+            "#undef T2",
+            *(line.format(start="lid", step="TJ_GROUP") for line in third),
+            "    }",
+            "}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -142,13 +201,19 @@ def rows_value(plan: RowPlan, x: Any) -> Any:
     if not red:
         red = [(1, (0, 0))]  # rows of one element
     rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
-    kernel = rt.kernel(row_source(plan, len(kept), len(red)), "tj_rows")
-    chunk = units_per_item(rt, rows)
+    source = row_source(plan, len(kept), len(red))
+    grouped = uses_groups(rt) and bool(plan.target.dialect.local_qualifier)
+    chunk = 1 if grouped else units_per_item(rt, rows)
     lengths = [I64(n) for n, _ in (*kept, *red)]
     args = [I64(rows), I64(chunk), I64(length), *lengths]
     (xp, xo), (op, oo) = rt.buffer_args(x), rt.buffer_args(out)
     args += [xp, I64(xo + shift[0]), *_args(kept, 0), *_args(red, 0)]
     args += [op, I64(oo + shift[1]), *_args(kept, 1), *_args(red, 1)]
+    if grouped:
+        kernel = rt.kernel(source, "tj_rows_grouped")
+        rt.launch_groups(kernel, rows, GROUP_SIZE, *args)
+        return out
+    kernel = rt.kernel(source, "tj_rows")
     items = -(-rows // chunk)
     if rt.is_cpu:
         rt.launch_groups(kernel, items, 1, *args)  # groups spread over the cores

@@ -36,3 +36,17 @@ def work_items(rt: DeviceRuntime, n: int) -> tuple[int, int]:
     """(work-items, elements per work-item) covering ``n`` elements."""
     chunk = chunk_size(rt, n)
     return -(-n // chunk), chunk
+
+
+# Work-items of a row's work-group under the "groups" schedule: a power of two (the tree
+# halves it), enough to cover a GPU's memory latency, within every device's group limit.
+GROUP_SIZE = 128
+
+
+def uses_groups(rt: DeviceRuntime) -> bool:
+    """Whether row kernels run one work-group per row (``config.device_schedule``:
+    forced, or by default on a device that is not a CPU)."""
+    from tensorjit.core.config import config
+
+    choice = config.device_schedule
+    return choice == "groups" or (choice == "auto" and not rt.is_cpu)

@@ -55,6 +55,10 @@ OPENCL_DIALECT = DeviceDialect(
     flat_loop=FLAT_LOOP,
     preamble=PREAMBLE,
     global_id="get_global_id(0)",
+    group_id="get_group_id(0)",
+    local_id="get_local_id(0)",
+    local_qualifier="__local",
+    local_barrier="barrier(CLK_LOCAL_MEM_FENCE)",
 )
 SUPPORTED_NAMES = supported_names(OPENCL_DIALECT)
 

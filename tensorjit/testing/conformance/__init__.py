@@ -44,11 +44,14 @@ def run(
     pytest_args: Sequence[str] = ("-q",),
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike | None = None,
+    modules: Sequence[str] = (),
 ) -> subprocess.CompletedProcess:
-    """Run the suite on ``backend`` in a new Python process (the backend is chosen when
-    the suite's modules are imported); returns pytest's result, output captured."""
+    """Run the suite (or its ``modules``, e.g. ``["test_rowwise"]``) on ``backend`` in a
+    new Python process (the backend is chosen when the suite's modules are imported);
+    returns pytest's result, output captured."""
     full_env = dict(os.environ if env is None else env, **environment(backend, covers))
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(SUITE_DIR)]
+    paths = [str(SUITE_DIR / f"{m}.py") for m in modules] or [str(SUITE_DIR)]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *paths]
     return subprocess.run(
         [*command, *pytest_args], env=full_env, cwd=cwd, capture_output=True, text=True
     )

@@ -96,7 +96,7 @@ def row_programs() -> dict[str, set[str]]:
         for fn in (T.nnet.softmax, T.nnet.log_softmax):
             plan = rowwise.row_plan(CUDA, on_cuda(fn(x, axis=-1)))
             for dk, dr in [(0, 1), (1, 1), (2, 1), (1, 2)]:
-                programs[rowwise.row_source(plan, dk, dr)] = {"tj_rows"}
+                programs[rowwise.row_source(plan, dk, dr)] = {"tj_rows", "tj_rows_grouped"}
     return programs
 
 

@@ -58,3 +58,19 @@ def test_the_conformance_suite_passes_on_the_backend(backend):
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]
     assert " passed" in summary and " failed" not in summary, summary
+
+
+# The modules whose kernels have a groups schedule (config.device_schedule): a GPU's
+# shape, run here on PoCL's CPU device, DebugMode against Op.perform as everywhere.
+GROUP_SCHEDULED = ["test_rowwise"]
+
+
+def test_the_gpu_schedules_pass_the_suite_on_opencl():
+    reason = get_plugin_system().registries.backends.unavailable_reason("opencl")
+    if reason is not None:
+        pytest.skip(f"no opencl device here (hardware/driver absent): {reason}")
+    env = dict(os.environ, TENSORJIT_FLAGS="device_schedule=groups")
+    result = run("opencl", None, ("-q", "-ra"), env=env, modules=GROUP_SCHEDULED)
+    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and " failed" not in summary, summary
