@@ -11,7 +11,10 @@ segment of the reduced elements of one output:
   few work-items per compute unit; on a GPU one output per work-item);
 - few outputs and many reduced elements: the reduced range is split into segments
   reduced in parallel into partial results (``tj_reduce_part``), then ``tj_combine``
-  folds each output's partials in segment order: deterministic, no atomics.
+  folds each output's partials in segment order: deterministic, no atomics;
+- the groups schedule (``config.device_schedule``, the default on GPUs), for reductions
+  along rows: a work-group per output segment, its items striding through the segment
+  and folding by a fixed tree in local memory (groups.py).
 
 Within a segment the reduced index runs like an odometer: the innermost reduced axis as
 a strided run (four independent accumulators, a typed pointer when contiguous), carries
@@ -33,7 +36,9 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import byte_offset
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
+from tensorjit.plugins.device_kernels.groups import group_fold
 from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target, node_label, tensor_type
+from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
 
 if TYPE_CHECKING:
     from tensorjit.tensor.math import Argmax
@@ -357,6 +362,36 @@ def _block_kernels(D: DeviceDialect, dk: int, dr: int, ident: str) -> list[str]:
     return lines
 
 
+def _group_kernels(D: DeviceDialect, dk: int, dr: int, ident: str) -> list[str]:
+    """``tj_reduce_group_out``/``_part``: the groups schedule, a work-group per unit
+    (an output's segment ``[k, k_end)``); its items stride through the segment's flat
+    reduced indices (each element's offset by division), then fold by a tree."""
+    g = D.global_qualifier
+    lengths, strides = _params(dk, dr)
+    lines = []
+    for name, t in (("tj_reduce_group_out", "TOUT"), ("tj_reduce_group_part", "ACC")):
+        lines += [
+            f"{D.kernel_qualifier} void {name}(long units, long chunk, long S, long K{lengths},",
+            f"        const {g} char *x, long ox{strides}, {_dst(D)}) {{",
+            f"    {D.local_qualifier} ACC tj_acc[TJ_GROUP];",
+            f"    long u = {D.group_id}, lid = {D.local_id};",
+            "    long m = u / S, seg = u - m * S;",
+            "    long off = ox;",
+            *_decompose("m", dk, "k", "off", "    "),
+            f"    ACC acc = {ident};",
+            "    for (long k = seg * K / S + lid, k_end = (seg + 1) * K / S; k < k_end;"
+            " k += TJ_GROUP) {",
+            "        long eo = off;",
+            *_decompose("k", dr, "r", "eo", "        "),
+            f"        acc = tj_op(acc, tj_load(*(const {g} TIN *)(x + eo)));",
+            "    }",
+            *group_fold(D, "tj_acc", "ACC", "acc", "tj_op(a, b)"),
+            f"    if (lid == 0) (({g} {t} *)(d + od))[u] = ({t})acc;",
+            "}",
+        ]
+    return lines
+
+
 @cache
 def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
     """The program of ``plan`` over ``dk`` kept and ``dr`` (>= 1) reduced axes."""
@@ -389,6 +424,9 @@ def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
         lines += _unit_loop(D, dk, dr, name, _dst(D), code)
     if dk:
         lines += _block_kernels(D, dk, dr, ident)
+    if D.local_qualifier:
+        lines.append(f"#define TJ_GROUP {GROUP_SIZE}")
+        lines += _group_kernels(D, dk, dr, ident)
     lines += [
         f"{D.kernel_qualifier} void tj_combine(long M, long S, const {g} char *pp, long op,",
         f"                         {g} char *d, long od) {{",
@@ -471,6 +509,16 @@ def _use_blocks(rt: DeviceRuntime, kept: list[Dim], red: list[Dim]) -> bool:
     return abs(kept[-1][1][0]) < abs(red[-1][1][0])
 
 
+def _use_groups(t: Target, kept: list[Dim], red: list[Dim]) -> bool:
+    """The groups schedule for reductions along rows (the reduced run at least as
+    dense as neighbouring outputs, or a single output): a GPU's items then read
+    neighbouring elements of a row together. Reductions over outer axes keep one item
+    per output, whose neighbours read neighbouring outputs: coalesced already."""
+    if not t.dialect.local_qualifier or not uses_groups(t.runtime()):
+        return False
+    return not kept or abs(red[-1][1][0]) <= abs(kept[-1][1][0])
+
+
 def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
     """The reduction of device array ``x`` as a new device array."""
     rt = plan.target.runtime()
@@ -488,6 +536,18 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
             f"(input shape {x.shape}, axis {plan.axis})"
         )
     source = reduce_source(plan, len(kept), len(red))
+    if _use_groups(plan.target, kept, red):
+        S = segments(rt, outputs, count)
+        dst = rt.buffer_args(out if S == 1 else rt.empty((outputs * S,), plan.acc_dtype))
+        kernel = rt.kernel(source, "tj_reduce_group_out" if S == 1 else "tj_reduce_group_part")
+        lengths, strides = _view_args(kept, red)
+        data = rt.buffer_args(x)[0] if x.size else dst[0]  # never read when empty
+        args = [I64(outputs * S), I64(1), I64(S), I64(count), *lengths, data]
+        rt.launch_groups(kernel, outputs * S, GROUP_SIZE, *args, I64(layout[2]), *strides, *dst)
+        if S > 1:
+            combine = rt.kernel(source, "tj_combine")
+            rt.launch(combine, outputs, I64(outputs), I64(S), *dst, *rt.buffer_args(out))
+        return out
     extra: tuple[np.int64, ...]
     if _use_blocks(rt, kept, red):
         per_row = -(-kept[-1][0] // BLOCK)

@@ -23,8 +23,8 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import c_strides
-from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
+from tensorjit.plugins.device_kernels.groups import group_fold
 from tensorjit.plugins.device_kernels.reductions import Dim, split_dims, units_per_item
 from tensorjit.plugins.device_kernels.target import Target, tensor_type
 from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
@@ -61,22 +61,6 @@ def _loop(dr: int, body: str, start: str = "0", step: str = "1") -> str:
     the row under the groups schedule: neighbours read neighbouring elements)."""
     head = f"for (long j = {start}; j < K; j += {step}) {{ "
     return head + " ".join([*_row_offsets(dr), body]) + " }"
-
-
-def _group_tree(D: DeviceDialect, buffer: str, value: str, combine: str) -> list[str]:
-    """C lines: the work-group's ``value``s folded into ``value`` through ``buffer`` in
-    local memory, a fixed tree (halving strides), so the result does not depend on
-    timing. ``combine`` is an expression of ``a`` and ``b``."""
-    return [
-        f"        {buffer}[lid] = {value};",
-        f"        {D.local_barrier};",
-        "        for (long s = TJ_GROUP / 2; s > 0; s >>= 1) {",
-        f"            if (lid < s) {{ T2 a = {buffer}[lid], b = {buffer}[lid + s]; "
-        f"{buffer}[lid] = {combine}; }}",
-        f"            {D.local_barrier};",
-        "        }",
-        f"        {value} = {buffer}[0];",
-    ]
 
 
 @cache
@@ -157,14 +141,10 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
             "    {",
             *row_start,
             f"        {_loop(dr, max_body, 'lid', 'TJ_GROUP')}",
-            "#define T2 T",
-            *_group_tree(D, "tj_max", "mx", "(b > a || b != b) ? b : a"),
-            "#undef T2",
+            *group_fold(D, "tj_max", "T", "mx", "(b > a || b != b) ? b : a"),
             "        ACC sum = 0;",
             f"        {second.format(start='lid', step='TJ_GROUP')}",
-            "#define T2 ACC",
-            *_group_tree(D, "tj_sum", "sum", "a + b"),
-            "#undef T2",
+            *group_fold(D, "tj_sum", "ACC", "sum", "a + b"),
             *(line.format(start="lid", step="TJ_GROUP") for line in third),
             "    }",
             "}",

@@ -76,6 +76,7 @@ def reduction_programs() -> dict[str, set[str]]:
             plan = reductions.reduce_plan(CUDA, on_cuda(reducer(x, axis=0)))
             for dk, dr in layouts:
                 names = {"tj_reduce_out", "tj_reduce_part", "tj_combine"}
+                names |= {"tj_reduce_group_out", "tj_reduce_group_part"}
                 names |= {"tj_block_out", "tj_block_part"} if dk else set()
                 programs[reductions.reduce_source(plan, dk, dr)] = names
         for arg in (T.argmax, T.argmin):

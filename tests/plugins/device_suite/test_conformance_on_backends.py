@@ -62,7 +62,7 @@ def test_the_conformance_suite_passes_on_the_backend(backend):
 
 # The modules whose kernels have a groups schedule (config.device_schedule): a GPU's
 # shape, run here on PoCL's CPU device, DebugMode against Op.perform as everywhere.
-GROUP_SCHEDULED = ["test_rowwise"]
+GROUP_SCHEDULED = ["test_rowwise", "test_reductions"]
 
 
 def test_the_gpu_schedules_pass_the_suite_on_opencl():

@@ -46,3 +46,39 @@ def test_auto_takes_the_items_shape_on_a_cpu_device():
     rt = OPENCL.runtime()
     with config.change_flags(device_schedule="auto"):
         assert uses_groups(rt) is (not rt.is_cpu)
+
+
+REDUCTIONS = {
+    # (what, shape, axis): the kernel each schedule runs
+    "row sums": ((7, 300), 1, "tj_reduce_group_out", "tj_reduce_out"),
+    "one long sum, split": ((1 << 20,), None, "tj_reduce_group_part", "tj_reduce"),
+    # not grouped in either: an item per output (a CPU device: a block of outputs)
+    "column sums (coalesced per item)": ((300, 7), 0, "per output", "per output"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REDUCTIONS))
+@pytest.mark.parametrize("schedule", ["groups", "items"])
+def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedule, monkeypatch):
+    shape, axis, grouped, chunked = REDUCTIONS[case]
+    rt = OPENCL.runtime()
+    launched = []
+    original = type(rt).kernel
+
+    def recording(self, source, name, options=()):
+        launched.append(name)
+        return original(self, source, name, options)
+
+    monkeypatch.setattr(type(rt), "kernel", recording)
+    value = np.random.default_rng(1).standard_normal(shape)
+    x = var("x", (None,) * len(shape))
+    with config.change_flags(device_schedule=schedule):
+        f = on_device([x], [x.sum(axis=axis), x.max(axis=axis)])
+        total, largest = f(value)
+    want = grouped if schedule == "groups" else chunked
+    if want == "per output":
+        want = "tj_block" if rt.is_cpu else "tj_reduce_out"
+    assert any(name.startswith(want) for name in launched), launched
+    length = value.size if axis is None else shape[axis]
+    np.testing.assert_allclose(total, value.sum(axis=axis), rtol=1e-13 * length, atol=1e-12)
+    np.testing.assert_array_equal(largest, value.max(axis=axis))
