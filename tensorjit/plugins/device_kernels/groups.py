@@ -24,3 +24,28 @@ def group_fold(D: DeviceDialect, buffer: str, ctype: str, value: str, combine: s
         "    }",
         f"    {value} = {buffer}[0];",
     ]
+
+
+def group_fold_pair(
+    D: DeviceDialect,
+    buffers: tuple[str, str],
+    ctypes: tuple[str, str],
+    values: tuple[str, str],
+    take_b: str,
+) -> list[str]:
+    """``group_fold`` for a pair (a value and its index, say): ``take_b`` is a condition
+    on ``av, ai`` (the lower item's pair) and ``bv, bi`` choosing the second pair."""
+    (vb, ib), (vt, it), (v, i) = buffers, ctypes, values
+    return [
+        f"    {vb}[lid] = {v}; {ib}[lid] = {i};",
+        f"    {D.local_barrier};",
+        "    for (long s = TJ_GROUP / 2; s > 0; s >>= 1) {",
+        "        if (lid < s) {",
+        f"            {vt} av = {vb}[lid], bv = {vb}[lid + s];",
+        f"            {it} ai = {ib}[lid], bi = {ib}[lid + s];",
+        f"            if ({take_b}) {{ {vb}[lid] = bv; {ib}[lid] = bi; }}",
+        "        }",
+        f"        {D.local_barrier};",
+        "    }",
+        f"    {v} = {vb}[0]; {i} = {ib}[0];",
+    ]

@@ -36,7 +36,7 @@ from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import byte_offset
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
-from tensorjit.plugins.device_kernels.groups import group_fold
+from tensorjit.plugins.device_kernels.groups import group_fold, group_fold_pair
 from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target, node_label, tensor_type
 from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
 
@@ -610,6 +610,47 @@ def _arg_functions(D: DeviceDialect, kind: str, dtype: str) -> list[str]:
     ]
 
 
+def _arg_group_kernels(D: DeviceDialect, dk: int, dr: int) -> list[str]:
+    """``tj_arg_group_out``/``_part``: the groups schedule of argmax/argmin (see
+    ``_group_kernels``). Each item keeps the first extreme of its strided share; the
+    tree takes the better of two, the lower index where neither is better (ties and
+    NaNs), so the result is NumPy's first extreme."""
+    g = D.global_qualifier
+    lengths, strides = _params(dk, dr)
+    take_b = "bi >= 0 && (ai < 0 || tj_better(bv, av) || (!tj_better(av, bv) && bi < ai))"
+    outs = {
+        "tj_arg_group_out": (f"{g} char *d, long od", [f"(({g} long *)(d + od))[u] = bi;"]),
+        "tj_arg_group_part": (
+            f"{g} char *dv, long ov, {g} char *d, long od",
+            [f"(({g} TIN *)(dv + ov))[u] = bv;", f"(({g} long *)(d + od))[u] = bi;"],
+        ),
+    }
+    lines = [f"#define TJ_GROUP {GROUP_SIZE}"]
+    for name, (params, stores) in outs.items():
+        lines += [
+            f"{D.kernel_qualifier} void {name}(long units, long chunk, long S, long K{lengths},",
+            f"        const {g} char *x, long ox{strides}, {params}) {{",
+            f"    {D.local_qualifier} TIN tj_v[TJ_GROUP];",
+            f"    {D.local_qualifier} long tj_i[TJ_GROUP];",
+            f"    long u = {D.group_id}, lid = {D.local_id};",
+            "    long m = u / S, seg = u - m * S;",
+            "    long off = ox;",
+            *_decompose("m", dk, "k", "off", "    "),
+            "    TIN bv = 0; long bi = -1;",
+            "    for (long k = seg * K / S + lid, k_end = (seg + 1) * K / S; k < k_end;"
+            " k += TJ_GROUP) {",
+            "        long eo = off;",
+            *_decompose("k", dr, "r", "eo", "        "),
+            f"        TIN v = *(const {g} TIN *)(x + eo);",
+            "        if (bi < 0 || tj_better(v, bv)) { bv = v; bi = k; }",
+            "    }",
+            *group_fold_pair(D, ("tj_v", "tj_i"), ("TIN", "long"), ("bv", "bi"), take_b),
+            "    if (lid == 0) { " + " ".join(stores) + " }",
+            "}",
+        ]
+    return lines
+
+
 @cache
 def arg_source(plan: ArgPlan, dk: int, dr: int) -> str:
     """The program of ``plan`` over ``dk`` kept and ``dr`` (>= 1) reduced axes: the
@@ -633,6 +674,8 @@ def arg_source(plan: ArgPlan, dk: int, dr: int) -> str:
     ]
     params = f"{g} char *dv, long ov, {g} char *d, long od"
     lines += _unit_loop(D, dk, dr, "tj_arg_part", params, [*body, *part])
+    if D.local_qualifier:
+        lines += _arg_group_kernels(D, dk, dr)
     lines += [
         f"{D.kernel_qualifier} void tj_arg_combine(long M, long S, const {g} char *pv, long ov,",
         f"        const {g} char *pi, long oi, {g} char *d, long od) {{",
@@ -676,6 +719,21 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
     source = arg_source(plan, len(kept), len(red))
     S = segments(rt, outputs, count)
     dst = rt.buffer_args(out)
+    if _use_groups(plan.target, kept, red):
+        lengths, strides = _view_args(kept, red)
+        data = rt.buffer_args(x)[0]
+        head = [I64(outputs * S), I64(1), I64(S), I64(count), *lengths, data, I64(layout[2])]
+        if S == 1:
+            kernel = rt.kernel(source, "tj_arg_group_out")
+            rt.launch_groups(kernel, outputs, GROUP_SIZE, *head, *strides, *dst)
+            return out
+        part = [*rt.buffer_args(rt.empty((outputs * S,), plan.in_dtype))]
+        part += rt.buffer_args(rt.empty((outputs * S,), "int64"))
+        kernel = rt.kernel(source, "tj_arg_group_part")
+        rt.launch_groups(kernel, outputs * S, GROUP_SIZE, *head, *strides, *part)
+        combine = rt.kernel(source, "tj_arg_combine")
+        rt.launch(combine, outputs, I64(outputs), I64(S), *part, *dst)
+        return out
     if S == 1:
         _launch_units(rt, rt.kernel(source, "tj_arg_out"), outputs, 1, count, x, layout, dst)
         return out

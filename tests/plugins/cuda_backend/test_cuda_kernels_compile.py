@@ -86,6 +86,8 @@ def reduction_programs() -> dict[str, set[str]]:
                     "tj_arg_out",
                     "tj_arg_part",
                     "tj_arg_combine",
+                    "tj_arg_group_out",
+                    "tj_arg_group_part",
                 }
     return programs
 

@@ -82,3 +82,29 @@ def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedul
     length = value.size if axis is None else shape[axis]
     np.testing.assert_allclose(total, value.sum(axis=axis), rtol=1e-13 * length, atol=1e-12)
     np.testing.assert_array_equal(largest, value.max(axis=axis))
+
+
+@pytest.mark.parametrize(
+    "shape, axis, grouped",
+    [((6, 700), 1, "tj_arg_group_out"), ((1 << 20,), None, "tj_arg_group_part")],
+)
+def test_argmax_under_groups_is_numpys_first_extreme(shape, axis, grouped, monkeypatch):
+    rt = OPENCL.runtime()
+    launched = []
+    original = type(rt).kernel
+
+    def recording(self, source, name, options=()):
+        launched.append(name)
+        return original(self, source, name, options)
+
+    monkeypatch.setattr(type(rt), "kernel", recording)
+    value = np.round(np.random.default_rng(2).standard_normal(shape), 1)  # many ties
+    flat = value.reshape(-1)
+    flat[flat.size // 2] = np.nan  # the first NaN wins, as in NumPy
+    x = var("x", (None,) * len(shape))
+    with config.change_flags(device_schedule="groups"):
+        f = on_device([x], [T.argmax(x, axis=axis), T.argmin(x, axis=axis)])
+        top, bottom = f(value)
+    assert grouped in launched, launched
+    np.testing.assert_array_equal(top, np.argmax(value, axis=axis))
+    np.testing.assert_array_equal(bottom, np.argmin(value, axis=axis))
