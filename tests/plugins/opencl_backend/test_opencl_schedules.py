@@ -16,18 +16,25 @@ from tensorjit.testing.device_under_test import device_var as var
 pytestmark = [NEEDS_DEVICE, ONLY_OPENCL]
 
 
-@pytest.mark.parametrize("schedule, kernel", [("groups", "tj_rows_grouped"), ("items", "tj_rows")])
-@pytest.mark.parametrize("log", [False, True])
-def test_the_schedule_picks_the_row_kernel_and_both_agree(schedule, kernel, log, monkeypatch):
-    rt = OPENCL.runtime()
-    launched = []
-    original = type(rt).kernel
+@pytest.fixture
+def launched(monkeypatch):
+    """The names of the kernels the OpenCL runtime is asked for during the test (they
+    still build and run: the runtime's own method is called)."""
+    runtime_class = type(OPENCL.runtime())
+    names: list[str] = []
+    original = runtime_class.kernel
 
     def recording(self, source, name, options=()):
-        launched.append(name)
+        names.append(name)
         return original(self, source, name, options)
 
-    monkeypatch.setattr(type(rt), "kernel", recording)
+    monkeypatch.setattr(runtime_class, "kernel", recording)
+    return names
+
+
+@pytest.mark.parametrize("schedule, kernel", [("groups", "tj_rows_grouped"), ("items", "tj_rows")])
+@pytest.mark.parametrize("log", [False, True])
+def test_the_schedule_picks_the_row_kernel_and_both_agree(schedule, kernel, log, launched):
     x = var("x", (None, None))
     fn = T.nnet.log_softmax if log else T.nnet.softmax
     # rows longer than a group, with a ragged tail, and a NaN that must win the max
@@ -59,17 +66,8 @@ REDUCTIONS = {
 
 @pytest.mark.parametrize("case", sorted(REDUCTIONS))
 @pytest.mark.parametrize("schedule", ["groups", "items"])
-def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedule, monkeypatch):
+def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedule, launched):
     shape, axis, grouped, chunked = REDUCTIONS[case]
-    rt = OPENCL.runtime()
-    launched = []
-    original = type(rt).kernel
-
-    def recording(self, source, name, options=()):
-        launched.append(name)
-        return original(self, source, name, options)
-
-    monkeypatch.setattr(type(rt), "kernel", recording)
     value = np.random.default_rng(1).standard_normal(shape)
     x = var("x", (None,) * len(shape))
     with config.change_flags(device_schedule=schedule):
@@ -77,7 +75,7 @@ def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedul
         total, largest = f(value)
     want = grouped if schedule == "groups" else chunked
     if want == "per output":
-        want = "tj_block" if rt.is_cpu else "tj_reduce_out"
+        want = "tj_block" if OPENCL.runtime().is_cpu else "tj_reduce_out"
     assert any(name.startswith(want) for name in launched), launched
     length = value.size if axis is None else shape[axis]
     np.testing.assert_allclose(total, value.sum(axis=axis), rtol=1e-13 * length, atol=1e-12)
@@ -88,16 +86,7 @@ def test_reductions_take_the_scheduled_kernel_and_agree_with_numpy(case, schedul
     "shape, axis, grouped",
     [((6, 700), 1, "tj_arg_group_out"), ((1 << 20,), None, "tj_arg_group_part")],
 )
-def test_argmax_under_groups_is_numpys_first_extreme(shape, axis, grouped, monkeypatch):
-    rt = OPENCL.runtime()
-    launched = []
-    original = type(rt).kernel
-
-    def recording(self, source, name, options=()):
-        launched.append(name)
-        return original(self, source, name, options)
-
-    monkeypatch.setattr(type(rt), "kernel", recording)
+def test_argmax_under_groups_is_numpys_first_extreme(shape, axis, grouped, launched):
     value = np.round(np.random.default_rng(2).standard_normal(shape), 1)  # many ties
     flat = value.reshape(-1)
     flat[flat.size // 2] = np.nan  # the first NaN wins, as in NumPy
