@@ -133,10 +133,11 @@ _OPTIONS = [
     ConfigOption(
         "device_schedule",
         "auto",
-        "how device kernels that have two shapes share out rows: 'groups' (a work-group "
-        "per row, a tree in local memory: what a GPU wants), 'items' (a chunk of rows per "
-        "work-item: what a CPU device wants) or 'auto' (by the device's type); forcing "
-        "'groups' runs the GPU shapes on a CPU device such as PoCL",
+        "how device kernels that fold rows (softmax, row reductions, argmax) share them "
+        "out: 'groups' (a work-group per row, a tree in local memory: what a GPU wants), "
+        "'items' (a chunk of rows per work-item: what a CPU device wants) or 'auto' (groups "
+        "on a GPU for rows of 32 elements or more); forcing 'groups' runs the GPU shapes "
+        "on a CPU device such as PoCL",
         _choice("auto", "groups", "items"),
     ),
     ConfigOption(

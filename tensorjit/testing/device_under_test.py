@@ -57,6 +57,10 @@ NEEDS_DEVICE = pytest.mark.skipif(
 ONLY_OPENCL = pytest.mark.skipif(
     BACKEND != "opencl", reason=f"tests OpenCL internals; this run is on {BACKEND}"
 )
+SHARED_FAMILIES = pytest.mark.skipif(
+    BACKEND not in ("opencl", "cuda"),
+    reason=f"tests a helper of the shared device kernel families; {BACKEND} does not use it",
+)
 SEPARATE_MEMORY = pytest.mark.skipif(
     HOST_MEMORY,
     reason=f"tests a device with its own memory; {BACKEND} computes in host memory, whose "

@@ -509,12 +509,12 @@ def _use_blocks(rt: DeviceRuntime, kept: list[Dim], red: list[Dim]) -> bool:
     return abs(kept[-1][1][0]) < abs(red[-1][1][0])
 
 
-def _use_groups(t: Target, kept: list[Dim], red: list[Dim]) -> bool:
+def _use_groups(t: Target, kept: list[Dim], red: list[Dim], count: int) -> bool:
     """The groups schedule for reductions along rows (the reduced run at least as
     dense as neighbouring outputs, or a single output): a GPU's items then read
     neighbouring elements of a row together. Reductions over outer axes keep one item
     per output, whose neighbours read neighbouring outputs: coalesced already."""
-    if not t.dialect.local_qualifier or not uses_groups(t.runtime()):
+    if not t.dialect.local_qualifier or not uses_groups(t.runtime(), count):
         return False
     return not kept or abs(red[-1][1][0]) <= abs(kept[-1][1][0])
 
@@ -536,9 +536,12 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
             f"(input shape {x.shape}, axis {plan.axis})"
         )
     source = reduce_source(plan, len(kept), len(red))
-    if _use_groups(plan.target, kept, red):
+    if _use_groups(plan.target, kept, red, count):
         S = segments(rt, outputs, count)
-        dst = rt.buffer_args(out if S == 1 else rt.empty((outputs * S,), plan.acc_dtype))
+        # (the partials held in a name: a runtime's buffer_args may be a bare pointer,
+        # and a freed pool block could be handed out before the kernels run)
+        partials = out if S == 1 else rt.empty((outputs * S,), plan.acc_dtype)
+        dst = rt.buffer_args(partials)
         kernel = rt.kernel(source, "tj_reduce_group_out" if S == 1 else "tj_reduce_group_part")
         lengths, strides = _view_args(kept, red)
         data = rt.buffer_args(x)[0] if x.size else dst[0]  # never read when empty
@@ -719,7 +722,7 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
     source = arg_source(plan, len(kept), len(red))
     S = segments(rt, outputs, count)
     dst = rt.buffer_args(out)
-    if _use_groups(plan.target, kept, red):
+    if _use_groups(plan.target, kept, red, count):
         lengths, strides = _view_args(kept, red)
         data = rt.buffer_args(x)[0]
         head = [I64(outputs * S), I64(1), I64(S), I64(count), *lengths, data, I64(layout[2])]
@@ -727,8 +730,9 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
             kernel = rt.kernel(source, "tj_arg_group_out")
             rt.launch_groups(kernel, outputs, GROUP_SIZE, *head, *strides, *dst)
             return out
-        part = [*rt.buffer_args(rt.empty((outputs * S,), plan.in_dtype))]
-        part += rt.buffer_args(rt.empty((outputs * S,), "int64"))
+        values = rt.empty((outputs * S,), plan.in_dtype)  # held: see reduce_value
+        index = rt.empty((outputs * S,), "int64")
+        part = [*rt.buffer_args(values), *rt.buffer_args(index)]
         kernel = rt.kernel(source, "tj_arg_group_part")
         rt.launch_groups(kernel, outputs * S, GROUP_SIZE, *head, *strides, *part)
         combine = rt.kernel(source, "tj_arg_combine")

@@ -3,8 +3,8 @@
 As for reductions, the input and the (new, C-contiguous) output are seen as
 (rows: kept elements) x (row elements: the softmax axes) through their byte strides,
 length-1 axes dropped and neighbouring axes merged (``reductions.split_dims``). A
-work-item handles a chunk of rows (a few chunks per compute unit on a CPU, one row on a
-GPU), each in three passes as ``Op.perform`` computes it: the row maximum (NaN wins),
+work-item handles a chunk of rows (a few chunks per compute unit on a CPU device), each
+in three passes as ``Op.perform`` computes it: the row maximum (NaN wins),
 the sum of ``exp(x - max)`` (accumulated in double for float32 where the device has
 fp64), then the output: ``exp(x - max) / sum`` (the exponentials stored by the second
 pass) or ``x - max - log(sum)``. A row along one (merged) axis is a strided loop; rows
@@ -182,7 +182,7 @@ def rows_value(plan: RowPlan, x: Any) -> Any:
         red = [(1, (0, 0))]  # rows of one element
     rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
     source = row_source(plan, len(kept), len(red))
-    grouped = uses_groups(rt) and bool(plan.target.dialect.local_qualifier)
+    grouped = bool(plan.target.dialect.local_qualifier) and uses_groups(rt, length)
     chunk = 1 if grouped else units_per_item(rt, rows)
     lengths = [I64(n) for n, _ in (*kept, *red)]
     args = [I64(rows), I64(chunk), I64(length), *lengths]

@@ -43,10 +43,13 @@ def work_items(rt: DeviceRuntime, n: int) -> tuple[int, int]:
 GROUP_SIZE = 128
 
 
-def uses_groups(rt: DeviceRuntime) -> bool:
-    """Whether row kernels run one work-group per row (``config.device_schedule``:
-    forced, or by default on a device that is not a CPU)."""
+def uses_groups(rt: DeviceRuntime, length: int) -> bool:
+    """Whether a kernel folding rows of ``length`` elements runs a work-group per row
+    (``config.device_schedule``: forced, or by default on a device that is not a CPU
+    for rows long enough to give the group's items work)."""
     from tensorjit.core.config import config
 
     choice = config.device_schedule
-    return choice == "groups" or (choice == "auto" and not rt.is_cpu)
+    if choice != "auto":
+        return choice == "groups"
+    return not rt.is_cpu and length >= GROUP_SIZE // 4

@@ -12,6 +12,7 @@ registration.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,11 +105,13 @@ def choose_device(
     if not devices:
         raise OpenCLUnavailable("no OpenCL device found (the platforms list none)")
     if selector:
+        by_index = re.fullmatch(r"\d+(:\d+)?", selector) is not None  # never a name's digits
         candidates = [
             row
             for row in devices
             # "P" alone: that platform's devices
-            if selector in (row[0], row[0].split(":")[0]) or selector.lower() in row[1].lower()
+            if selector in (row[0], row[0].split(":")[0])
+            or (not by_index and selector.lower() in row[1].lower())
         ]
         if not candidates:
             known = ", ".join(f"{index} {label!r}" for index, label, _ in devices)
@@ -123,8 +126,11 @@ def choose_device(
         if reason is None:
             return device
         refused.append(f"{index} {label!r}: {reason}")
+    which = f"the device config.opencl_device={selector!r} selects" if selector else "no"
     raise OpenCLUnavailable(
-        "no OpenCL device here compiles kernels (" + "; ".join(refused) + f"); {_COMPILER_HINT}"
+        f"{which} OpenCL device here compiles kernels ("
+        + "; ".join(refused)
+        + f"); {_COMPILER_HINT}"
     )
 
 

@@ -17,6 +17,7 @@ from tensorjit.tensor.subtensor import Subtensor
 from tensorjit.testing.device_under_test import (
     FAST_DEVICE,
     NEEDS_DEVICE,
+    SHARED_FAMILIES,
     buffer_address,
     device_var,
     names_all,
@@ -86,6 +87,7 @@ def test_dimshuffle_of_an_empty_array_and_its_output_is_a_view():
     assert same_buffer(out, arg) and out.strides == (arg.strides[1], 0, arg.strides[0])
 
 
+@SHARED_FAMILIES
 def test_dimshuffle_dropping_a_dimension_of_length_other_than_1_raises():
     from tensorjit.plugins.device_kernels.views import dimshuffle_view
 

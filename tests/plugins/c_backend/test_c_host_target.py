@@ -28,9 +28,19 @@ def test_a_kernel_becomes_a_work_item_function_and_a_launcher_over_parts():
     assert "#define TJ_CHUNK 4" in full
     assert "static inline void scale_item(long tj_gid, long n, const double *x" in full
     # pointers cross the cffi boundary as addresses; the launcher splits work-items
-    assert "void scale(int64_t items, long n, intptr_t x, long o_x, intptr_t out, double a)" in cdef
-    assert "tj_parallel(scale_part, &args, items" in full
+    assert (
+        "void scale(int64_t tj_items, long n, intptr_t x, long o_x, intptr_t out, double a)" in cdef
+    )
+    assert "tj_parallel(scale_part, &tj_args, tj_items" in full
     assert "scale_item(g, a->n, (const double *)a->x, a->o_x, (double *)a->out, a->a)" in full
+
+
+def test_device_type_names_reach_cffi_as_c_types_and_launcher_names_stay_apart():
+    source = "TJ_KERNEL void flag(uchar on, ulong n, uchar *out) { out[tj_gid] = on; }\n"
+    _, cdef, _ = host_program(source)
+    assert "void flag(int64_t tj_items, unsigned char on, unsigned long n, intptr_t out)" in cdef
+    with pytest.raises(ValueError, match="parameter named tj_items"):
+        host_program("TJ_KERNEL void bad(long tj_items) { }\n")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])

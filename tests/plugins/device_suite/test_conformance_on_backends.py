@@ -69,7 +69,8 @@ def test_the_gpu_schedules_pass_the_suite_on_opencl():
     reason = get_plugin_system().registries.backends.unavailable_reason("opencl")
     if reason is not None:
         pytest.skip(f"no opencl device here (hardware/driver absent): {reason}")
-    env = dict(os.environ, TENSORJIT_FLAGS="device_schedule=groups")
+    flags = ",".join(f for f in (os.environ.get("TENSORJIT_FLAGS"), "device_schedule=groups") if f)
+    env = dict(os.environ, TENSORJIT_FLAGS=flags)
     result = run("opencl", None, ("-q", "-ra"), env=env, modules=GROUP_SCHEDULED)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     summary = result.stdout.strip().splitlines()[-1]

@@ -36,10 +36,16 @@ def test_a_selector_chooses_among_the_devices_it_matches():
     assert choose_device(ROWS, "1", failure) == "new-cpu"  # a platform: its first
 
 
+def test_an_index_selector_never_matches_digits_in_a_device_name():
+    rows = [("0:0", "Vendor: GPU H100", "h100"), ("1:0", "Other: cpu", "cpu")]
+    assert choose_device(rows, "1", failure) == "cpu"
+
+
 def test_a_selected_device_that_cannot_compile_is_refused_with_its_compiler_error():
     with pytest.raises(OpenCLUnavailable) as info:
         choose_device(ROWS, "old pocl", failure)
     message = str(info.value)
+    assert message.startswith("the device config.opencl_device='old pocl' selects")
     assert "0:0 'Old PoCL: pthread-cpu': error: unknown target CPU 'generic'" in message
     assert "pocl-opencl-icd" in message  # what to do about it
 

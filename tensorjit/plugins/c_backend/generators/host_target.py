@@ -107,9 +107,28 @@ def _params(text: str) -> list[Param]:
     return params
 
 
+# The device dialects' scalar type names, as cffi knows them (its declarations are
+# parsed without the program's typedefs).
+C_NAMES = {
+    "uchar": "unsigned char",
+    "ushort": "unsigned short",
+    "uint": "unsigned int",
+    "ulong": "unsigned long",
+}
+
+
+def _wire_type(param: Param) -> str:
+    if param.is_pointer:
+        return "intptr_t"
+    return " ".join(C_NAMES.get(word, word) for word in param.ctype.split())
+
+
 def _launcher(name: str, params: list[Param]) -> tuple[str, str]:
     """(C source, cffi declaration) of the exported ``name``: work-items in parts."""
-    wire = [("intptr_t" if p.is_pointer else p.ctype, p.name) for p in params]
+    clash = {"tj_items", "tj_args"} & {p.name for p in params}
+    if clash:
+        raise ValueError(f"host target: kernel {name} has a parameter named {clash.pop()}")
+    wire = [(_wire_type(p), p.name) for p in params]
     fields = "".join(f"    {t} {n};\n" for t, n in wire)
     call = ", ".join(f"({p.ctype})a->{p.name}" if p.is_pointer else f"a->{p.name}" for p in params)
     signature = ", ".join(f"{t} {n}" for t, n in wire)
@@ -121,16 +140,16 @@ static void {name}_part(void *c, int64_t lo, int64_t hi, int part) {{
     (void)part;
     for (long g = lo; g < hi; g++) {name}_item(g, {call});
 }}
-void {name}(int64_t items, {signature}) {{
-    {name}_args args = {{{", ".join(p.name for p in params)}}};
-    if (tj_parallel && items >= 2 * {ITEMS_PER_PART}) {{
-        tj_parallel({name}_part, &args, items, {ITEMS_PER_PART}, 1);
+void {name}(int64_t tj_items, {signature}) {{
+    {name}_args tj_args = {{{", ".join(p.name for p in params)}}};
+    if (tj_parallel && tj_items >= 2 * {ITEMS_PER_PART}) {{
+        tj_parallel({name}_part, &tj_args, tj_items, {ITEMS_PER_PART}, 1);
         return;
     }}
-    {name}_part(&args, 0, items, 0);
+    {name}_part(&tj_args, 0, tj_items, 0);
 }}
 """
-    return source, f"void {name}(int64_t items, {signature});"
+    return source, f"void {name}(int64_t tj_items, {signature});"
 
 
 def host_program(source: str, options: tuple[str, ...] = ()) -> tuple[str, str, list[str]]:
@@ -172,6 +191,9 @@ class HostRuntime:
         kernel = self.kernels.get(key)
         if kernel is None:
             with self.lock:
+                kernel = self.kernels.get(key)  # another thread may have built it
+                if kernel is not None:
+                    return kernel
                 full, cdef, names = host_program(source, options)
                 _, lib = compiler.load(full, cdef, tuple(names), "host work-item kernels")
                 for each in names:
