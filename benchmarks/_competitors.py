@@ -83,7 +83,8 @@ def thread_report() -> str:
     parts = [cores.rstrip("; ")] if cores else []
     for pool in threadpool_info():
         lib = Path(pool.get("filepath", "?")).parent.name + "/" + Path(pool["filepath"]).name
-        parts.append(f"{pool['internal_api']} {lib}: {pool['num_threads']} thread(s)")
+        kernels = f", {pool['architecture']} kernels" if pool.get("architecture") else ""
+        parts.append(f"{pool['internal_api']} {lib}: {pool['num_threads']} thread(s){kernels}")
     return "; ".join(parts) or "no thread pool loaded"
 
 

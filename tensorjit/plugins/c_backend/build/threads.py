@@ -170,6 +170,38 @@ def blas_local_threads_setter(where: str) -> int:
     return 0 if fn is None else ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
+# OpenBLAS's cores with AVX-512 kernels (DYNAMIC_ARCH builds' names).
+AVX512_CORES = ("SkylakeX", "Cooperlake", "SapphireRapids")
+
+
+@functools.cache
+def blas_core(where: str) -> str | None:
+    """The kernels OpenBLAS chose for this CPU (``openblas_get_corename``: "Haswell",
+    "SkylakeX", "Zen"...) in the BLAS at ``where``, or None where it does not say."""
+    names = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename")
+    fn = _blas_symbol(where, [*names, "openblas_get_corename"])
+    if fn is None:
+        return None
+    fn.argtypes, fn.restype = [], ctypes.c_char_p
+    value = fn()
+    return value.decode() if value else None
+
+
+def avx512_hint(core: str | None, cpu_flags: set[str]) -> str | None:
+    """Advice when this CPU has AVX-512 but OpenBLAS runs other kernels (a CPU it does
+    not know, such as AMD Zen 5, gets Haswell's): its products are then much slower
+    than they could be (benchmarks/RESULTS.md), and only the environment can change
+    that, before the library loads."""
+    wanted = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
+    if core is None or core in AVX512_CORES or not wanted <= cpu_flags:
+        return None
+    return (
+        f"this CPU has AVX-512 but OpenBLAS runs its {core} kernels: "
+        "OPENBLAS_CORETYPE=SkylakeX in the environment (before Python starts) selects its "
+        "AVX-512 ones"
+    )
+
+
 @functools.cache
 def _blas_function(where: str, verb: str) -> Any:
     """OpenBLAS's ``<verb>_num_threads`` in the library at ``where`` (or, for SciPy's
