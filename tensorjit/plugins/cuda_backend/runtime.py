@@ -148,6 +148,8 @@ class Runtime:
         self.arch = supported_arch(f"compute_{major}{minor}")
         attribute = driver.device_attribute
         self.compute_units = self.device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
+        # the most threads a block may have (the groups schedule's work-groups)
+        self.max_group_size = self.device.get_attribute(attribute.MAX_THREADS_PER_BLOCK)
         self.pool = tools.DeviceMemoryPool()
         self.pinned = tools.PageLockedMemoryPool()
         self.modules: dict[str, Any] = {}

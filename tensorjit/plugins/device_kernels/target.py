@@ -52,6 +52,9 @@ class DeviceRuntime(Protocol):
     def compute_units(self) -> int: ...
 
     @property
+    def max_group_size(self) -> int: ...
+
+    @property
     def work_per_item(self) -> str | int: ...
 
     @property

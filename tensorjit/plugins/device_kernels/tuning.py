@@ -46,9 +46,12 @@ GROUP_SIZE = 128
 def uses_groups(rt: DeviceRuntime, length: int) -> bool:
     """Whether a kernel folding rows of ``length`` elements runs a work-group per row
     (``config.device_schedule``: forced, or by default on a device that is not a CPU
-    for rows long enough to give the group's items work)."""
+    for rows long enough to give the group's items work), where the device takes
+    groups of ``GROUP_SIZE`` work-items."""
     from tensorjit.core.config import config
 
+    if rt.max_group_size < GROUP_SIZE:
+        return False  # the device can not run the group shape at all
     choice = config.device_schedule
     if choice != "auto":
         return choice == "groups"

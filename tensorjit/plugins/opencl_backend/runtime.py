@@ -171,6 +171,11 @@ class Runtime:
         return int(self.device.max_compute_units)
 
     @property
+    def max_group_size(self) -> int:
+        """The most work-items a work-group may have on this device."""
+        return int(self.device.max_work_group_size)
+
+    @property
     def work_per_item(self) -> str:
         from tensorjit.core.config import config
 

@@ -56,6 +56,26 @@ def test_auto_takes_the_items_shape_on_a_cpu_device():
         assert not uses_groups(rt, 3)  # rows too short to give a group's items work
     with config.change_flags(device_schedule="groups"):
         assert uses_groups(rt, 3)  # forced: CI runs the GPU shapes on PoCL
+        assert rt.max_group_size >= 128  # (PoCL's CPU device takes 4096)
+
+
+def test_a_device_whose_groups_are_too_small_keeps_the_items_shape():
+    """Forced or not, a device whose work-groups are smaller than GROUP_SIZE runs the
+    items kernels (checked with the real runtime's values and a smaller limit)."""
+    from dataclasses import dataclass
+
+    from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
+
+    @dataclass
+    class Limited:
+        is_cpu: bool = False
+        max_group_size: int = GROUP_SIZE // 2
+
+    with config.change_flags(device_schedule="groups"):
+        assert not uses_groups(Limited(), 10_000)
+    with config.change_flags(device_schedule="auto"):
+        assert not uses_groups(Limited(), 10_000)
+        assert uses_groups(Limited(max_group_size=GROUP_SIZE), 10_000)
 
 
 REDUCTIONS = {

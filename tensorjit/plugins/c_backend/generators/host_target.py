@@ -176,6 +176,7 @@ class HostRuntime:
     device: str = HOST
     fp64: bool = True
     is_cpu: bool = True
+    max_group_size: int = 1  # work-groups of one work-item (no local memory, no barrier)
     work_per_item: str = "auto"
     kernels: dict[tuple, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
