@@ -483,14 +483,19 @@ def _launch_units(
     layout: tuple,
     dst: list,
     extra: tuple = (),
+    grouped: bool = False,
 ) -> None:
-    """Run a unit kernel over ``units`` units (outputs or blocks, by ``S`` segments)."""
+    """Run a unit kernel over ``units`` units (outputs or blocks, by ``S`` segments):
+    chunks of units per work-item, or (``grouped``) a work-group per unit."""
     kept, red, offset, _ = layout
     lengths, strides = _view_args(kept, red)
-    chunk = units_per_item(rt, units)
+    chunk = 1 if grouped else units_per_item(rt, units)
     data = rt.buffer_args(x)[0] if x.size else dst[0]  # never read when empty
     args = [I64(units), I64(chunk), I64(S), I64(K), *extra, *lengths, data, I64(offset)]
     args += [*strides, *dst]
+    if grouped:
+        rt.launch_groups(kernel, units, GROUP_SIZE, *args)
+        return
     items = -(-units // chunk)
     if rt.is_cpu:
         # One work-item per group: PoCL spreads groups (not the items of one group)
@@ -514,7 +519,7 @@ def _use_groups(t: Target, kept: list[Dim], red: list[Dim], count: int) -> bool:
     dense as neighbouring outputs, or a single output): a GPU's items then read
     neighbouring elements of a row together. Reductions over outer axes keep one item
     per output, whose neighbours read neighbouring outputs: coalesced already."""
-    if not t.dialect.local_qualifier or not uses_groups(t.runtime(), count):
+    if not uses_groups(t, count):
         return False
     return not kept or abs(red[-1][1][0]) <= abs(kept[-1][1][0])
 
@@ -543,10 +548,7 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
         partials = out if S == 1 else rt.empty((outputs * S,), plan.acc_dtype)
         dst = rt.buffer_args(partials)
         kernel = rt.kernel(source, "tj_reduce_group_out" if S == 1 else "tj_reduce_group_part")
-        lengths, strides = _view_args(kept, red)
-        data = rt.buffer_args(x)[0] if x.size else dst[0]  # never read when empty
-        args = [I64(outputs * S), I64(1), I64(S), I64(count), *lengths, data]
-        rt.launch_groups(kernel, outputs * S, GROUP_SIZE, *args, I64(layout[2]), *strides, *dst)
+        _launch_units(rt, kernel, outputs * S, S, count, x, layout, dst, grouped=True)
         if S > 1:
             combine = rt.kernel(source, "tj_combine")
             rt.launch(combine, outputs, I64(outputs), I64(S), *dst, *rt.buffer_args(out))
@@ -723,18 +725,15 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
     S = segments(rt, outputs, count)
     dst = rt.buffer_args(out)
     if _use_groups(plan.target, kept, red, count):
-        lengths, strides = _view_args(kept, red)
-        data = rt.buffer_args(x)[0]
-        head = [I64(outputs * S), I64(1), I64(S), I64(count), *lengths, data, I64(layout[2])]
         if S == 1:
             kernel = rt.kernel(source, "tj_arg_group_out")
-            rt.launch_groups(kernel, outputs, GROUP_SIZE, *head, *strides, *dst)
+            _launch_units(rt, kernel, outputs, 1, count, x, layout, dst, grouped=True)
             return out
         values = rt.empty((outputs * S,), plan.in_dtype)  # held: see reduce_value
         index = rt.empty((outputs * S,), "int64")
         part = [*rt.buffer_args(values), *rt.buffer_args(index)]
         kernel = rt.kernel(source, "tj_arg_group_part")
-        rt.launch_groups(kernel, outputs * S, GROUP_SIZE, *head, *strides, *part)
+        _launch_units(rt, kernel, outputs * S, S, count, x, layout, part, grouped=True)
         combine = rt.kernel(source, "tj_arg_combine")
         rt.launch(combine, outputs, I64(outputs), I64(S), *part, *dst)
         return out

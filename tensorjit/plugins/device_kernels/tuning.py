@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tensorjit.plugins.device_kernels.target import DeviceRuntime
+    from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target
 
 # CPU: a few work-items per compute unit (so uneven chunks balance), chunks of at least
 # this many elements (so the per-item overhead is amortised).
@@ -43,15 +43,16 @@ def work_items(rt: DeviceRuntime, n: int) -> tuple[int, int]:
 GROUP_SIZE = 128
 
 
-def uses_groups(rt: DeviceRuntime, length: int) -> bool:
+def uses_groups(t: Target, length: int) -> bool:
     """Whether a kernel folding rows of ``length`` elements runs a work-group per row
     (``config.device_schedule``: forced, or by default on a device that is not a CPU
-    for rows long enough to give the group's items work), where the device takes
-    groups of ``GROUP_SIZE`` work-items."""
+    for rows long enough to give the group's items work), where the target's dialect
+    has work-groups and its device takes groups of ``GROUP_SIZE`` work-items."""
     from tensorjit.core.config import config
 
-    if rt.max_group_size < GROUP_SIZE:
-        return False  # the device can not run the group shape at all
+    rt = t.runtime()
+    if not t.dialect.local_qualifier or rt.max_group_size < GROUP_SIZE:
+        return False  # the target can not run the group shape at all
     choice = config.device_schedule
     if choice != "auto":
         return choice == "groups"

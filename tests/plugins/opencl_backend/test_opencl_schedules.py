@@ -4,6 +4,8 @@ takes the device's type. Both give Op.perform's values (DebugMode) on PoCL here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -52,17 +54,17 @@ def test_auto_takes_the_items_shape_on_a_cpu_device():
 
     rt = OPENCL.runtime()
     with config.change_flags(device_schedule="auto"):
-        assert uses_groups(rt, 1000) is (not rt.is_cpu)
-        assert not uses_groups(rt, 3)  # rows too short to give a group's items work
+        assert uses_groups(OPENCL, 1000) is (not rt.is_cpu)
+        assert not uses_groups(OPENCL, 3)  # rows too short to give a group's items work
     with config.change_flags(device_schedule="groups"):
-        assert uses_groups(rt, 3)  # forced: CI runs the GPU shapes on PoCL
+        assert uses_groups(OPENCL, 3)  # forced: CI runs the GPU shapes on PoCL
         assert rt.max_group_size >= 128  # (PoCL's CPU device takes 4096)
 
 
 def test_a_device_whose_groups_are_too_small_keeps_the_items_shape():
     """Forced or not, a device whose work-groups are smaller than GROUP_SIZE runs the
     items kernels (checked with the real runtime's values and a smaller limit)."""
-    from dataclasses import dataclass
+    from dataclasses import dataclass, replace
 
     from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups
 
@@ -71,11 +73,15 @@ def test_a_device_whose_groups_are_too_small_keeps_the_items_shape():
         is_cpu: bool = False
         max_group_size: int = GROUP_SIZE // 2
 
+    def limited(runtime: Limited) -> Any:
+        """The OpenCL target with a runtime reporting ``runtime``'s limits."""
+        return replace(OPENCL, runtime=lambda: runtime)
+
     with config.change_flags(device_schedule="groups"):
-        assert not uses_groups(Limited(), 10_000)
+        assert not uses_groups(limited(Limited()), 10_000)
     with config.change_flags(device_schedule="auto"):
-        assert not uses_groups(Limited(), 10_000)
-        assert uses_groups(Limited(max_group_size=GROUP_SIZE), 10_000)
+        assert not uses_groups(limited(Limited()), 10_000)
+        assert uses_groups(limited(Limited(max_group_size=GROUP_SIZE)), 10_000)
 
 
 REDUCTIONS = {
