@@ -49,26 +49,15 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
     )
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
 def _hardware() -> list[str]:
     """``python -m tensorjit info``'s lines: the BLAS and the kernels it runs here."""
-    from tensorjit.plugins.c_backend.build import threads
+    from tensorjit.plugins.c_backend.build import compiler, threads
     from tensorjit.plugins.c_backend.linalg import blas
 
     chosen = blas.provider()
     core = threads.blas_core(chosen.where)
     lines = [f"BLAS: {chosen.name} ({chosen.where}), kernels for {core or 'an unnamed core'}"]
-    hint = threads.avx512_hint(core, _cpu_flags())
+    hint = threads.avx512_hint(core, compiler.cpu_flags())
     if hint:
         lines.append(hint)
     return lines

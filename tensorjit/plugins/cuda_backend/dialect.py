@@ -18,6 +18,7 @@ from tensorjit.plugins.device_kernels.dialect import (
     DEVICE_TYPES,
     HELPERS,
     UNARY,
+    UNSIGNED_TYPEDEFS,
     DeviceDialect,
     device_helpers,
     powi,
@@ -52,10 +53,7 @@ def _guarded(name: str, value: str) -> str:
 
 HEADER = "\n".join(
     [
-        "typedef unsigned char uchar;",
-        "typedef unsigned short ushort;",
-        "typedef unsigned int uint;",
-        "typedef unsigned long ulong;",
+        UNSIGNED_TYPEDEFS,
         "#ifndef INT64_C",
         "#define INT64_C(x) (x##L)",
         "#define UINT64_C(x) (x##UL)",

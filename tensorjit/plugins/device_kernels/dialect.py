@@ -35,6 +35,16 @@ DEVICE_TYPES = {
     "float64": "double",
 }
 
+# The short unsigned names (OpenCL's builtins) in plain C, for a dialect whose compiler
+# lacks them (CUDA's, the host's) and for declarations parsed without the typedefs (cffi).
+UNSIGNED_NAMES = {
+    "uchar": "unsigned char",
+    "ushort": "unsigned short",
+    "uint": "unsigned int",
+    "ulong": "unsigned long",
+}
+UNSIGNED_TYPEDEFS = "\n".join(f"typedef {c} {name};" for name, c in UNSIGNED_NAMES.items())
+
 
 @dataclass(frozen=True)
 class DeviceDialect(Dialect):

@@ -237,6 +237,15 @@ def cpu_identity() -> str:
     return "\n".join(found) or f"{platform.machine()} {platform.processor()}"
 
 
+def cpu_flags() -> set[str]:
+    """This CPU's feature flags (``cpu_identity``'s ``flags`` line; empty where Linux's
+    /proc/cpuinfo does not give them)."""
+    for line in cpu_identity().splitlines():
+        if line.startswith("flags:"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
 def cache_dir() -> str:
     """The private directory of the kernel cache (see disk_cache.private_dir)."""
     from tensorjit.core.config import config

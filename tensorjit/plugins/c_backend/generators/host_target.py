@@ -34,6 +34,8 @@ from tensorjit.plugins.device_kernels.dialect import (
     DEVICE_TYPES,
     HELPERS,
     UNARY,
+    UNSIGNED_NAMES,
+    UNSIGNED_TYPEDEFS,
     DeviceDialect,
     device_helpers,
     powi,
@@ -44,14 +46,11 @@ BACKEND = "c"
 PLUGIN = "c_backend"
 
 # The device dialects' names and builtins, in C.
-HOST_NAMES = """#define _GNU_SOURCE
+HOST_NAMES = f"""#define _GNU_SOURCE
 #include <math.h>
 #include <tgmath.h>
 #include <stdint.h>
-typedef unsigned char uchar;
-typedef unsigned short ushort;
-typedef unsigned int uint;
-typedef unsigned long ulong;
+{UNSIGNED_TYPEDEFS}
 #define tj_float_rn(x) ((float)(x))
 #define min(a, b) ((a) < (b) ? (a) : (b))
 #define max(a, b) ((a) > (b) ? (a) : (b))
@@ -107,20 +106,11 @@ def _params(text: str) -> list[Param]:
     return params
 
 
-# The device dialects' scalar type names, as cffi knows them (its declarations are
-# parsed without the program's typedefs).
-C_NAMES = {
-    "uchar": "unsigned char",
-    "ushort": "unsigned short",
-    "uint": "unsigned int",
-    "ulong": "unsigned long",
-}
-
-
 def _wire_type(param: Param) -> str:
     if param.is_pointer:
         return "intptr_t"
-    return " ".join(C_NAMES.get(word, word) for word in param.ctype.split())
+    # cffi parses its declarations without the program's typedefs
+    return " ".join(UNSIGNED_NAMES.get(word, word) for word in param.ctype.split())
 
 
 def _launcher(name: str, params: list[Param]) -> tuple[str, str]:
