@@ -38,6 +38,12 @@ def environment(backend: str, covers: Iterable[str] | None = None) -> dict[str, 
     }
 
 
+def pytest_command(modules: Sequence[str] = ()) -> list[str]:
+    """The command running the suite (or its ``modules``) with this Python's pytest."""
+    paths = [str(SUITE_DIR / f"{m}.py") for m in modules] or [str(SUITE_DIR)]
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *paths]
+
+
 def run(
     backend: str,
     covers: Iterable[str] | None = None,
@@ -50,8 +56,10 @@ def run(
     new Python process (the backend is chosen when the suite's modules are imported);
     returns pytest's result, output captured."""
     full_env = dict(os.environ if env is None else env, **environment(backend, covers))
-    paths = [str(SUITE_DIR / f"{m}.py") for m in modules] or [str(SUITE_DIR)]
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *paths]
     return subprocess.run(
-        [*command, *pytest_args], env=full_env, cwd=cwd, capture_output=True, text=True
+        [*pytest_command(modules), *pytest_args],
+        env=full_env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
     )

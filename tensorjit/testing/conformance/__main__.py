@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from tensorjit.testing.conformance import SUITE_DIR, environment
+from tensorjit.testing.conformance import environment, pytest_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,8 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parser.parse_known_args(argv)
     covers = None if args.covers is None else [k for k in args.covers.split(",") if k]
     env = dict(os.environ, **environment(args.backend, covers))
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(SUITE_DIR)]
-    return subprocess.call([*command, *pytest_args], env=env)
+    return subprocess.call([*pytest_command(), *pytest_args], env=env)
 
 
 if __name__ == "__main__":

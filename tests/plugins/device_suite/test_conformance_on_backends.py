@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,13 @@ def _environment() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=site if not path else f"{site}{os.pathsep}{path}")
 
 
+def assert_passed(result: Any) -> None:
+    """The suite's subprocess passed: exit 0, tests passed and none failed."""
+    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
+    summary = result.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and " failed" not in summary, summary
+
+
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_the_conformance_suite_passes_on_the_backend(backend):
     backends = get_plugin_system().registries.backends
@@ -54,10 +62,7 @@ def test_the_conformance_suite_passes_on_the_backend(backend):
     if reason is not None:
         device = backends.backends[backend].device
         pytest.skip(f"no {device} device here (hardware/driver absent): {reason}")
-    result = run(backend, BACKENDS[backend], ("-q", "-ra"), env=_environment())
-    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and " failed" not in summary, summary
+    assert_passed(run(backend, BACKENDS[backend], ("-q", "-ra"), env=_environment()))
 
 
 # The modules whose kernels have a groups schedule (config.device_schedule): a GPU's
@@ -71,7 +76,4 @@ def test_the_gpu_schedules_pass_the_suite_on_opencl():
         pytest.skip(f"no opencl device here (hardware/driver absent): {reason}")
     flags = ",".join(f for f in (os.environ.get("TENSORJIT_FLAGS"), "device_schedule=groups") if f)
     env = dict(os.environ, TENSORJIT_FLAGS=flags)
-    result = run("opencl", None, ("-q", "-ra"), env=env, modules=GROUP_SCHEDULED)
-    assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
-    summary = result.stdout.strip().splitlines()[-1]
-    assert " passed" in summary and " failed" not in summary, summary
+    assert_passed(run("opencl", None, ("-q", "-ra"), env=env, modules=GROUP_SCHEDULED))
