@@ -8,6 +8,8 @@ scalar op without a C equivalent, float16, complex) falls back to the next backe
 
 from __future__ import annotations
 
+import os
+
 from tensorjit.core.devices import HOST
 from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
@@ -57,7 +59,9 @@ def _hardware() -> list[str]:
     chosen = blas.provider()
     core = threads.blas_core(chosen.where)
     lines = [f"BLAS: {chosen.name} ({chosen.where}), kernels for {core or 'an unnamed core'}"]
-    hint = threads.avx512_hint(core, compiler.cpu_flags())
+    hint = threads.avx512_hint(
+        core, compiler.cpu_flags(), os.environ.get("OPENBLAS_CORETYPE")
+    )
     if hint:
         lines.append(hint)
     return lines

@@ -809,16 +809,20 @@ def test_float32_full_reductions_combine_parts_in_double(path):
 
 
 def test_openblas_names_the_kernels_it_runs_and_the_avx512_hint_follows_the_cpu():
-    """``python -m tensorjit info`` reports OpenBLAS's kernels, and advises
-    OPENBLAS_CORETYPE where the CPU has AVX-512 but OpenBLAS runs other kernels (AMD
-    Zen 5 gets Haswell's)."""
+    """``python -m tensorjit info`` reports OpenBLAS's kernels, and says why where the
+    CPU has AVX-512 but OpenBLAS runs other kernels: the environment's OPENBLAS_CORETYPE
+    (named, not overruled), or a CPU the library does not know (the remedy given)."""
     from tensorjit.plugins.c_backend.build.threads import avx512_hint, blas_core
     from tensorjit.plugins.c_backend.linalg.blas import provider
 
     core = blas_core(provider().where)
     assert core is None or (core and core.isprintable())
     avx512 = {"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"}
-    assert "OPENBLAS_CORETYPE=SkylakeX" in avx512_hint("Haswell", avx512)
-    assert avx512_hint("SkylakeX", avx512) is None  # already its AVX-512 kernels
-    assert avx512_hint("Haswell", {"avx2", "fma"}) is None  # no AVX-512 to use
-    assert avx512_hint(None, avx512) is None  # a BLAS that does not say
+    unknown_cpu = avx512_hint("Haswell", avx512, None)
+    assert "does not know" in unknown_cpu and "OPENBLAS_CORETYPE=SkylakeX" in unknown_cpu
+    from_environment = avx512_hint("Haswell", avx512, "Haswell")
+    assert "environment sets OPENBLAS_CORETYPE=Haswell" in from_environment
+    assert "SkylakeX" not in from_environment  # no advice to overrule the machine's choice
+    assert avx512_hint("SkylakeX", avx512, None) is None  # already its AVX-512 kernels
+    assert avx512_hint("Haswell", {"avx2", "fma"}, None) is None  # no AVX-512 to use
+    assert avx512_hint(None, avx512, None) is None  # a BLAS that does not say

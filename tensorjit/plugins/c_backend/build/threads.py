@@ -187,18 +187,25 @@ def blas_core(where: str) -> str | None:
     return value.decode() if value else None
 
 
-def avx512_hint(core: str | None, cpu_flags: set[str]) -> str | None:
-    """Advice when this CPU has AVX-512 but OpenBLAS runs other kernels (a CPU it does
-    not know, such as AMD Zen 5, gets Haswell's): its products are then much slower
-    than they could be (benchmarks/RESULTS.md), and only the environment can change
-    that, before the library loads."""
+def avx512_hint(core: str | None, cpu_flags: set[str], chosen_by: str | None) -> str | None:
+    """Advice when this CPU has AVX-512 but OpenBLAS runs other kernels: its products are
+    then much slower than they could be (benchmarks/RESULTS.md), and only the
+    environment can change that, before the library loads. ``chosen_by`` is
+    ``OPENBLAS_CORETYPE`` from the environment (None when unset): a machine may set it
+    on purpose, where an older OpenBLAS's own choice computes wrong results."""
     wanted = {"avx512f", "avx512bw", "avx512vl", "avx512dq"}
     if core is None or core in AVX512_CORES or not wanted <= cpu_flags:
         return None
+    if chosen_by is not None:
+        return (
+            f"this CPU has AVX-512 but OpenBLAS runs its {core} kernels because the "
+            f"environment sets OPENBLAS_CORETYPE={chosen_by}; without it (where the "
+            "OpenBLAS in use is known to be sound on this CPU) its AVX-512 ones would run"
+        )
     return (
-        f"this CPU has AVX-512 but OpenBLAS runs its {core} kernels: "
-        "OPENBLAS_CORETYPE=SkylakeX in the environment (before Python starts) selects its "
-        "AVX-512 ones"
+        f"this CPU has AVX-512 but OpenBLAS runs its {core} kernels (it does not know the "
+        "CPU): OPENBLAS_CORETYPE=SkylakeX in the environment (before Python starts) "
+        "selects its AVX-512 ones"
     )
 
 
