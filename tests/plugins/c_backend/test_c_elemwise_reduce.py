@@ -22,6 +22,7 @@ from helpers.layouts import matrix_layouts
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.gradient import NotDifferentiableError
+from tensorjit.plugins.c_backend.generators import reduction
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
@@ -82,20 +83,65 @@ def test_integer_and_boolean_expressions(kind, dtype):
     np.testing.assert_array_equal(f(xv), want)
 
 
-@pytest.mark.parametrize("position", [0, 3, 7, 8, 15, 16, 20])
+# A row of 75: two rounds of the 32 lanes, one of the remainder's 8, a tail of 3.
+@pytest.mark.parametrize("position", [0, 3, 31, 32, 63, 64, 71, 72, 74])
 @pytest.mark.parametrize("kind", ["max", "min"])
 @pytest.mark.parametrize("fused", [False, True])
 def test_a_nan_anywhere_in_a_row_wins_max_and_min(position, kind, fused):
-    # Eight lanes, then a tail: a NaN in any lane or in the tail gives NaN, as in NumPy.
+    # A NaN in any lane, the remainder or the tail gives NaN, as in NumPy.
     x = T.matrix("x")
     out = getattr(x * 2 if fused else x, kind)(axis=1)
     f = tensorjit.function([x], out, mode=DEBUG_C)
     assert bool(fused_nodes(f)) == fused
-    xv = RNG.standard_normal((3, 21))
+    xv = RNG.standard_normal((3, 75))
     xv[1, position] = np.nan
     got = f(xv)
     assert np.isnan(got[1]) and not np.isnan(got[[0, 2]]).any()
     np.testing.assert_array_equal(got, getattr(xv * 2 if fused else xv, kind)(axis=1))
+
+
+@pytest.mark.parametrize("length", [1, 5, 8, 13, 32, 40, 75])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_max_and_min_of_rows_of_every_length_and_sign(length, kind):
+    # Rows shorter than the lanes, exactly one round, rounds and remainders; rows all
+    # negative, all -inf or +inf, with ties, and a row of NaN only.
+    x = T.matrix("x", dtype="float32")
+    f = tensorjit.function([x], getattr(x, kind)(axis=1), mode=C_ONLY)
+    xv = RNG.standard_normal((6, length)).astype("float32")
+    xv[1] = -np.abs(xv[1]) - 1
+    xv[2] = -np.inf
+    xv[3] = np.inf
+    xv[4] = 0.5
+    xv[5] = np.nan
+    np.testing.assert_array_equal(f(xv), getattr(xv, kind)(axis=1))
+
+
+@pytest.mark.parametrize("where", ["first run", "last run", "nowhere"])
+def test_a_nan_in_an_earlier_run_of_the_same_output_stays(where):
+    # Reducing two axes: each output combines 4 runs of 40; a NaN in any run is its value.
+    x = T.tensor3("x")
+    f = tensorjit.function([x], T.max(x, axis=(1, 2)), mode=DEBUG_C)
+    xv = RNG.standard_normal((2, 4, 40))
+    if where == "first run":
+        xv[0, 0, 35] = np.nan
+    elif where == "last run":
+        xv[0, 3, 2] = np.nan
+    got = f(xv)
+    np.testing.assert_array_equal(got, xv.max(axis=(1, 2)))
+    assert np.isnan(got[0]) == (where != "nowhere") and not np.isnan(got[1])
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint16"])
+def test_max_and_min_of_integer_rows_with_the_lanes(dtype):
+    x = T.matrix("x", dtype=dtype)
+    f = tensorjit.function([x], [T.max(x, axis=1), T.min(x, axis=1)], mode=C_ONLY)
+    info = np.iinfo(dtype)
+    xv = RNG.integers(info.min, info.max, size=(4, 75), endpoint=True).astype(dtype)
+    xv[2, 70] = info.max
+    xv[3, 40] = info.min
+    got_max, got_min = f(xv)
+    np.testing.assert_array_equal(got_max, xv.max(axis=1))
+    np.testing.assert_array_equal(got_min, xv.min(axis=1))
 
 
 def test_logsumexp_written_out_reads_x_in_three_passes():
@@ -288,9 +334,9 @@ def test_the_lanes_of_a_contiguous_run_are_vectorised(kind, accumulator):
     assert found
     for base, text in found:
         lines = text.splitlines()
-        lane_loop = [
-            i + 1 for i, line in enumerate(lines) if "for (int k = 0; k < 8; k++) {" in line
-        ]
+        widths = (reduction.LANES, reduction.SHORT_LANES)
+        heads = [f"for (int k = 0; k < {width}; k++) {{" for width in widths]
+        lane_loop = [i + 1 for i, line in enumerate(lines) if any(h in line for h in heads)]
         vectorised = vectorised_lines(base)
         # (gcc names the pragma's line or the loop's body)
         assert lane_loop and all({k, k + 1} & vectorised for k in lane_loop), base

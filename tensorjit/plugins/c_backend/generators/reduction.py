@@ -15,7 +15,10 @@ the output is C-contiguous. Three loop shapes, chosen at run time by the strides
   loop;
 - otherwise a strided walk, one element at a time.
 
-max and min propagate NaN as NumPy does, in every lane (a branch-free select).
+max and min propagate NaN as NumPy does, in every lane (a branch-free select); a
+contiguous run of them keeps its lanes with plain comparisons (the CPU's max/min
+instructions) and a separate "NaN seen" flag per lane, and only a run that holds a NaN is
+read again, for NumPy's answer (its first NaN).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from tensorjit.plugins.c_backend.generators.codegen import (
 )
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
-LANES = 8  # accumulators of a contiguous run
+LANES = 32  # accumulators of a contiguous run
+SHORT_LANES = 8  # of its remainder (and of rows shorter than LANES)
 COLUMN_BLOCK = 256  # output accumulators of the columns loop
 
 # How two partial results a (earlier) and b (later) combine; NaN wins max and min.
@@ -170,9 +174,53 @@ def reduce_source(
 
 def _run_function(w: _Writer) -> list[str]:
     """``tj_run(acc, n, p...)``: acc combined with a contiguous run of n elements along
-    the last axis (operands broadcast there are read once), in LANES accumulators. The
-    lanes' loop is marked for vectorisation: gcc would unroll it and then not find the
-    vector form of max/min's selects on its own."""
+    the last axis (operands broadcast there are read once), in LANES accumulators, then
+    the remainder in the first SHORT_LANES of them (a classifier's rows of 10 or 16 stay
+    vectorised). LANES is four vector registers of AVX-512 doubles: fewer leave the loop
+    bound by the latency of the combine (an exp-sum row ran 1.7x slower with 8). The
+    lanes' loops are marked for vectorisation: gcc would unroll them and then not find the
+    vector form of max/min's selects on its own. The lanes combine in a fixed tree, so
+    the result depends on n only, never on the CPU's vector width."""
+    params, setup, element = _run_operands(w)
+    if w.kind in BETTER:
+        return _extreme_run_function(w, params, setup, element)
+    lane_start = IDENTITY[w.kind]
+    tail = w.term(element.replace("K", "i"))
+    lines = [
+        f"static {w.tacc} tj_run({w.tacc} acc, int64_t n, {', '.join(params)}) {{",
+        *setup,
+        f"    {w.tacc} lane[{LANES}];",
+        f"    for (int k = 0; k < {LANES}; k++) lane[k] = {lane_start};",
+        "    int64_t i = 0;",
+    ]
+    for width in (LANES, SHORT_LANES):
+        lines += [
+            f"    for (; i + {width} <= n; i += {width})",
+            f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
+            f"            const {w.tacc} v = {w.term(element.replace('K', 'i + k'))};",
+            f"            lane[k] = {w.combine('lane[k]', 'v')};",
+            "        }",
+        ]
+    lines += [
+        # the upper half into the lower, halving the width each round: a fixed order on
+        # every CPU, and contiguous halves, so the rounds are vector operations too (the
+        # selects of max/min, as scalar branches, mispredict on every row)
+        f"    if (n >= {SHORT_LANES}) {{",
+        f"        for (int width = {LANES // 2}; width >= 1; width /= 2)",
+        f"            {SIMD}for (int k = 0; k < width; k++)",
+        f"                lane[k] = {w.combine('lane[k]', 'lane[k + width]')};",
+        f"        acc = {w.combine('acc', 'lane[0]')};",
+        "    }",
+        f"    for (; i < n; i++) {{ const {w.tacc} v = {tail}; acc = {w.combine('acc', 'v')}; }}",
+        "    return acc;",
+        "}",
+    ]
+    return lines
+
+
+def _run_operands(w: _Writer) -> tuple[list[str], list[str], str]:
+    """tj_run's pointer parameters, the set-up reading operands broadcast along the run
+    once, and the mapped element at index ``K`` (a placeholder)."""
     last = w.ndim - 1
     params, setup, loads = [], [], []
     for j, t in enumerate(w.types):
@@ -182,28 +230,58 @@ def _run_function(w: _Writer) -> list[str]:
             loads.append(f"s{j}")
         else:
             loads.append(f"p{j}[K]")
-    element = f"tj_f({', '.join(loads)})"
-    lane_start = IDENTITY.get(w.kind, "acc")  # max/min: acc is an element already
-    tail = w.term(element.replace("K", "i"))
+    return params, setup, f"tj_f({', '.join(loads)})"
+
+
+# max/min of a run: when v replaces the kept value a (false for a NaN on either side:
+# that is the x86 max/min instructions' rule, so gcc emits them, no blend)
+BETTER = {"max": "{v} > {a}", "min": "{v} < {a}"}
+
+
+def _extreme_run_function(
+    w: _Writer, params: list[str], setup: list[str], element: str
+) -> list[str]:
+    """tj_run for max/min: the lanes compare plainly and a NaN only sets its lane's flag;
+    if any was seen (and acc is not NaN already), the run is read again for its first
+    NaN, which NumPy returns. acc NaN (an earlier NaN) stays: no comparison replaces it."""
+    t = w.tacc
+
+    def keep(a: str, v: str) -> str:
+        return f"{a} = ({BETTER[w.kind].format(v=v, a=a)}) ? {v} : {a};"
+
     lines = [
-        f"static {w.tacc} tj_run({w.tacc} acc, int64_t n, {', '.join(params)}) {{",
+        f"static {t} tj_run({t} acc, int64_t n, {', '.join(params)}) {{",
         *setup,
-        f"    {w.tacc} lane[{LANES}];",
-        f"    for (int k = 0; k < {LANES}; k++) lane[k] = {lane_start};",
+        f"    {t} lane[{LANES}];",
+        f"    int nan[{LANES}];",
+        f"    for (int k = 0; k < {LANES}; k++) {{ lane[k] = acc; nan[k] = 0; }}",
         "    int64_t i = 0;",
-        f"    for (; i + {LANES} <= n; i += {LANES})",
-        f"        {SIMD}for (int k = 0; k < {LANES}; k++) {{",
-        f"            const {w.tacc} v = {w.term(element.replace('K', 'i + k'))};",
-        f"            lane[k] = {w.combine('lane[k]', 'v')};",
-        "        }",
-        # ((l0 . l1) . (l2 . l3)) . ((l4 . l5) . (l6 . l7)): a fixed order on every CPU
-        f"    if (n >= {LANES}) {{",
-        f"        for (int width = {LANES // 2}; width >= 1; width /= 2)",
-        "            for (int k = 0; k < width; k++)",
-        f"                lane[k] = {w.combine('lane[2 * k]', 'lane[2 * k + 1]')};",
-        f"        acc = {w.combine('acc', 'lane[0]')};",
+    ]
+    for width in (LANES, SHORT_LANES):
+        lines += [
+            f"    for (; i + {width} <= n; i += {width})",
+            f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
+            f"            const {t} v = {element.replace('K', 'i + k')};",
+            "            nan[k] |= v != v;",
+            f"            {keep('lane[k]', 'v')}",
+            "        }",
+    ]
+    lines += [
+        "    int seen = 0;",
+        f"    for (int k = 0; k < {LANES}; k++) seen |= nan[k];",
+        f"    for (int width = {LANES // 2}; width >= 1; width /= 2)",
+        f"        {SIMD}for (int k = 0; k < width; k++) {keep('lane[k]', 'lane[k + width]')}",
+        f"    if (n >= {SHORT_LANES}) {keep('acc', 'lane[0]')}",
+        "    for (; i < n; i++) {",
+        f"        const {t} v = {element.replace('K', 'i')};",
+        "        seen |= v != v;",
+        f"        {keep('acc', 'v')}",
         "    }",
-        f"    for (; i < n; i++) {{ const {w.tacc} v = {tail}; acc = {w.combine('acc', 'v')}; }}",
+        "    if (seen && acc == acc)",
+        "        for (i = 0; i < n; i++) {",
+        f"            const {t} v = {element.replace('K', 'i')};",
+        "            if (v != v) return v;",
+        "        }",
         "    return acc;",
         "}",
     ]
