@@ -59,9 +59,7 @@ def _hardware() -> list[str]:
     chosen = blas.provider()
     core = threads.blas_core(chosen.where)
     lines = [f"BLAS: {chosen.name} ({chosen.where}), kernels for {core or 'an unnamed core'}"]
-    hint = threads.avx512_hint(
-        core, compiler.cpu_flags(), os.environ.get("OPENBLAS_CORETYPE")
-    )
+    hint = threads.avx512_hint(core, compiler.cpu_flags(), os.environ.get("OPENBLAS_CORETYPE"))
     if hint:
         lines.append(hint)
     return lines

@@ -265,7 +265,7 @@ def _extreme_run_function(
             "            nan[k] |= v != v;",
             f"            {keep('lane[k]', 'v')}",
             "        }",
-    ]
+        ]
     lines += [
         "    int seen = 0;",
         f"    for (int k = 0; k < {LANES}; k++) seen |= nan[k];",
