@@ -90,11 +90,21 @@ def test_pooling_kernels_match_perform(ws, ignore_border, stride, pad, mode):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("ws,shape", [((2, 2), (2, 3, 9, 10)), ((3, 2), (1, 2, 7, 2100))])
+@pytest.mark.parametrize(
+    "ws,shape",
+    [
+        ((2, 2), (2, 3, 9, 10)),
+        ((3, 2), (1, 2, 7, 2100)),  # a row of tiles wider than a chunk
+        ((2, 2), (3, 2, 30, 30)),  # a plane's tile rows in one chunk
+        ((2, 2), (1, 2, 70, 64)),  # chunks of 16 tile rows, then 3
+        ((3, 3), (2, 2, 31, 35)),  # border rows and columns, chunks of whole tile rows
+    ],
+)
 def test_tiled_max_pooling_matches_perform_with_nans_ties_and_wide_rows(ws, shape, dtype):
     """Windows that tile the image (stride = window, no padding) take the contiguous-row
     kernel: a NaN anywhere in a window wins, ties all receive the gradient, rows wider
-    than its chunk of tiles, and border rows/columns no window covers get zeros."""
+    than its chunk of tiles, chunks of several tile rows, and border rows/columns no
+    window covers get zeros."""
     x = rng.standard_normal(shape).astype(dtype)
     x[0, 0, 1, 1] = np.nan  # the last element of the first 2x2 window
     x[0, 1, 4, 5] = np.nan

@@ -22,6 +22,7 @@ import numpy as np
 
 from tensorjit.plugins.c_backend.build import parallel
 from tensorjit.plugins.c_backend.generators import vector_erf
+from tensorjit.plugins.c_backend.generators.coalesce import merge_into_last
 from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
@@ -644,6 +645,8 @@ def elemwise_source(
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st_{name}_{a}" for name, *_ in ops for a in range(ndim))
     lines.append(f"static void tj_strided_serial({shape_args}{sig}{stride_args}) {{")
+    # (axis 0 stays: the parallel entry splits it)
+    lines += merge_into_last([(name, b) for name, _, _, b in ops], 1, ndim - 1)
 
     def stride(name: str, b: tuple, a: int) -> str | None:
         return None if b[a] else f"st_{name}_{a}"

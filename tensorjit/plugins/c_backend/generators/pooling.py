@@ -42,6 +42,17 @@ SOURCE = """
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 typedef %(T)s T;
+typedef %(U)s U; /* T's bits */
+
+/* v where take holds, else +0: a mask of T's bits, not a select, which gcc makes a
+   branch in scalar loops; which window element holds the max is random. */
+static inline T tj_pick(int take, T v) {
+    U bits;
+    memcpy(&bits, &v, sizeof bits);
+    bits &= (U)0 - (U)(take != 0);
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
 %(PARALLEL)s
 
 /* The rows (or cols) window k covers in the image, and its averaging count. */
@@ -67,12 +78,19 @@ static inline void tj_cols(int64_t j, int64_t sw, int64_t pw, int64_t w, int64_t
 
 /* Max pooling over tiles (window == stride, no padding: every CNN's 2x2 pool): each
    image element is in at most one window, so no window is clipped and the gradient
-   writes each element once. Both run along contiguous image rows, a chunk of tiles at
-   a time (loops over the windows' strided elements, or branches on which one wins, are
-   several times slower): the maximum over the window's rows first, then over each
-   tile's columns. */
+   writes each element once. Both run along contiguous image rows, a chunk at a time
+   (loops over the windows' strided elements, or branches on which one wins, are several
+   times slower): the maximum over the windows' rows first, then over each tile's
+   columns. A chunk holds whole rows of tiles, as many as fit, so a small image (rows of
+   30) is one chunk and the column step one long vector loop, not one per row. */
 #define TJ_TILE_CHUNK 1024
-#define TJ_MAX_NAN(m, v) (((v) > (m)) | ((v) != (v)) ? (v) : (m)) /* NaN wins; no branch */
+/* NaN wins. Two selects, not one of an "or": gcc makes that one branches in the loops'
+   scalar remainders (most of a row of 30), 3x slower on random data than these two. */
+static inline T tj_max_nan(T m, T v) {
+    const T larger = v > m ? v : m;
+    return v != v ? v : larger;
+}
+#define TJ_MAX_NAN(m, v) tj_max_nan(m, v)
 static inline int tj_tiled(int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t wh,
                            int64_t ww, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            int mode) {
@@ -80,26 +98,46 @@ static inline int tj_tiled(int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t
            && oh * wh <= h && ow * ww <= w; /* no partial window (ignore_border=False) */
 }
 
+/* A chunk: tile rows [r0, r0 + k) of a plane, and tile columns [c0, c0 + n) of each
+   (all of them when a whole row of tiles fits). */
+typedef struct { int64_t r0, k, c0, n; } tj_chunk;
+
+static inline int64_t tj_chunk_rows(int64_t ow, int64_t ww) {
+    return ow * ww <= TJ_TILE_CHUNK && ow > 0 ? TJ_TILE_CHUNK / (ow * ww) : 1;
+}
+
+static inline int64_t tj_chunk_cols(int64_t ow, int64_t ww) {
+    return ow * ww <= TJ_TILE_CHUNK ? ow : TJ_TILE_CHUNK / ww;
+}
+
 static void tj_max_pool_tiled(const T *x, T *out, int64_t planes, int64_t h, int64_t w,
                               int64_t oh, int64_t ow, int64_t wh, int64_t ww) {
     T rows[TJ_TILE_CHUNK];
-    const int64_t per = TJ_TILE_CHUNK / ww; /* tiles per chunk */
+    const int64_t per_rows = tj_chunk_rows(ow, ww), per_cols = tj_chunk_cols(ow, ww);
     for (int64_t p = 0; p < planes; p++)
-        for (int64_t r = 0; r < oh; r++)
-            for (int64_t c0 = 0; c0 < ow; c0 += per) {
-                const int64_t n = ow - c0 < per ? ow - c0 : per, len = n * ww;
-                const T *restrict top = x + (p * h + r * wh) * w + c0 * ww;
-                T *restrict orow = out + (p * oh + r) * ow + c0;
-                for (int64_t j = 0; j < len; j++) rows[j] = top[j];
-                for (int64_t i = 1; i < wh; i++) {
-                    const T *restrict row = top + i * w;
-                    for (int64_t j = 0; j < len; j++) rows[j] = TJ_MAX_NAN(rows[j], row[j]);
+        for (int64_t r0 = 0; r0 < oh; r0 += per_rows)
+            for (int64_t c0 = 0; c0 < ow; c0 += per_cols) {
+                const tj_chunk ch = {r0, MIN(per_rows, oh - r0), c0, MIN(per_cols, ow - c0)};
+                const int64_t span = ch.n * ww; /* elements of one tile row in the chunk */
+                for (int64_t k = 0; k < ch.k; k++) {
+                    const T *restrict top = x + (p * h + (ch.r0 + k) * wh) * w + ch.c0 * ww;
+                    T *restrict dst = rows + k * span;
+                    for (int64_t j = 0; j < span; j++) dst[j] = top[j];
+                    for (int64_t i = 1; i < wh; i++) {
+                        const T *restrict row = top + i * w;
+                        #pragma omp simd
+                        for (int64_t j = 0; j < span; j++) dst[j] = TJ_MAX_NAN(dst[j], row[j]);
+                    }
                 }
+                /* the chunk's outputs are contiguous: whole tile rows, or a part of one */
+                T *restrict orow = out + (p * oh + ch.r0) * ow + ch.c0;
+                const int64_t tiles = ch.k * ch.n;
                 if (ww == 2) {
-                    for (int64_t c = 0; c < n; c++)
+                    #pragma omp simd
+                    for (int64_t c = 0; c < tiles; c++)
                         orow[c] = TJ_MAX_NAN(rows[2 * c], rows[2 * c + 1]);
                 } else {
-                    for (int64_t c = 0; c < n; c++) {
+                    for (int64_t c = 0; c < tiles; c++) {
                         T m = rows[c * ww];
                         for (int64_t j = 1; j < ww; j++) m = TJ_MAX_NAN(m, rows[c * ww + j]);
                         orow[c] = m;
@@ -112,25 +150,40 @@ static void tj_max_pool_grad_tiled(const T *x, const T *z, const T *g, T *gx,
                                    int64_t planes, int64_t h, int64_t w, int64_t oh,
                                    int64_t ow, int64_t wh, int64_t ww) {
     T zs[TJ_TILE_CHUNK], gs[TJ_TILE_CHUNK]; /* each tile's max and gradient, repeated */
-    const int64_t per = TJ_TILE_CHUNK / ww;
+    const int64_t per_rows = tj_chunk_rows(ow, ww), per_cols = tj_chunk_cols(ow, ww);
     if (oh * wh != h || ow * ww != w) /* border rows or columns no window covers */
         memset(gx, 0, sizeof(T) * planes * h * w);
     for (int64_t p = 0; p < planes; p++)
-        for (int64_t r = 0; r < oh; r++)
-            for (int64_t c0 = 0; c0 < ow; c0 += per) {
-                const int64_t n = ow - c0 < per ? ow - c0 : per, len = n * ww;
-                const T *zrow = z + (p * oh + r) * ow + c0, *grow = g + (p * oh + r) * ow + c0;
-                for (int64_t c = 0; c < n; c++)
-                    for (int64_t j = 0; j < ww; j++) {
-                        zs[c * ww + j] = zrow[c];
-                        gs[c * ww + j] = grow[c];
+        for (int64_t r0 = 0; r0 < oh; r0 += per_rows)
+            for (int64_t c0 = 0; c0 < ow; c0 += per_cols) {
+                const tj_chunk ch = {r0, MIN(per_rows, oh - r0), c0, MIN(per_cols, ow - c0)};
+                const int64_t span = ch.n * ww, tiles = ch.k * ch.n;
+                /* the chunk's outputs are contiguous: whole tile rows, or a part of one */
+                const T *zrow = z + (p * oh + ch.r0) * ow + ch.c0;
+                const T *grow = g + (p * oh + ch.r0) * ow + ch.c0;
+                if (ww == 2) { /* (a constant width: pairs interleave in vector registers) */
+                    #pragma omp simd
+                    for (int64_t c = 0; c < tiles; c++) {
+                        zs[2 * c] = zs[2 * c + 1] = zrow[c];
+                        gs[2 * c] = gs[2 * c + 1] = grow[c];
                     }
-                for (int64_t i = 0; i < wh; i++) {
-                    const int64_t first = (p * h + r * wh + i) * w + c0 * ww;
-                    const T *restrict src = x + first;
-                    T *restrict dst = gx + first;
-                    for (int64_t j = 0; j < len; j++) dst[j] = src[j] == zs[j] ? gs[j] : (T)0;
+                } else {
+                    for (int64_t j = 0; j < ww; j++)
+                        for (int64_t c = 0; c < tiles; c++) {
+                            zs[c * ww + j] = zrow[c];
+                            gs[c * ww + j] = grow[c];
+                        }
                 }
+                for (int64_t k = 0; k < ch.k; k++)
+                    for (int64_t i = 0; i < wh; i++) {
+                        const int64_t first = (p * h + (ch.r0 + k) * wh + i) * w + ch.c0 * ww;
+                        const T *restrict src = x + first;
+                        T *restrict dst = gx + first;
+                        const T *restrict zk = zs + k * span, *restrict gk = gs + k * span;
+                        #pragma omp simd
+                        for (int64_t j = 0; j < span; j++)
+                            dst[j] = tj_pick(src[j] == zk[j], gk[j]);
+                    }
             }
 }
 
@@ -174,8 +227,7 @@ static int tj_pool_serial(const T *x, T *out, %(G)s) {
                         T *restrict o = orow + c0;
                         #pragma omp simd
                         for (int64_t k = 0; k < c1 - c0; k++) {
-                            T v = src[k * sw], m = o[k];
-                            o[k] = (v > m || v != v) ? v : m;
+                            o[k] = TJ_MAX_NAN(o[k], src[k * sw]);
                         }
                     } else {
                         double *restrict a = acc + c0;
@@ -222,7 +274,7 @@ static void tj_max_pool_grad_serial(const T *x, const T *z, const T *g, T *gx,
                     /* a select, not a branch: which element holds the max is random */
                     #pragma omp simd
                     for (int64_t k = 0; k < c1 - c0; k++) {
-                        T add = src[k * sw] == zc[k] ? gc[k] : (T)0;
+                        T add = tj_pick(src[k * sw] == zc[k], gc[k]);
                         dst[k * sw] += add;
                     }
                 }
@@ -302,7 +354,8 @@ def _parallel_entries() -> str:
 
 def source_of(dtype: str) -> tuple[str, str]:
     t = FLOATS[dtype]
-    source = SOURCE % {"T": t, "G": GEOMETRY, "PARALLEL": parallel.DECLARATIONS}
+    bits = {"float": "uint32_t", "double": "uint64_t"}[t]
+    source = SOURCE % {"T": t, "U": bits, "G": GEOMETRY, "PARALLEL": parallel.DECLARATIONS}
     return source + _parallel_entries(), parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tensorjit.plugins.c_backend.build import parallel
+from tensorjit.plugins.c_backend.generators.coalesce import merge_into_last
 from tensorjit.plugins.c_backend.generators.codegen import (
     PREAMBLE,
     SIMD,
@@ -372,6 +373,9 @@ def _serial_function(
         "    int64_t o = 0;",
         *[f"    char *b_{x}_0 = {x};" for x in w.names],
     ]
+    if ndim > n_kept:  # reduced axes after the kept ones (never axis 0: the parallel split)
+        operands = list(zip(w.names, (b for _, b in w.reading.operands)))
+        lines += merge_into_last(operands, max(n_kept, 1), ndim - 1)
     if n_kept and ndim > n_kept and not store_acc:
         k = n_kept - 1
         columns = f"{_contiguous_check(w, k)} && n{k} > 1 && !({_contiguous_check(w, ndim - 1)})"
