@@ -38,7 +38,8 @@ def merge_into_last(
         checks = [f"st_{name}_{a} == {span} * st_{name}_{last}" for name in moving]
         lines.append(f"{depth}const int64_t m{a + 1} = n{a + 1};" if a + 1 == last else "")
         lines.append(f"{depth}const int64_t m{a} = n{a};")
-        lines.append(f"{depth}if ({' && '.join(checks) or '1'}) {{")
+        # (an axis of length 1 never moves: its stride, whatever it is, is never used)
+        lines.append(f"{depth}if (m{a} == 1 || ({' && '.join(checks) or '1'})) {{")
         depth += "    "
         lines.append(f"{depth}n{last} *= m{a}; n{a} = 1;")
     for _ in mergeable:

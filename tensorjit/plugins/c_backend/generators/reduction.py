@@ -7,9 +7,10 @@ The loops run over the axes in the order kept ones first, then reduced ones; eac
 operand has its own byte strides in that order (0 along an axis it broadcasts over), and
 the output is C-contiguous. Three loop shapes, chosen at run time by the strides:
 
-- a *run*: the innermost reduced axis contiguous in every operand that moves along it:
-  eight independent accumulators (lanes) that the compiler vectorises (one accumulator
-  is latency-bound), combined in a fixed order, so results do not depend on the CPU;
+- a *run*: the innermost reduced axis contiguous in every operand that moves along it
+  (reduced axes contiguous with it are folded into it first, coalesce.py): 32
+  independent accumulators (lanes) that the compiler vectorises (fewer are
+  latency-bound), combined in a fixed order, so results do not depend on the CPU;
 - *columns*: the last kept axis contiguous and the reduced ones not (a matrix's sum
   over axis 0): a block of the output's accumulators per reduced position, a vector
   loop;
@@ -250,12 +251,15 @@ def _extreme_run_function(
     def keep(a: str, v: str) -> str:
         return f"{a} = ({BETTER[w.kind].format(v=v, a=a)}) ? {v} : {a};"
 
+    # (integers have no NaN: no flags, and no "v != v" for the compiler to warn about)
+    floating = w.acc_dtype.startswith(("float", "complex"))
+    flag = "        nan_seen[k] |= v != v;" if floating else None
     lines = [
         f"static {t} tj_run({t} acc, int64_t n, {', '.join(params)}) {{",
         *setup,
         f"    {t} lane[{LANES}];",
-        f"    int nan[{LANES}];",
-        f"    for (int k = 0; k < {LANES}; k++) {{ lane[k] = acc; nan[k] = 0; }}",
+        f"    int nan_seen[{LANES}];",
+        f"    for (int k = 0; k < {LANES}; k++) {{ lane[k] = acc; nan_seen[k] = 0; }}",
         "    int64_t i = 0;",
     ]
     for width in (LANES, SHORT_LANES):
@@ -263,29 +267,31 @@ def _extreme_run_function(
             f"    for (; i + {width} <= n; i += {width})",
             f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
             f"            const {t} v = {element.replace('K', 'i + k')};",
-            "            nan[k] |= v != v;",
+            *([f"    {flag}"] if flag else []),
             f"            {keep('lane[k]', 'v')}",
             "        }",
         ]
     lines += [
         "    int seen = 0;",
-        f"    for (int k = 0; k < {LANES}; k++) seen |= nan[k];",
+        f"    for (int k = 0; k < {LANES}; k++) seen |= nan_seen[k];",
         f"    for (int width = {LANES // 2}; width >= 1; width /= 2)",
         f"        {SIMD}for (int k = 0; k < width; k++) {keep('lane[k]', 'lane[k + width]')}",
         f"    if (n >= {SHORT_LANES}) {keep('acc', 'lane[0]')}",
         "    for (; i < n; i++) {",
         f"        const {t} v = {element.replace('K', 'i')};",
-        "        seen |= v != v;",
+        *(["        seen |= v != v;"] if floating else []),
         f"        {keep('acc', 'v')}",
         "    }",
-        "    if (seen && acc == acc)",
-        "        for (i = 0; i < n; i++) {",
-        f"            const {t} v = {element.replace('K', 'i')};",
-        "            if (v != v) return v;",
-        "        }",
-        "    return acc;",
-        "}",
     ]
+    if floating:
+        lines += [
+            "    if (seen && acc == acc)",
+            "        for (i = 0; i < n; i++) {",
+            f"            const {t} v = {element.replace('K', 'i')};",
+            "            if (v != v) return v;",
+            "        }",
+        ]
+    lines += ["    (void)seen;", "    return acc;", "}"]
     return lines
 
 
