@@ -25,7 +25,9 @@ def _views(base: np.ndarray) -> dict[str, np.ndarray]:
         "last two swapped": np.ascontiguousarray(base.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2),
         "every other column": big[..., ::2],
         "all reversed": base[::-1, ::-1, ::-1, ::-1],
-        "a block of a larger array": np.pad(base, ((0, 0), (0, 0), (1, 1), (2, 2)))[:, :, 1:-1, 2:-2],
+        "a block of a larger array": np.pad(base, ((0, 0), (0, 0), (1, 1), (2, 2)))[
+            :, :, 1:-1, 2:-2
+        ],
         "Fortran order": np.asfortranarray(base),
     }
 
@@ -39,7 +41,8 @@ def test_a_bias_over_channels_on_every_layout(view, threads):
     x = T.tensor4("x", dtype="float32")
     b = T.vector("b", dtype="float32")
     with tensorjit.config.change_flags(threads=threads):
-        f = tensorjit.function([x, b], T.maximum(x + b.dimshuffle("x", 0, "x", "x"), 0), mode=C_ONLY)
+        out = T.maximum(x + b.dimshuffle("x", 0, "x", "x"), 0)
+        f = tensorjit.function([x, b], out, mode=C_ONLY)
         xv = _views(RNG.standard_normal((4, 3, 10, 12)).astype("float32"))[view]
         bv = RNG.standard_normal(3).astype("float32")
         np.testing.assert_array_equal(f(xv, bv), np.maximum(xv + bv[None, :, None, None], 0))
