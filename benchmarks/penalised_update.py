@@ -1,18 +1,14 @@
-"""The L2-penalised weight update in one pass (c_backend/linalg/penalised.py) against the decay
-pass then BLAS's GEMM, on the tutorial MLP's W1 update: ``out = beta * W + alpha * X^T G``
-and ``sum(W**2)``, W 784 x 500, X the next 20-row minibatch of a 12,000-row data set (read
-transposed, as the gradient reads it), one thread; in place (out is W, as the MLP's
-update runs) and into another array. Both paths are the project's own
-kernel, chosen by the layout of G as the library chooses (no switch): a row-major G
-takes the one pass, the same G in column-major order the decay pass and ``tj_gemm`` (as
-more than one thread does); the two alternate call by call. Then NumPy's three passes,
-``beta * W + alpha * (X.T @ G)`` and the sum.
+"""L2-penalised weight updates with and without ``PenalisedGemm`` (the rewrite
+``local_decay_with_penalty``: the penalty's sum of squares and the weight's decay in one
+pass, then BLAS's GEMM; c_backend/linalg/penalised.py), in the same process, the two
+steps taking turns in blocks of calls; medians and minimums of the blocks' mean times.
 
-With --step: the tutorial MLP's whole training step instead, against its five GEMMs
-alone (the bound); for the step without the one pass, run it on an older checkout
-(PYTHONPATH=<git worktree>, benchmarks/RESULTS.md's A/B runs).
+Models: the tutorial MLP (benchmarks/tutorial.py: 784-500-10, minibatches of 20,
+l2 = 1e-4) and an L2-penalised softmax regression with a hidden ReLU layer of 1024
+(minibatches of 128, l2 = 1e-4 on both weights), float32 and float64. Losses of the two
+steps are checked equal (to the dtype's rounding) before timing.
 
-Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtype float32] [--step]
+Run: taskset -c 0 .venv/bin/python benchmarks/penalised_update.py [--dtypes float32,float64]
 """
 
 from __future__ import annotations
@@ -25,123 +21,73 @@ import tutorial  # (limits the threads, by --threads, before NumPy loads)
 
 # isort: split
 import numpy as np  # noqa: E402
-from _mlp_bound import five_gemms  # noqa: E402
+
+WITHOUT = "local_decay_with_penalty"
+
+
+def tutorial_mlp(dtype: str, mode):
+    x_all, y_all, params0 = tutorial.make_data("mlp", dtype)
+    step = tutorial.symbolic_step("tensorjit", "mlp", x_all, y_all, params0, dtype, mode)
+    return lambda i: step(i % tutorial.N_BATCHES), step
+
+
+def penalised_classifier(dtype: str, mode, batch: int = 128, hidden: int = 1024):
+    import tensorjit
+    import tensorjit.tensor as T
+
+    rng = np.random.default_rng(0)
+    n_in, n_out, l2, lr = 784, 10, 1e-4, 0.05
+    data = rng.standard_normal((batch * 8, n_in)).astype(dtype)
+    labels = rng.integers(0, n_out, batch * 8).astype("int32")
+    w1 = tensorjit.shared((rng.standard_normal((n_in, hidden)) / 28).astype(dtype), name="w1")
+    w2 = tensorjit.shared((rng.standard_normal((hidden, n_out)) / 32).astype(dtype), name="w2")
+    x, y = T.matrix("x", dtype=dtype), T.ivector("y")
+    probs = T.nnet.softmax(T.dot(T.maximum(T.dot(x, w1), 0), w2))
+    cost = -T.mean(T.log(probs)[T.arange(y.shape[0]), y])
+    cost = cost + l2 * (T.sum(w1**2) + T.sum(w2**2))
+    updates = [(w, w - lr * g) for w, g in zip((w1, w2), T.grad(cost, [w1, w2]))]
+    step = tensorjit.function([x, y], cost, updates=updates, mode=mode)
+    parts = [slice(k * batch, (k + 1) * batch) for k in range(8)]
+    batches = [(data[part], labels[part]) for part in parts]
+    return lambda i: step(*batches[i % 8]), step
+
+
+MODELS = {"tutorial MLP": tutorial_mlp, "penalised classifier": penalised_classifier}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument("--calls", type=int, default=3000, help="calls of each, round-robin")
-    parser.add_argument("--step", action="store_true", help="the tutorial MLP's whole step")
+    parser.add_argument("--dtypes", default="float32,float64")
+    parser.add_argument("--blocks", type=int, default=15, help="blocks of 20 calls per step")
     parser.add_argument("--threads", type=int, default=1, help="(read by tutorial.py)")
     args = parser.parse_args()
-    if args.step:
-        whole_step(args.dtype, args.calls)
-        return
+    from tensorjit.core.compile.mode import get_mode
+    from tensorjit.tensor.blas import PenalisedGemm
 
-    import tensorjit
-    from tensorjit.plugins.c_backend.linalg import blas, penalised
-
-    tensorjit.config.threads = 1
-    ffi, lib = blas.library()
-    fn = getattr(lib, penalised.function_name(args.dtype))
-    rng = np.random.default_rng(0)
-    dtype = np.dtype(args.dtype)
-    m, n, k, rows = 784, 500, 20, 12000
-    data = rng.standard_normal((rows, m)).astype(dtype)
-    g = rng.standard_normal((k, n)).astype(dtype)
-    # G by the path it sends the kernel on: row-major (one pass), column-major (decay).
-    g_of = {1: g, 0: np.asfortranarray(g)}
-    w = rng.standard_normal((m, n)).astype(dtype)
-    out = np.empty_like(w)
-    # In place, as a weight update runs: each path updates its own weight.
-    own = {flag: w.copy() for flag in (0, 1)}
-    squares = ffi.new("double *")
-    alpha, beta = -0.01, 0.999
-
-    def ptr(a: np.ndarray):
-        return ffi.cast("char *", a.ctypes.data)
-
-    def kernel(i: int, one_pass: int, in_place: bool) -> None:
-        x = data[(i % (rows // k)) * k :][:k].T
-        c = own[one_pass] if in_place else w
-        b = g_of[one_pass]
-        status = fn(ptr(x), m, k, *x.strides, ptr(b), n, *b.strides, ptr(c),
-                    ptr(c if in_place else out), alpha, beta, squares)  # fmt: skip
-        assert status == 0
-
-    def numpy(i: int, _: int, in_place: bool) -> None:
-        x = data[(i % (rows // k)) * k :][:k].T
-        np.add(beta * w, alpha * (x.T.T @ g), out=out)
-        squares[0] = float(np.sum(np.square(w), dtype=np.float64))
-
-    variants = {
-        "one pass, in place": (kernel, 1, True),
-        "decay + tj_gemm, in place": (kernel, 0, True),
-        "one pass, new array": (kernel, 1, False),
-        "decay + tj_gemm, new array": (kernel, 0, False),
-        "numpy (three passes)": (numpy, 0, False),
-    }
-    results = {}
-    for name, (call, flag, in_place) in variants.items():
-        if not in_place:
-            call(0, flag, in_place)
-            results[name] = (out.copy(), squares[0])
-    reference = results["decay + tj_gemm, new array"]
-    # The kernel's paths alternate; NumPy (whose temporaries evict W) runs after them.
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for group in (list(variants)[:4], list(variants)[4:]):
-        for i in range(args.calls):
-            for name in group:
-                call, flag, in_place = variants[name]
-                start = time.perf_counter()
-                call(i, flag, in_place)
-                samples[name].append(time.perf_counter() - start)
-    print(f"W {m} x {n} {args.dtype}, k {k}: us a call ({args.calls} calls each)")
-    if args.dtype == "float64":
-        print("  (float64 has no one-pass kernel: its rows run the decay pass and tj_gemm)")
-    print(f"  {'':<28}{'min':>9}{'median':>9}  new array: largest difference, sums")
-    for name, times in samples.items():
-        line = f"  {name:<28}{min(times) * 1e6:>9.1f}{statistics.median(times) * 1e6:>9.1f}"
-        if name in results:
-            value, total = results[name]
-            gap = float(np.abs(value - reference[0]).max())
-            line += f"  {gap:.3g}, {total:.10g} (against {reference[1]:.10g})"
-        print(line)
-
-
-def whole_step(dtype: str, blocks: int) -> None:
-    """The tutorial MLP's training step (benchmarks/tutorial.py, tensorjit) and the
-    step's five GEMMs alone (the bound), in blocks of 100 calls taking turns; medians
-    and minimums of the blocks' mean times."""
-    x_all, y_all, params0 = tutorial.make_data("mlp", dtype)
-    step = tutorial.symbolic_step("tensorjit", "mlp", x_all, y_all, params0, dtype, None)
-    w1, _, w2, _ = (np.asarray(p, dtype) for p in params0)
-    bound = five_gemms(np.ascontiguousarray(x_all[:20]), w1, w2)
-
-    def block(bound_only: bool, calls: int = 100) -> float:
-        start = time.perf_counter()
-        for i in range(calls):
-            if bound_only:
-                bound()
-            else:
-                step(i % tutorial.N_BATCHES)
-        return (time.perf_counter() - start) / calls
-
-    step(0)
-    kinds = {"as built": False, "bound (5 GEMMs)": True}
-    samples: dict[str, list[float]] = {name: [] for name in kinds}
-    for _ in range(max(1, blocks // 50)):
-        for name, bound_only in kinds.items():
-            samples[name].append(block(bound_only))
-    limit = statistics.median(samples["bound (5 GEMMs)"])
-    print(f"tutorial MLP step, {dtype}, one thread: ms a step ({len(samples['bound (5 GEMMs)'])} "
-          "blocks of 100 calls each, taking turns)")  # fmt: skip
-    print(f"  {'':<18}{'median':>9}{'min':>9}{'% bound':>9}")
-    for name, times in samples.items():
-        middle = statistics.median(times)
-        print(f"  {name:<18}{middle * 1e3:>9.4f}{min(times) * 1e3:>9.4f}"
-              f"{100 * limit / middle:>8.1f}%")  # fmt: skip
+    for dtype in args.dtypes.split(","):
+        for model, build in MODELS.items():
+            steps, losses = {}, {}
+            for name, mode in [("PenalisedGemm", None), ("plain", get_mode(None).without(WITHOUT))]:
+                call, fn = build(dtype, mode)
+                has = any(isinstance(n.op, PenalisedGemm) for n in fn.fgraph.toposort())
+                assert has == (name == "PenalisedGemm"), (model, name)
+                losses[name] = [float(call(i)) for i in range(3)]
+                steps[name] = call
+            rtol = 1e-4 if dtype == "float32" else 1e-10
+            np.testing.assert_allclose(losses["PenalisedGemm"], losses["plain"], rtol=rtol)
+            times: dict[str, list[float]] = {name: [] for name in steps}
+            for block in range(args.blocks):
+                for name, call in steps.items():
+                    start = time.perf_counter()
+                    for i in range(20):
+                        call(3 + block * 20 + i)
+                    times[name].append((time.perf_counter() - start) / 20)
+            line = ", ".join(
+                f"{name} {statistics.median(t) * 1e3:.3f} ms (min {min(t) * 1e3:.3f})"
+                for name, t in times.items()
+            )
+            ratio = statistics.median(times["plain"]) / statistics.median(times["PenalisedGemm"])
+            print(f"{model:<22}{dtype:<9}{line}; plain / PenalisedGemm {ratio:.2f}")
 
 
 if __name__ == "__main__":

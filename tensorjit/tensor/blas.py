@@ -112,7 +112,8 @@ class Gemm(_BlasUpdate):
 
 class PenalisedGemm(Op):
     """``(beta * z + alpha * dot(x, y), sum(z ** 2))``: an L2-penalised weight's update
-    and its penalty's sum of squares, in one pass over the weight z. ``dtype``: the
+    and its penalty's sum of squares, in two passes over the weight z (the unfused
+    graph makes three; c_backend/linalg/penalised.py). ``dtype``: the
     sum's, as MappedReduce's; ``inplace=True`` overwrites z with the update (the sum is
     taken first). Made by the rewrite ``local_decay_with_penalty`` from graphs whose
     gradients are already built; x, y and z as Gemm's.

@@ -211,7 +211,7 @@ def test_broadcast_helpers_and_specify_shape_refuse_bad_axes_and_lengths():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_penalised_gemm_kernels_with_alpha_zero_read_no_operand(dtype):
-    """The compiled kernels (the one-pass float32 kernel among them) as perform."""
+    """The compiled kernels as perform."""
     from tensorjit.tensor.blas import PenalisedGemm
 
     z, x, y = (T.matrix(n, dtype=dtype) for n in "zxy")

@@ -1114,8 +1114,7 @@ def _penalised_step(dtype: str, mode, w0: np.ndarray):
 def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, mode):
     """``l2 * sum(w**2)`` in the cost and the decay of w in its update (a GEMM with beta
     other than 1): one PenalisedGemm gives both, and cost and weight are those of the
-    unfused graph. Minibatches of 5 rows take float32's one-pass kernel, 40 rows the
-    decay pass and BLAS (penalised.py)."""
+    unfused graph, for minibatches of 1, 5 and 40 rows, on one thread and two."""
     r = rng(11)
     w0 = r.standard_normal((70, 30)).astype(dtype)
     f, w = _penalised_step(dtype, mode, w0)
@@ -1126,7 +1125,7 @@ def test_an_l2_penalty_and_the_decay_of_its_weight_read_the_weight_once(dtype, m
     tol = 1e-5 if dtype == "float32" else 1e-12
     for threads, rows in [(1, 5), (1, 5), (1, 40), (1, 1), (2, 5)]:
         xv, yv = (r.standard_normal((rows, n)).astype(dtype) for n in (70, 30))
-        with tensorjit.config.change_flags(threads=threads):  # one pass on one thread only
+        with tensorjit.config.change_flags(threads=threads):
             np.testing.assert_allclose(f(xv, yv), g(xv, yv), rtol=tol)
         np.testing.assert_allclose(w.get_value(), v.get_value(), rtol=tol, atol=tol)
 
@@ -1183,10 +1182,8 @@ def _penalised_reference(z, alpha, x, y, beta, dtype):
 @pytest.mark.parametrize("mode", ["FAST_RUN", "DebugMode"])  # a program step; per node
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_penalised_gemm_kernel_layouts_shapes_and_threads(mode, dtype):
-    """The kernel (float32's one pass for k <= FUSED_MAX_K on one thread; the decay pass
-    and BLAS otherwise) on weights, operands and outputs of every layout, ragged shapes
-    (rows not a multiple of the six-row tiles, columns not of the vector pairs), vectors
-    (GEMV's shapes), k on both sides of the limit, and two threads."""
+    """The kernel (the decay pass, then BLAS) on weights, operands and outputs of every
+    layout, ragged shapes, vectors (GEMV's shapes), empty products, and two threads."""
     z, x, y = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
     alpha, beta = T.scalar("alpha", dtype=dtype), T.scalar("beta", dtype=dtype)
     f = tensorjit.function([z, alpha, x, y, beta], PenalisedGemm(dtype)(z, alpha, x, y, beta),
@@ -1214,7 +1211,7 @@ def test_penalised_gemm_kernel_layouts_shapes_and_threads(mode, dtype):
         np.testing.assert_array_equal(zval, before)  # the weight is not overwritten
 
     shapes = [(70, 5, 30), (13, 32, 17), (6, 1, 16), (61, 33, 40), (9, 0, 8), (0, 3, 4)]
-    with tensorjit.config.change_flags(threads=1):  # float32's one pass runs on one thread
+    with tensorjit.config.change_flags(threads=1):
         for m, k, n in shapes:
             zval, xval = r.standard_normal((m, n)).astype(dtype), r.standard_normal((m, k))
             xval, yval = xval.astype(dtype), r.standard_normal((k, n)).astype(dtype)
@@ -1238,7 +1235,7 @@ def test_penalised_gemm_kernel_layouts_shapes_and_threads(mode, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_penalised_gemm_in_place_on_every_layout(mode, dtype):
     """In place (a mutable input): the update lands in z's own buffer, for C-ordered,
-    Fortran-ordered and strided z, with the one-pass kernel (one thread) and without. An
+    Fortran-ordered and strided z, on one thread and two. An
     operand that is a view of z keeps the update out of place (the destroy handler)."""
     z, x, y = T.matrix("z", dtype=dtype), T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
     alpha, beta = T.scalar("alpha", dtype=dtype), T.scalar("beta", dtype=dtype)

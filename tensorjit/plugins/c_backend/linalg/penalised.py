@@ -3,26 +3,14 @@ sum of squares, see tensor/blas.py), part of the BLAS library of ``blas.py``:
 ``out = beta * c + alpha * a . b`` and ``sum(c ** 2)``, with ``out`` a new array or, for
 the in-place variant (a weight update), ``c`` itself.
 
-A minibatch's weight gradient ``X^T G`` has few terms per element (k, the minibatch
-size), so its GEMM is bound by passes over the weight: the penalty's sum reads it, the
-decay reads and writes it, the GEMM reads and writes it again. For float32 with k up to
-``FUSED_MAX_K``, on one thread, one kernel makes a single pass: b is packed into panels
-of two vectors' width, six rows of a at a time get their products in registers (the
-terms summed in order with FMAs, as OpenBLAS's kernels do), then those rows of c are
-squared, decayed and accumulated into out while the next rows are prefetched. Otherwise
-(more terms, more threads, other layouts) the decay pass runs, then ``tj_gemm``
-accumulates into out. The squares are taken in the weight's dtype; the decay pass sums
-them in eight double sums, the one pass in vector lanes of the weight's dtype along each
-row (n / 16 terms a lane), the rows' sums in double.
-
-The one pass runs on one thread only (as skinny.py's kernels): with its row blocks split
-over two threads it was faster alone but slower inside the MLP step, where the pool's
-worker contended with OpenBLAS's spinning ones.
-
-The one pass is float32's only: in float64 the products (twice the FMAs) dominate and it
-gained nothing over the decay pass and OpenBLAS, so float64 keeps BLAS's order
-(benchmarks/penalised_update.py; the times are in benchmarks/RESULTS.md, "The penalised
-update in one pass" and "Numbers out of docstrings").
+One pass over the weight takes its squares' sum and its decay (``beta * c``, into out),
+then the BLAS GEMM accumulates ``alpha * a . b`` into out: two passes where the
+unfused graph makes three (the sum, the GEMM's own scaling by beta, its accumulation).
+The squares are taken in the weight's dtype and summed in eight double sums. Both float
+dtypes, any thread count, through the configured BLAS (benchmarks/penalised_update.py;
+the times are in benchmarks/RESULTS.md). An earlier float32 kernel made the products
+itself in the same pass (x86 FMA builtins, six rows at a time); on AMD Zen 5 it lost to
+OpenBLAS's own kernels by 25-40% inside the MLP step and was removed.
 
 Whole-graph programs call the same function (program.c's penalised step).
 """
@@ -39,20 +27,7 @@ from tensorjit.tensor.blas import PenalisedGemm
 
 OPS = (PenalisedGemm,)
 
-FUSED_MAX_K = 32  # more terms per element: the products' own cost outweighs the passes
-FUSED_MAX_PACKED = 1 << 18  # bytes of packed b: beyond, its panels leave the L2 cache
-
 TEMPLATE = r"""
-#if defined(__FMA__)
-#define TJ_PEN_FMA_{p}(a, b, c) __builtin_ia32_vfmadd{FMA}256(a, b, c)
-#define TJ_PEN_FMA1_{p}(a, b, c) __builtin_fma{f}(a, b, c)
-#else
-#define TJ_PEN_FMA_{p}(a, b, c) ((a) * (b) + (c))
-#define TJ_PEN_FMA1_{p}(a, b, c) ((a) * (b) + (c))
-#endif
-/* A vector of x in every lane ("0 + x" would cost an addition: -0.0 + 0 is 0) */
-#define TJ_PEN_SPLAT_{p}(x) ((tj_vec_{p}){{SPLAT}})
-
 /* out[i] = beta * c[i] for n contiguous elements; returns the sum of the c[i] * c[i]
    (eight double partial sums). */
 static inline __attribute__((always_inline)) double
@@ -83,104 +58,6 @@ static double tj_decay_{p}(const {T} *c, {T} *out, long long n, {T} beta)
     return tj_decay_body_{p}(c, out, n, beta);
 }
 
-/* The one-pass kernel: c and out m x n C-contiguous, b's rows contiguous (row stride
-   bs0 bytes), a at any byte strides. 1 when its scratch can not be allocated. */
-static int tj_penalised_fused_{p}(const char *a, long long m, long long k, long long as0,
-                                  long long as1, const char *b, long long n, long long bs0,
-                                  const {T} *c, {T} *out, {T} alpha, {T} beta,
-                                  double *squares)
-{
-    enum { L = sizeof(tj_vec_{p}) / sizeof({T}), W = 2 * L, R = 6 };
-    const long long panels = (n + W - 1) / W, full = n / W * W;
-    const size_t packed_bytes = (size_t)(panels * k * W) * sizeof({T});
-    const size_t product_bytes = (size_t)(R * panels * W) * sizeof({T});
-    {T} *packed = aligned_alloc(32, (packed_bytes + 31) / 32 * 32);
-    {T} *products = aligned_alloc(32, (product_bytes + 31) / 32 * 32);
-    if (packed == NULL || products == NULL) {
-        free(packed);
-        free(products);
-        return 1;
-    }
-    for (long long t = 0; t < panels; t++) {
-        const long long cols = n - t * W < W ? n - t * W : W;
-        for (long long q = 0; q < k; q++) {
-            {T} *dst = packed + (t * k + q) * W;
-            memcpy(dst, b + q * bs0 + t * W * (long long)sizeof({T}), (size_t)cols * sizeof({T}));
-            for (long long j = cols; j < W; j++)
-                dst[j] = 0;
-        }
-    }
-    const tj_vec_{p} va = TJ_PEN_SPLAT_{p}(alpha), vb = TJ_PEN_SPLAT_{p}(beta);
-    const long long row_lines = n * (long long)sizeof({T}) * R / 64;
-    double total = 0;
-    for (long long i = 0; i < m; i += R) {
-        const int rows = m - i < R ? (int)(m - i) : R;
-        const char *arow[R];
-        for (int r = 0; r < R; r++) /* rows past m repeat row i: computed, never stored */
-            arow[r] = a + (i + (r < rows ? r : 0)) * as0;
-        /* The next rows of c and out are fetched while these rows' products run. */
-        const char *next_c = (const char *)(c + (i + R) * n);
-        const char *next_out = (const char *)(out + (i + R) * n);
-        const long long lines = i + 2 * R <= m ? row_lines : 0;
-        const long long per_panel = (lines + panels - 1) / panels;
-        for (long long t = 0; t < panels; t++) {
-            for (long long q = t * per_panel; q < (t + 1) * per_panel && q < lines; q++) {
-                __builtin_prefetch(next_c + q * 64, 0, 3);
-                __builtin_prefetch(next_out + q * 64, 1, 3);
-            }
-            tj_vec_{p} acc[R][2];
-            for (int r = 0; r < R; r++)
-                acc[r][0] = acc[r][1] = (tj_vec_{p}){0};
-            const {T} *bp = packed + t * k * W;
-            for (long long q = 0; q < k; q++) {
-                const tj_vec_{p} b0 = *(const tj_vec_{p} *)(bp + q * W);
-                const tj_vec_{p} b1 = *(const tj_vec_{p} *)(bp + q * W + L);
-                for (int r = 0; r < R; r++) {
-                    const {T} e = *(const {T} *)(arow[r] + q * as1);
-                    const tj_vec_{p} s = TJ_PEN_SPLAT_{p}(e);
-                    acc[r][0] = TJ_PEN_FMA_{p}(s, b0, acc[r][0]);
-                    acc[r][1] = TJ_PEN_FMA_{p}(s, b1, acc[r][1]);
-                }
-            }
-            for (int r = 0; r < R; r++) {
-                *(tj_vec_{p} *)(products + (r * panels + t) * W) = acc[r][0];
-                *(tj_vec_{p} *)(products + (r * panels + t) * W + L) = acc[r][1];
-            }
-        }
-        for (int r = 0; r < rows; r++) {
-            const {T} *crow = c + (i + r) * n, *prow = products + r * panels * W;
-            {T} *orow = out + (i + r) * n;
-            tj_vec_{p} q0 = {0}, q1 = {0};
-            long long j = 0;
-            for (; j < full; j += W) {
-                tj_vec_{p} c0, c1;
-                memcpy(&c0, crow + j, sizeof(c0));
-                memcpy(&c1, crow + j + L, sizeof(c1));
-                q0 += c0 * c0;
-                q1 += c1 * c1;
-                const tj_vec_{p} *p0 = (const tj_vec_{p} *)(prow + j);
-                const tj_vec_{p} o0 = TJ_PEN_FMA_{p}(va, p0[0], vb * c0);
-                const tj_vec_{p} o1 = TJ_PEN_FMA_{p}(va, p0[1], vb * c1);
-                memcpy(orow + j, &o0, sizeof(o0));
-                memcpy(orow + j + L, &o1, sizeof(o1));
-            }
-            /* A row's vector sums hold few terms each; rows are summed in double. */
-            const tj_vec_{p} q = q0 + q1;
-            for (int l = 0; l < L; l++)
-                total += (double)q[l];
-            for (; j < n; j++) {
-                const {T} v = crow[j];
-                total += (double)(v * v);
-                orow[j] = TJ_PEN_FMA1_{p}(alpha, prow[j], beta * v);
-            }
-        }
-    }
-    free(packed);
-    free(products);
-    *squares = total;
-    return 0;
-}
-
 /* out (m x n) = alpha * a (m x k) . b (k x n) + beta * c and *squares = sum(c * c), c
    and out C-contiguous; out may be c (in place), a and b must not overlap it. Statuses
    as tj_gemm's (bits 1 and 2: a and b to be copied), returned before anything is
@@ -190,12 +67,6 @@ int tj_penalised_{p}(char *a, long long m, long long k, long long as0, long long
                      double alpha, double beta, double *squares)
 {
     const long long z = sizeof({T});
-    if ({FUSED} && tj_skinny_on && m > 0 && n > 0 && k > 0 && alpha != 0 &&
-        k <= {MAX_K} &&
-        (n == 1 || bs1 == z) && ((n + 2 * 32 / z - 1) / (2 * 32 / z)) * k * 64 <= {MAX_PACKED} &&
-        tj_penalised_fused_{p}(a, m, k, as0, as1, b, n, bs0, (const {T} *)c, ({T} *)out,
-                               ({T})alpha, ({T})beta, squares) == 0)
-        return 0;
     if (m > 0 && n > 0 && k > 0 && alpha != 0) { /* tj_gemm's checks, before the decay */
         char ta, tb;
         tj_int lda, ldb, ldc;
@@ -219,18 +90,12 @@ int tj_penalised_{p}(char *, long long, long long, long long, long long, char *,
                      long long, long long, char *, char *, double, double, double *);
 """
 
-_FMA = {"d": ("pd", ""), "s": ("ps", "f")}
 _PREFIXES = {"float64": "d", "float32": "s"}  # blas.DTYPES' (blas.py includes this source)
 
 
 def source(p: str, ctype: str) -> str:
     """The kernel for BLAS prefix ``p`` ("s"/"d") and C type ``ctype`` (after tj_gemm)."""
-    fma, suffix = _FMA[p]
-    text = TEMPLATE.replace("{p}", p).replace("{T}", ctype).replace("{FMA}", fma)
-    lanes = 32 // (8 if p == "d" else 4)
-    text = text.replace("{SPLAT}", ", ".join(["(x)"] * lanes)).replace("{f}", suffix)
-    text = text.replace("{MAX_K}", str(FUSED_MAX_K)).replace("{FUSED}", "1" if p == "s" else "0")
-    return text.replace("{MAX_PACKED}", str(FUSED_MAX_PACKED))
+    return TEMPLATE.replace("{p}", p).replace("{T}", ctype)
 
 
 def function_name(dtype: str) -> str:
