@@ -38,6 +38,7 @@ from tensorjit.tensor.rewriting.structure import (
     local_reduce_of_new_axes,
     local_reshape_chain,
     local_subtensor_of_makevector,
+    local_sum_of_scaled,
     local_sum_of_sum,
     local_useless_alloc,
 )
@@ -54,6 +55,7 @@ REWRITES = [
     ("local_dimshuffle_lift", local_dimshuffle_lift, "canonicalize", ("fast_compile",)),
     ("local_reshape_chain", local_reshape_chain, "canonicalize", ("fast_compile",)),
     ("local_sum_of_sum", local_sum_of_sum, "canonicalize", ("fast_compile",)),
+    ("local_sum_of_scaled", local_sum_of_scaled, "canonicalize", ("fast_compile",)),
     ("local_reduce_of_new_axes", local_reduce_of_new_axes, "canonicalize", ("fast_compile",)),
     (
         "local_subtensor_of_makevector",

@@ -7,7 +7,7 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Reduce
-from tensorjit.tensor.rewriting.util import fits, is_length_of
+from tensorjit.tensor.rewriting.util import fits, is_length_of, op_name
 from tensorjit.tensor.shape_ops import MakeVector, Reshape
 from tensorjit.tensor.subtensor import Subtensor
 
@@ -61,6 +61,39 @@ def local_sum_of_sum(fgraph: FunctionGraph, node):
     axes = tuple(sorted(set(inner.op.axis) | {kept[a] for a in node.op.axis}))
     new = fits(node.outputs[0], Reduce("sum", axes)(inner.inputs[0]))
     return None if new is None else [new]
+
+
+@node_rewriter([Reduce], name="local_sum_of_scaled")
+def local_sum_of_scaled(fgraph: FunctionGraph, node):
+    """sum(x / c, axes) -> sum(x, axes) / c and sum(x * c) -> sum(x) * c, where c is
+    the same all along the summed axes (statically broadcast there): a mean of a mean
+    (``mean(mean(h, -1), -1)``, the division between them) becomes nested sums, which
+    local_sum_of_sum makes one reduction over both axes (one pass, whose axes the
+    kernels can fold together) instead of two."""
+    op = node.op
+    if type(op) is not Reduce or op.kind != "sum" or op.dtype is not None:
+        return None
+    scaled = node.inputs[0]
+    name = op_name(scaled)
+    if name not in ("mul", "true_div"):  # (other clients of x / c keep it: no loss)
+        return None
+    out = node.outputs[0]
+    axes = range(scaled.type.ndim) if op.axis is None else op.axis
+    positions = (1,) if name == "true_div" else (1, 0)
+    for position in positions:
+        x, c = scaled.owner.inputs[1 - position], scaled.owner.inputs[position]
+        if x.type.dtype != out.type.dtype or c.type.ndim != scaled.type.ndim:
+            continue
+        if x.type.dtype != scaled.type.dtype or not all(c.type.shape[a] == 1 for a in axes):
+            continue
+        kept = [a for a in range(c.type.ndim) if a not in axes]
+        summed = Reduce("sum", tuple(axes))(x)
+        factor = DimShuffle(c.type.ndim, tuple(kept))(c) if len(kept) < c.type.ndim else c
+        pair = (summed, factor) if position == 1 else (factor, summed)
+        new = fits(out, scaled.owner.op(*pair))
+        if new is not None:
+            return [new]
+    return None
 
 
 @node_rewriter([Subtensor], name="local_subtensor_of_makevector")

@@ -76,6 +76,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_dimshuffle_lift",
         "local_reshape_chain",
         "local_sum_of_sum",
+        "local_sum_of_scaled",
         "local_reduce_of_new_axes",
         "local_subtensor_of_makevector",
         "local_useless_alloc",
@@ -440,6 +441,40 @@ def test_sum_of_sum_keeps_an_inner_sum_used_elsewhere():
     got, want = f(xv), g(xv)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b)
+
+
+def test_a_mean_of_a_mean_is_one_sum_over_both_axes():
+    """The count's division between the sums moves out (local_sum_of_scaled), so the
+    sums become one reduction over the image (local_sum_of_sum): the CNN's features."""
+    h = T.tensor4("h")
+    expr = T.mean(T.mean(h, -1), -1)
+    f = tensorjit.function([h], expr, mode=FAST_RUN)
+    (reduce,) = of_type(f, Reduce)
+    assert reduce.op.axis == (2, 3) and reduce.inputs[0] is f.fgraph.inputs[0]
+    hv = rng(3).standard_normal((2, 3, 5, 7))
+    np.testing.assert_allclose(f(hv), hv.mean(axis=(2, 3)), rtol=1e-13)
+    grad = tensorjit.function([h], T.grad(expr.sum(), h), mode=FAST_RUN)
+    np.testing.assert_allclose(grad(hv), np.full(hv.shape, 1 / 35), rtol=1e-13)
+
+
+@pytest.mark.parametrize("scale", ["mul", "rmul", "true_div"])
+def test_a_factor_constant_along_the_summed_axes_leaves_the_sum(scale):
+    x, c = T.matrix("x"), T.row("c")  # c: one value per column, the same down axis 0
+    scaled = {"mul": x * c, "rmul": c * x, "true_div": x / c}[scale]
+    f, g = compile_pair([x, c], scaled.sum(axis=0))
+    (reduce,) = of_type(f, Reduce)
+    assert reduce.inputs[0] is f.fgraph.inputs[0]  # the sum reads x itself
+    xv, cv = rng(4).standard_normal((6, 4)), rng(5).uniform(1, 2, (1, 4))
+    assert_same_values(f, g, xv, cv)
+
+
+def test_a_factor_that_varies_along_the_summed_axis_stays_inside():
+    x, c = T.matrix("x"), T.col("c")  # one value per row: varies down axis 0
+    f, g = compile_pair([x, c], (x * c).sum(axis=0))
+    (reduce,) = of_type(f, Reduce)
+    assert reduce.inputs[0] is not f.fgraph.inputs[0]
+    xv, cv = rng(6).standard_normal((6, 4)), rng(7).standard_normal((6, 1))
+    assert_same_values(f, g, xv, cv)
 
 
 def test_reduce_over_an_added_axis_disappears():

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend.build import compiler, threads
+from tensorjit.plugins.c_backend.build import compiler, parallel, threads
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
@@ -49,6 +49,7 @@ SOURCE = r"""
 #include <string.h>
 typedef %(I)s tj_int;
 typedef %(T)s T;
+%(PARALLEL)s
 typedef void (*tj_gemm_t)(char *, char *, tj_int *, tj_int *, tj_int *, T *, T *, tj_int *,
                           T *, tj_int *, T *, T *, tj_int *);
 static tj_gemm_t tj_gemm;
@@ -143,9 +144,10 @@ static void tj_col2im(const T *cols, T *x, int64_t c, int64_t h, int64_t w, int6
 
 /* The products run on one BLAS thread (OpenBLAS's thread-local count, where the library
    has it): a product per image is too small for BLAS's own threads, whose hand-offs cost
-   more than they share (the CNN step took twice as long on two cores as on one). The
-   images run in order: split over the worker pool, two single-threaded products at a
-   time were slower than one after the other (OpenBLAS serialises them). */
+   more than they share (the CNN step took twice as long on two cores as on one). With
+   config `threads` above 1 the images are split over the worker pool instead, each part
+   with its own columns (and, for the weights' gradient, its own sum, the parts' sums
+   added in part order). */
 typedef struct {
     const T *x, *wt, *g;
     T *out;
@@ -185,26 +187,83 @@ static int tj_conv_run(tj_conv_args *a) {
     return 0;
 }
 
-int tj_conv_forward(const T *x, const T *wt, T *out, %(G)s) {
+typedef struct {
+    tj_conv_args a;
+    T *sums; /* the weights' gradient: one f x k sum per part */
+    int parts;
+    int status[TJ_MAX_PARTS];
+} tj_conv_job;
+
+/* Images [lo, hi) of the job on one thread. */
+static void tj_conv_part(void *ctx, int64_t lo, int64_t hi, int part) {
+    tj_conv_job *job = (tj_conv_job *)ctx;
+    tj_conv_args a = job->a;
+    const int64_t k = a.c * a.kh * a.kw, p = a.oh * a.ow, image = a.c * a.h * a.w;
+    if (part >= job->parts) { /* more parts than the sums allocated: never, by the pool */
+        job->status[part] = -1;
+        return;
+    }
+    a.n = hi - lo;
+    if (a.x)
+        a.x += lo * image;
+    if (a.g)
+        a.g += lo * a.f * p;
+    a.out = a.kind == 0 ? a.out + lo * a.f * p
+          : a.kind == 2 ? a.out + lo * image
+                        : job->sums + (int64_t)part * a.f * k;
+    job->status[part] = tj_conv_run(&a);
+}
+
+/* The kind over the images, split over the pool when `threads` > 1 (images of a part
+   adjacent; the weights' gradient summed part by part, in part order). */
+static int tj_conv_split(tj_conv_args *a, int threads) {
+    if (!tj_parallel || threads < 2 || a->n < 2)
+        return tj_conv_run(a);
+    tj_conv_job job;
+    memset(&job, 0, sizeof job);
+    job.a = *a;
+    job.parts = threads < TJ_MAX_PARTS ? threads : TJ_MAX_PARTS;
+    const int64_t fk = a->f * a->c * a->kh * a->kw;
+    if (a->kind == 1) {
+        job.sums = (T *)calloc((size_t)(fk * job.parts > 0 ? fk * job.parts : 1), sizeof(T));
+        if (job.sums == NULL)
+            return -1;
+    }
+    const int used = tj_parallel(tj_conv_part, &job, a->n, 1, 1);
+    int status = 0;
+    for (int part = 0; part < used; part++)
+        status = status ? status : job.status[part];
+    if (a->kind == 1 && status == 0) {
+        memcpy(a->out, job.sums, sizeof(T) * fk);
+        for (int part = 1; part < used; part++) {
+            const T *sum = job.sums + (int64_t)part * fk;
+            for (int64_t i = 0; i < fk; i++) a->out[i] += sum[i];
+        }
+    }
+    free(job.sums);
+    return status;
+}
+
+int tj_conv_forward(const T *x, const T *wt, T *out, %(G)s, int threads) {
     tj_conv_args a = {x, wt, NULL, out, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 0};
-    return tj_conv_run(&a);
+    return tj_conv_split(&a, threads);
 }
 
-int tj_conv_grad_weights(const T *x, const T *g, T *gw, %(G)s) {
+int tj_conv_grad_weights(const T *x, const T *g, T *gw, %(G)s, int threads) {
     tj_conv_args a = {x, NULL, g, gw, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 1};
-    return tj_conv_run(&a);
+    return tj_conv_split(&a, threads);
 }
 
-int tj_conv_grad_inputs(const T *wt, const T *g, T *gx, %(G)s) {
+int tj_conv_grad_inputs(const T *wt, const T *g, T *gx, %(G)s, int threads) {
     tj_conv_args a = {NULL, wt, g, gx, n, c, h, w, f, kh, kw, oh, ow, sh, sw, pt, pl, 2};
-    return tj_conv_run(&a);
+    return tj_conv_split(&a, threads);
 }
 """
 CDEF = """
 int tj_conv_init(void *gemm, void *local_threads);
-int tj_conv_forward(const {T} *x, const {T} *wt, {T} *out, {G});
-int tj_conv_grad_weights(const {T} *x, const {T} *g, {T} *gw, {G});
-int tj_conv_grad_inputs(const {T} *wt, const {T} *g, {T} *gx, {G});
+int tj_conv_forward(const {T} *x, const {T} *wt, {T} *out, {G}, int threads);
+int tj_conv_grad_weights(const {T} *x, const {T} *g, {T} *gw, {G}, int threads);
+int tj_conv_grad_inputs(const {T} *wt, const {T} *g, {T} *gx, {G}, int threads);
 """
 SYMBOLS = ("tj_conv_init", "tj_conv_forward", "tj_conv_grad_weights", "tj_conv_grad_inputs")
 _LOCK = threading.Lock()
@@ -216,7 +275,8 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
         ilp64 = blas.provider().ilp64
     t = FLOATS[dtype][1]
     subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
-    return SOURCE % subs, CDEF.format(T=t, G=GEOMETRY)
+    subs["PARALLEL"] = parallel.DECLARATIONS
+    return SOURCE % subs, parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 
 def library(dtype: str) -> tuple[Any, Any, bool]:
@@ -233,6 +293,7 @@ def library(dtype: str) -> tuple[Any, Any, bool]:
             local = threads.blas_local_threads_setter(chosen.where)
             if lib.tj_conv_init(ffi.cast("void *", gemm), ffi.cast("void *", local)):
                 raise RuntimeError(f"convolution kernels: no GEMM in {chosen.where}")
+            threads.attach(ffi, lib)
             ready = _READY[key] = (ffi, lib, chosen.ilp64)
         return ready
 
@@ -283,7 +344,7 @@ def factory(node: Apply) -> Run:
             if out.size and k:
                 g = geometry(n, c, x.shape[2:], f, w.shape[2:], pads, out_hw)
                 wf = flipped(w)
-                checked(lib.tj_conv_forward(ptr(x), ptr(wf), ptr(out), *g))
+                checked(lib.tj_conv_forward(ptr(x), ptr(wf), ptr(out), *g, threads.thread_count()))
             elif out.size:
                 out[...] = 0
             output_storage[0][0] = out
@@ -303,7 +364,9 @@ def factory(node: Apply) -> Run:
             gw = np.empty((f, c, *k_hw), dtype)
             if gw.size and n and p:
                 geo = geometry(n, c, x.shape[2:], f, k_hw, pads, out_hw)
-                checked(lib.tj_conv_grad_weights(ptr(x), ptr(g), ptr(gw), *geo))
+                checked(
+                    lib.tj_conv_grad_weights(ptr(x), ptr(g), ptr(gw), *geo, threads.thread_count())
+                )
             else:
                 gw[...] = 0
             output_storage[0][0] = flipped(gw)
@@ -325,7 +388,9 @@ def factory(node: Apply) -> Run:
             if gx.size and f and p:
                 geo = geometry(n, c, hw, f, w.shape[2:], pads, out_hw)
                 wf = flipped(w)
-                checked(lib.tj_conv_grad_inputs(ptr(wf), ptr(g), ptr(gx), *geo))
+                checked(
+                    lib.tj_conv_grad_inputs(ptr(wf), ptr(g), ptr(gx), *geo, threads.thread_count())
+                )
             elif gx.size:
                 gx[...] = 0
             output_storage[0][0] = gx
