@@ -1,6 +1,7 @@
 """C kernels for 2-D convolution (``Conv2d``) and its two gradients
 (``Conv2dGradInputs``, ``Conv2dGradWeights``), float32 and float64: im2col + GEMM, one
-image at a time, the products on one BLAS thread (see the source's comment).
+image at a time, the products on one BLAS thread; with config ``threads`` above 1 the
+images are split over the worker pool (see the source's comment).
 
 For image ``n`` the windows are unrolled into ``cols`` (K x P: K = channels x filter
 rows x filter cols, P = output pixels; zeros where a window covers padding), small enough
