@@ -177,3 +177,27 @@ def test_filters_without_rows_and_mismatched_pooling_gradients_raise_on_every_ba
         avg = tensorjit.function([x, g], AveragePoolGrad((2, 2))(x, g), mode=mode)
         with pytest.raises(ValueError, match="does not match"):
             avg(np.zeros((2, 3, 4, 4)), np.zeros((1, 3, 2, 2)))  # no silent broadcast
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("images", [1, 2, 7])
+def test_convolutions_split_over_threads_agree_with_one_thread(threads, images):
+    """With config threads above 1 the images are split over the worker pool (parts of
+    adjacent images; the weights' gradient summed per part, then in part order): the
+    forward pass and both gradients agree with the one-thread kernels and NumPy's
+    reference, for image counts smaller than, equal to and not a multiple of the parts."""
+    x, w, g = T.tensor4("x"), T.tensor4("w"), T.tensor4("g")
+    out = conv2d(x, w, border_mode="half", filter_flip=False)
+    outputs = [out, *T.grad((out * g).sum(), [x, w])]
+    local = np.random.default_rng(images)
+    xv = local.standard_normal((images, 3, 9, 8))
+    wv = local.standard_normal((4, 3, 3, 3))
+    gv = local.standard_normal((images, 4, 9, 8))
+    reference = tensorjit.function([x, w, g], outputs, mode="FAST_COMPILE")(xv, wv, gv)
+    with tensorjit.config.change_flags(threads=1):
+        serial = tensorjit.function([x, w, g], outputs)(xv, wv, gv)
+    with tensorjit.config.change_flags(threads=threads):
+        split = tensorjit.function([x, w, g], outputs)(xv, wv, gv)
+    for got, one, want in zip(split, serial, reference):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
+        np.testing.assert_allclose(got, one, rtol=1e-12, atol=1e-12 * np.abs(one).max())
