@@ -195,14 +195,10 @@ def _run_function(w: _Writer) -> list[str]:
         f"    for (int k = 0; k < {LANES}; k++) lane[k] = {lane_start};",
         "    int64_t i = 0;",
     ]
-    for width in (LANES, SHORT_LANES):
-        lines += [
-            f"    for (; i + {width} <= n; i += {width})",
-            f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
-            f"            const {w.tacc} v = {w.term(element.replace('K', 'i + k'))};",
-            f"            lane[k] = {w.combine('lane[k]', 'v')};",
-            "        }",
-        ]
+    lines += _lane_rounds(
+        f"            const {w.tacc} v = {w.term(element.replace('K', 'i + k'))};",
+        f"            lane[k] = {w.combine('lane[k]', 'v')};",
+    )
     lines += [
         # the upper half into the lower, halving the width each round: a fixed order on
         # every CPU, and contiguous halves, so the rounds are vector operations too (the
@@ -217,6 +213,20 @@ def _run_function(w: _Writer) -> list[str]:
         "    return acc;",
         "}",
     ]
+    return lines
+
+
+def _lane_rounds(*body: str) -> list[str]:
+    """The run's loops: rounds of LANES elements, then of SHORT_LANES, each running
+    ``body`` (C lines reading element ``i + k`` into lane ``k``) on every lane."""
+    lines = []
+    for width in (LANES, SHORT_LANES):
+        lines += [
+            f"    for (; i + {width} <= n; i += {width})",
+            f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
+            *body,
+            "        }",
+        ]
     return lines
 
 
@@ -262,15 +272,11 @@ def _extreme_run_function(
         f"    for (int k = 0; k < {LANES}; k++) {{ lane[k] = acc; nan_seen[k] = 0; }}",
         "    int64_t i = 0;",
     ]
-    for width in (LANES, SHORT_LANES):
-        lines += [
-            f"    for (; i + {width} <= n; i += {width})",
-            f"        {SIMD}for (int k = 0; k < {width}; k++) {{",
-            f"            const {t} v = {element.replace('K', 'i + k')};",
-            *([f"    {flag}"] if flag else []),
-            f"            {keep('lane[k]', 'v')}",
-            "        }",
-        ]
+    lines += _lane_rounds(
+        f"            const {t} v = {element.replace('K', 'i + k')};",
+        *([f"    {flag}"] if flag else []),
+        f"            {keep('lane[k]', 'v')}",
+    )
     lines += [
         "    int seen = 0;",
         f"    for (int k = 0; k < {LANES}; k++) seen |= nan_seen[k];",
