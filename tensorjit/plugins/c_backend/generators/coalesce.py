@@ -30,13 +30,15 @@ def merge_into_last(
     if not mergeable:
         return []
     moving = [name for name, b in operands if not b[last]]
-    lines = [f"{indent}/* axes contiguous with the last become part of it */"]
+    lines = [
+        f"{indent}/* axes contiguous with the last become part of it */",
+        f"{indent}const int64_t m{last} = n{last};",
+    ]
     depth = indent
     for a in mergeable:
         # after folding a + 1 .. last, axis a follows on when its stride spans them
         span = " * ".join(f"m{k}" for k in range(a + 1, last + 1))
         checks = [f"st_{name}_{a} == {span} * st_{name}_{last}" for name in moving]
-        lines.append(f"{depth}const int64_t m{a + 1} = n{a + 1};" if a + 1 == last else "")
         lines.append(f"{depth}const int64_t m{a} = n{a};")
         # (an axis of length 1 never moves: its stride, whatever it is, is never used)
         lines.append(f"{depth}if (m{a} == 1 || ({' && '.join(checks) or '1'})) {{")
@@ -45,4 +47,4 @@ def merge_into_last(
     for _ in mergeable:
         depth = depth[:-4]
         lines.append(f"{depth}}}")
-    return [line for line in lines if line]
+    return lines
