@@ -192,6 +192,15 @@ _OPTIONS = [
         _auto_or_bytes,
     ),
     ConfigOption(
+        "row_block_bytes",
+        "auto",
+        "a compiled program runs consecutive elementwise and reduction steps over the "
+        "same rows block of rows by block of rows, each block filling at most this many "
+        "bytes of cache: 'auto' (half a core's L2 cache per thread), a number, or 0 "
+        "(never: each step over all rows)",
+        _auto_or_bytes,
+    ),
+    ConfigOption(
         "threads",
         "auto",
         "threads of the C backend's elementwise, reduction and row kernels above a size "

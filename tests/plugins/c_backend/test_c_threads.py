@@ -295,6 +295,24 @@ def test_streamed_outputs_on_two_threads(path):
     np.testing.assert_allclose(serial[1], np.exp(x) - y, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_streamed_outputs_of_broadcasting_operands_on_two_threads(dtype):
+    # Outputs broadcast from smaller operands (a bias, a per-row scale) stream through
+    # the strided kernel's entry: each row's aligned whole lines, the ends stored as
+    # usual; rows of 333 elements start anywhere within a line.
+    x, b, r = T.matrix("x", dtype=dtype), T.vector("b", dtype=dtype), T.col("r", dtype=dtype)
+    xv, bv, rv = (uniform(s, dtype) for s in ((400, 333), 333, (400, 1)))
+    with tensorjit.config.change_flags(stream_min_bytes=64):
+        f = compile_c([x, b, r], [T.tanh(x + b) / r, x[:, ::-1] * 2 + b], "whole-graph")
+    assert 64 in f.calls.program.stream_thresholds()
+    serial = call(f, [xv, bv, rv], 1)
+    assert_same_bits(call(f, [xv, bv, rv], 2), serial)
+    assert_same_bits(call(f, [xv[:, :], bv, rv], 1), serial)
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(serial[0], np.tanh(xv + bv) / rv, rtol=tol)
+    np.testing.assert_allclose(serial[1], xv[:, ::-1] * 2 + bv, rtol=tol)
+
+
 @pytest.mark.parametrize("costly", [False, True], ids=["cheap", "costly"])
 @pytest.mark.parametrize("path", PATHS)
 def test_inplace_updates_of_a_shared_variable(path, costly):

@@ -641,26 +641,61 @@ def elemwise_source(
         lines.append(f"    tj_contig_serial(n, {', '.join(name for name, *_ in ops)});")
     lines.append("}")
 
-    # The strided entry point: nested loops over byte strides.
+    # The strided entry points: nested loops over byte strides; and the same loops
+    # storing whole cache lines of rows contiguous in the output (a bias add, a layer
+    # norm's last step: outputs broadcast from smaller operands), for program outputs too
+    # large to keep cached.
+    lines += _strided_function(ops, out_ptr, tout, ndim, call, "tj_strided_serial", False)
+    if inplace is None:
+        lines += _strided_function(ops, out_ptr, tout, ndim, call, "tj_strided_stream_serial", True)
+    else:
+        shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
+        stride_args = "".join(f", int64_t st_{n}_{a}" for n, *_ in ops for a in range(ndim))
+        names = "".join(f"n{a}, " for a in range(ndim)) + ", ".join(n for n, *_ in ops)
+        names += "".join(f", st_{n}_{a}" for n, *_ in ops for a in range(ndim))
+        lines.append(
+            f"static void tj_strided_stream_serial({shape_args}{sig}{stride_args}) "
+            f"{{ tj_strided_serial({names}); }}"
+        )
+    lines += _parallel_entries(ops, ndim, parallel.grain_for(body))
+    shape_decl = "".join("int64_t, " for _ in range(ndim))
+    ptr_decl = ", ".join("char *" for _ in ops)
+    stride_decl = "".join(", int64_t" for _ in ops for _ in range(ndim))
+    cdef = parallel.CDEF + (
+        f"void tj_contig(int64_t, {ptr_decl});\n"
+        f"void tj_contig_stream(int64_t, {ptr_decl});\n"
+        f"void tj_strided({shape_decl}{ptr_decl}{stride_decl});\n"
+        f"void tj_strided_stream({shape_decl}{ptr_decl}{stride_decl});\n"
+    )
+    return "\n".join(lines) + "\n", cdef
+
+
+def _strided_function(
+    ops: list, out_ptr: str, tout: str, ndim: int, call: Callable, name: str, stream: bool
+) -> list[str]:
+    """``name(lengths, pointers, byte strides)``: loops over the axes, the last one
+    vectorised where every operand moving along it is contiguous there; ``stream``: that
+    loop stores the output's aligned whole cache lines with non-temporal stores."""
+    sig = ", ".join(f"char *{n}" for n, *_ in ops)
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
-    stride_args = "".join(f", int64_t st_{name}_{a}" for name, *_ in ops for a in range(ndim))
-    lines.append(f"static void tj_strided_serial({shape_args}{sig}{stride_args}) {{")
+    stride_args = "".join(f", int64_t st_{n}_{a}" for n, *_ in ops for a in range(ndim))
+    lines = [f"static void {name}({shape_args}{sig}{stride_args}) {{"]
     # (axis 0 stays: the parallel entry splits it)
-    lines += merge_into_last([(name, b) for name, _, _, b in ops], 1, ndim - 1)
+    lines += merge_into_last([(n, b) for n, _, _, b in ops], 1, ndim - 1)
 
-    def stride(name: str, b: tuple, a: int) -> str | None:
-        return None if b[a] else f"st_{name}_{a}"
+    def stride(n: str, b: tuple, a: int) -> str | None:
+        return None if b[a] else f"st_{n}_{a}"
 
-    for name, *_ in ops:
-        lines.append(f"    char *b_{name}_0 = {name};")
+    for n, *_ in ops:
+        lines.append(f"    char *b_{n}_0 = {n};")
     indent = "    "
     for a in range(ndim - 1):
         lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
         indent += "    "
-        for name, _, _, b in ops:
-            s = stride(name, b, a)
+        for n, _, _, b in ops:
+            s = stride(n, b, a)
             step = f" + i{a} * {s}" if s else ""
-            lines.append(f"{indent}char *b_{name}_{a + 1} = b_{name}_{a}{step};")
+            lines.append(f"{indent}char *b_{n}_{a + 1} = b_{n}_{a}{step};")
     last = max(ndim - 1, 0)
     if ndim == 0:
         load = {n: f"*(const {ctype(dt)} *)b_{n}_0" for n, dt, *_ in ops}
@@ -674,21 +709,40 @@ def elemwise_source(
             C_DIALECT,
             ops,
             out_ptr,
-            {name for name, _, _, b in ops if b[a]},
+            {n for n, _, _, b in ops if b[a]},
             restrict=False,
-            base=lambda name: f"b_{name}_{last}",
+            base=lambda n: f"b_{n}_{last}",
             indent=indent + "    ",
         )
         lines += setup
-        lines.append(
-            f"{indent}    {SIMD}for (int64_t i = 0; i < n{a}; i++) {out_at}[i] = {call(load('i'))};"
-        )
+        out_at = f"p_{out_ptr}"
+        if stream:
+            inner = indent + "    "
+            unaligned = f"((uintptr_t)({out_at} + i) & (TJ_LINE_BYTES - 1))"
+            lines += [
+                f"{inner}enum {{ LINE = TJ_LINE_BYTES / sizeof({tout}) }};",
+                f"{inner}int64_t i = 0;",
+                f"{inner}for (; i < n{a} && {unaligned}; i++)",
+                f"{inner}    {out_at}[i] = {call(load('i'))};",
+                f"{inner}for (; i + LINE <= n{a}; i += LINE) {{",
+                f"{inner}    {tout} line[LINE];",
+                f"{inner}    {SIMD}for (int64_t k = 0; k < LINE; k++)",
+                f"{inner}        line[k] = {call(load('i + k'))};",
+                f"{inner}    tj_stream_line({out_at} + i, line);",
+                f"{inner}}}",
+                f"{inner}for (; i < n{a}; i++) {out_at}[i] = {call(load('i'))};",
+            ]
+        else:
+            lines.append(
+                f"{indent}    {SIMD}for (int64_t i = 0; i < n{a}; i++) "
+                f"{out_at}[i] = {call(load('i'))};"
+            )
         lines.append(f"{indent}}} else {{")
         load = {}
-        for name, dt, _, b in ops:
-            s = stride(name, b, a)
+        for n, dt, _, b in ops:
+            s = stride(n, b, a)
             offset = f" + i * {s}" if s else ""
-            load[name] = f"*(const {ctype(dt)} *)(b_{name}_{last}{offset})"
+            load[n] = f"*(const {ctype(dt)} *)(b_{n}_{last}{offset})"
         s = stride(out_ptr, {n: b for n, _, _, b in ops}[out_ptr], a)
         target = f"*({tout} *)(b_{out_ptr}_{last}{f' + i * {s}' if s else ''})"
         lines.append(f"{indent}    for (int64_t i = 0; i < n{a}; i++) {target} = {call(load)};")
@@ -696,17 +750,10 @@ def elemwise_source(
     for _ in range(ndim - 1):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
+    if stream:
+        lines.append("    tj_stream_fence();")
     lines.append("}")
-    lines += _parallel_entries(ops, ndim, parallel.grain_for(body))
-    shape_decl = "".join("int64_t, " for _ in range(ndim))
-    ptr_decl = ", ".join("char *" for _ in ops)
-    stride_decl = "".join(", int64_t" for _ in ops for _ in range(ndim))
-    cdef = parallel.CDEF + (
-        f"void tj_contig(int64_t, {ptr_decl});\n"
-        f"void tj_contig_stream(int64_t, {ptr_decl});\n"
-        f"void tj_strided({shape_decl}{ptr_decl}{stride_decl});\n"
-    )
-    return "\n".join(lines) + "\n", cdef
+    return lines
 
 
 def _parallel_entries(ops: list, ndim: int, grain: int) -> list[str]:
@@ -725,10 +772,12 @@ def _parallel_entries(ops: list, ndim: int, grain: int) -> list[str]:
         signature = ", ".join(f"{t} {n}" for t, n in pointers)
         call = ", ".join(n for _, n in pointers)
         lines.append(f"void tj_strided({signature}) {{ tj_strided_serial({call}); }}")
+        lines.append(f"void tj_strided_stream({signature}) {{ tj_strided_serial({call}); }}")
         return lines
     steps = {name: f"st_{name}_0" for name, _, _, b in ops if not b[0]}
     per_item = " * ".join(f"n{a}" for a in range(1, ndim)) or "1"
-    lines.append(
-        parallel.split_outer("tj_strided", shape + pointers + strides, "n0", steps, per_item, grain)
-    )
+    lines += [
+        parallel.split_outer(name, shape + pointers + strides, "n0", steps, per_item, grain)
+        for name in ("tj_strided", "tj_strided_stream")
+    ]
     return lines

@@ -75,6 +75,7 @@ UNIFORM_ELEMWISE_CDEF = (
     "void tj_contig_u(int64_t, char **);\n"
     "void tj_contig_stream_u(int64_t, char **);\n"
     "void tj_strided_u(const int64_t *, char **, const int64_t *);\n"
+    "void tj_strided_stream_u(const int64_t *, char **, const int64_t *);\n"
 )
 
 
@@ -87,6 +88,8 @@ def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
         f"void tj_contig_stream_u(int64_t n, char **p) {{ tj_contig_stream(n, {ptrs}); }}\n"
         "void tj_strided_u(const int64_t *n, char **p, const int64_t *s) "
         f"{{ (void)n; (void)s; tj_strided({shape}{ptrs}{strides}); }}\n"
+        "void tj_strided_stream_u(const int64_t *n, char **p, const int64_t *s) "
+        f"{{ (void)n; (void)s; tj_strided_stream({shape}{ptrs}{strides}); }}\n"
     )
 
 

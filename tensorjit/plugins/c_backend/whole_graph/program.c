@@ -65,7 +65,8 @@ typedef struct {
 
 typedef struct {
     int kind;
-    void *fn[4];                 /* elemwise: contiguous, strided, streaming stores;
+    void *fn[4];                 /* elemwise: contiguous, strided, both with streaming
+                                    stores (contiguous, strided);
                                     reduce, rowwise: the kernel; BLAS: gemm, gemv, ger,
                                     dot (TJ_FN_*) */
     int n_ops, ops[TJ_MAXOPS];   /* operand slots; rowwise: the value giving the shape,
@@ -132,6 +133,10 @@ typedef struct {
        held it then (see tj_take). */
     PyObject **spare;
     char *spare_ok;
+    /* Row-blocked runs (row_blocks.c): the cache one block may fill (0: never), and a
+       group's memory kept between calls (taken by one call at a time, under the GIL). */
+    size_t row_block_bytes;
+    struct tj_row_group_s *row_group_spare;
 } tj_program;
 
 /* ------------------------------------------------------------------ output memory */
@@ -247,6 +252,7 @@ static int tj_same_shape(PyArrayObject *a, int nd, const npy_intp *dims)
 }
 
 #include "streaming.c" /* tj_streams */
+#include "row_blocks.c" /* tj_row_group, tj_row_record, tj_row_flush */
 
 /* 0 done, 1 declined (shapes do not match), -1 error set. */
 /* An elementwise step's output shape into `shape`; 1 when the operands do not fit. */
@@ -273,7 +279,7 @@ static int tj_broadcast_shape(const tj_step *s, PyObject **v, int nd, int64_t *s
     return 0;
 }
 
-static int tj_elemwise(const tj_step *s, PyObject **v)
+static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, PyObject **v)
 {
     PyArrayObject *a[TJ_MAXOPS], *out;
     PyObject *copies[TJ_MAXOPS];
@@ -317,20 +323,31 @@ static int tj_elemwise(const tj_step *s, PyObject **v)
     if (s->target < 0)
         ptrs[n] = PyArray_BYTES(out);
     npy_intp size = PyArray_SIZE(out);
-    PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    if (fast) {
-        ((tj_contig_fn)s->fn[tj_streams(s, n, a, out) ? 2 : 0])(size, ptrs);
-    } else {
-        int n_all = s->target < 0 ? n + 1 : n;
+    int n_all = s->target < 0 ? n + 1 : n;
+    if (!fast)
         for (j = 0; j < n_all; j++) {
             PyArrayObject *x = j < n ? a[j] : out;
             for (ax = 0; ax < nd; ax++)
                 strides[j * nd + ax] = PyArray_STRIDES(x)[ax];
         }
-        ((tj_strided_fn)s->fn[1])(shape, ptrs, strides);
+    int recorded = 0;
+    if (g != NULL) {
+        for (j = 0; j < n && copies[j] == NULL; j++)
+            ;
+        if (j == n) /* (a copy would have to live until the group runs) */
+            recorded = tj_row_record_elemwise(p, g, s, a, out, fast, ptrs, shape, strides,
+                                              tj_streams(s, n, a, out, fast));
     }
-    if (saved != NULL)
-        PyEval_RestoreThread(saved);
+    if (!recorded) {
+        PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+        int streams = tj_streams(s, n, a, out, fast);
+        if (fast)
+            ((tj_contig_fn)s->fn[streams ? 2 : 0])(size, ptrs);
+        else
+            ((tj_strided_fn)s->fn[streams ? 3 : 1])(shape, ptrs, strides);
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
+    }
     for (j = 0; j < n; j++)
         Py_XDECREF(copies[j]);
     Py_XSETREF(v[s->out], (PyObject *)out);
@@ -344,7 +361,7 @@ error:
 /* A reduction of an element function of n_ops broadcasting operands (one, read as it
    is, for a plain sum): the kernel gets the lengths and each operand's strides in the
    order of s->axes (kept axes, then reduced ones), 0 along an axis it broadcasts over. */
-static int tj_reduce(const tj_step *s, PyObject **v)
+static int tj_reduce(const tj_program *p, tj_row_group *g, const tj_step *s, PyObject **v)
 {
     PyArrayObject *out;
     int64_t full[TJ_MAXDIM], all[TJ_MAXDIM], strides[TJ_MAXOPS * TJ_MAXDIM];
@@ -371,10 +388,12 @@ static int tj_reduce(const tj_step *s, PyObject **v)
     out = (PyArrayObject *)tj_take(s, s->n_kept, shape, s->typenum);
     if (out == NULL)
         return -1;
-    PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-    ((tj_reduce_fn)s->fn[0])(all, ptrs, PyArray_BYTES(out), strides);
-    if (saved != NULL)
-        PyEval_RestoreThread(saved);
+    if (!tj_row_record_reduce(p, g, s, v, out, all, ptrs, strides)) {
+        PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
+        ((tj_reduce_fn)s->fn[0])(all, ptrs, PyArray_BYTES(out), strides);
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
+    }
     Py_XSETREF(v[s->out], (PyObject *)out);
     return 0;
 }
@@ -1224,6 +1243,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
 {
     PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL, **saved = NULL;
     int i, k, unsaved = 0, declined = 0, n_saved = 0, *saved_slots = NULL;
+    tj_row_group *g = tj_row_group_take((tj_program *)p);
     /* unsaved: a value was overwritten in place and not saved; ran_python: a Python
        step ran (it may have side effects, a Print's): either way a step that declines
        raises its error instead of handing the call to the per-node path, which would
@@ -1287,6 +1307,8 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
                         declined = 1; /* nothing overwritten yet: the VM explains */
                     goto done;
                 }
+        if (g != NULL && (s->snapshot >= 0 || !tj_row_passes(s->kind)))
+            tj_row_flush(p, g);
         if (s->snapshot >= 0) {
             saved[n_saved] = PyArray_NewCopy((PyArrayObject *)v[s->snapshot], NPY_KEEPORDER);
             if (saved[n_saved] == NULL)
@@ -1294,8 +1316,8 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
             saved_slots[n_saved++] = s->snapshot;
         }
         switch (s->kind) {
-        case TJ_ELEMWISE: status = tj_elemwise(s, v); break;
-        case TJ_REDUCE: status = tj_reduce(s, v); break;
+        case TJ_ELEMWISE: status = tj_elemwise(p, g, s, v); break;
+        case TJ_REDUCE: status = tj_reduce(p, g, s, v); break;
         case TJ_DIMSHUFFLE: status = tj_dimshuffle(s, v); break;
         case TJ_SUBTENSOR: status = tj_subtensor(s, v); break;
         case TJ_INC_SUBTENSOR: status = tj_inc_subtensor(s, v); break;
@@ -1319,13 +1341,17 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
             }
             /* The per-node kernel raises the error the per-node path would (or, where
                it covers what the step does not, computes the value) */
+            if (g != NULL)
+                tj_row_flush(p, g);
             if (tj_fallback(s, v) < 0)
                 goto done;
         }
         unsaved |= s->destroys && s->snapshot < 0;
         for (i = 0; i < s->n_free; i++)
-            tj_release(p, v, s->free_slots[i]);
+            tj_row_release(p, g, v, s->free_slots[i]);
     }
+    if (g != NULL)
+        tj_row_flush(p, g);
     result = PyList_New(p->n_outputs);
     if (result == NULL)
         goto done;
@@ -1335,6 +1361,10 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         PyList_SET_ITEM(result, i, o);
     }
 done:
+    if (g != NULL) {
+        tj_row_drop(g); /* (pending calls only when the call failed or declined) */
+        tj_row_group_give((tj_program *)p, g);
+    }
     if (result == NULL && n_saved)
         tj_restore(saved, saved_slots, n_saved, v);
     for (i = 0; i < n_saved; i++)
@@ -1681,6 +1711,7 @@ static void tj_program_free(tj_program *p)
             PyMem_Free(s->out_types);
             PyMem_Free(s->out_ndims);
         }
+    PyMem_Free(p->row_group_spare);
     PyMem_Free(p->inputs);
     PyMem_Free(p->shared);
     PyMem_Free(p->cells);
@@ -1906,7 +1937,7 @@ static int tj_parse_prechecks(PyObject *prechecks, tj_program *p)
 
 /* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep,
    stream_min_bytes, (first_commit, [(step, [(slot, stand-in slot)])] prechecks,
-   [(step, slot) snapshots]))
+   [(step, slot) snapshots]), row_block_bytes)
    inputs/shared: lists of (slot, typenum, static shape with -1 for unknown); steps: see
    program.py. */
 static PyObject *tj_make(PyObject *self, PyObject *args)
@@ -1915,15 +1946,16 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     tj_program *p = PyMem_Calloc(1, sizeof(tj_program));
     if (p == NULL)
         return PyErr_NoMemory();
-    unsigned long long stream_min_bytes;
+    unsigned long long stream_min_bytes, row_block_bytes;
     PyObject *prechecks, *snapshots;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK(iO!O!)", &p->n_slots, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK(iO!O!)K", &p->n_slots, &PyList_Type,
                           &inputs, &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
                           &const_slots, &PyList_Type, &consts, &PyList_Type, &steps,
                           &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep,
                           &stream_min_bytes, &p->first_commit, &PyList_Type, &prechecks,
-                          &PyList_Type, &snapshots))
+                          &PyList_Type, &snapshots, &row_block_bytes))
         goto error;
+    p->row_block_bytes = (size_t)row_block_bytes;
     Py_INCREF(notes);
     p->notes = notes;
     Py_INCREF(keep);
@@ -2022,6 +2054,8 @@ static PyMethodDef tj_methods[] = {
     {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
     {"pool_info", tj_pool_info, METH_NOARGS, "pool_info() -> (blocks, bytes) kept for reuse"},
     {"release_pool", tj_release_pool, METH_NOARGS, "release_pool(): free the kept blocks"},
+    {"row_block_info", tj_row_block_info, METH_NOARGS,
+     "row_block_info() -> (groups run in blocks of rows, their kernel calls)"},
     {NULL, NULL, 0, NULL},
 };
 

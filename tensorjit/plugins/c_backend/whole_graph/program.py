@@ -111,22 +111,41 @@ def stream_min_bytes() -> int:
     return last_level_cache_bytes() // 2 * min(threads.thread_count(), 2)
 
 
-@functools.cache
+def row_block_bytes() -> int:
+    """Config ``row_block_bytes`` in bytes: by default half of one core's L2 cache per
+    thread (the kernels split each block's rows over the threads), see row_blocks.c.
+    Read when a function is compiled, with the thread count of that moment."""
+    chosen = config.row_block_bytes
+    if chosen != "auto":
+        return chosen
+    return cache_bytes(level=2) // 2 * threads.thread_count()
+
+
 def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
     """The size of this CPU's largest cache, from Linux's sysfs (32 MiB if unknown:
     sysconf's figure is the host's in some virtual machines)."""
+    return cache_bytes(cpu=cpu)
+
+
+@functools.cache
+def cache_bytes(level: int | None = None, cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
+    """The size of this CPU's largest cache of ``level`` (any level: None), from Linux's
+    sysfs; if unknown 32 MiB for the last level, else 512 KiB."""
     sizes = []
     for index in pathlib.Path(cpu).glob("index*"):
         try:
             text = (index / "size").read_text().strip()
-        except OSError:
+            found = int((index / "level").read_text())
+        except (OSError, ValueError):
+            continue
+        if level is not None and found != level:
             continue
         units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
         if text[:-1].isdigit() and text[-1] in units:
             sizes.append(int(text[:-1]) * units[text[-1]])
         elif text.isdigit():
             sizes.append(int(text))
-    return max(sizes, default=32 << 20)
+    return max(sizes, default=32 << 20 if level is None else 512 << 10)
 
 
 def _explaining(run: Any, node: Apply, kernel_name: str) -> Any:
@@ -232,6 +251,7 @@ class _Tables:
             tuple(self.keep),
             stream_min_bytes(),
             self.commit,
+            row_block_bytes(),
         )
 
     def _value_spec(self, var: Variable) -> tuple[int, int, list[int]]:
@@ -368,7 +388,7 @@ class _Tables:
         operands = [i for i, kind in enumerate(kinds) if kind != "const"]
         if len(operands) + 1 > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
             raise Unsupported(f"{node.op}: {len(operands)} operands")
-        functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u")
+        functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u", "tj_strided_stream_u")
         entries = self._load(node, functions, source, cdef)
         ops = [self._slot(node.inputs[i]) for i in operands]
         masks = [sum(1 << a for a, b in enumerate(bcast[i]) if b) for i in operands]

@@ -1,0 +1,154 @@
+"""Row-blocked runs of a program's elementwise and reduction steps (whole_graph/
+row_blocks.c): the values are exactly those of the steps run one after the other over
+all rows, whether the steps' memory lets them run in blocks (a layer norm, a logsumexp
+written out) or makes the group run first (a value read across rows, transposed or
+broadcast over them, a column sum, an in-place update of what the group reads), on one
+and two threads. A small ``row_block_bytes`` makes small arrays run in many blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers.c_backend import C_ONLY
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.plugins.c_backend.build.compiler import extension_unavailable_reason
+
+REASON = extension_unavailable_reason()
+pytestmark = pytest.mark.skipif(
+    REASON is not None, reason=f"no whole-graph C programs on this machine: {REASON}"
+)
+RNG = np.random.default_rng(11)
+SMALL_BLOCKS = 4096  # bytes: a 100 x 64 float64 matrix runs in about 25 blocks
+
+
+def blocked_groups() -> int:
+    from tensorjit.plugins.c_backend.whole_graph.program import _interpreter
+
+    return _interpreter().row_block_info()[0]
+
+
+def compile_both(inputs: list, outputs: list, threads: int = 1, **flags: object) -> tuple:
+    """The function with small blocks and with blocks off (every step over all rows)."""
+    with tensorjit.config.change_flags(row_block_bytes=SMALL_BLOCKS, threads=threads, **flags):
+        blocked = tensorjit.function(inputs, outputs, mode=C_ONLY)
+    with tensorjit.config.change_flags(row_block_bytes=0, threads=threads, **flags):
+        whole = tensorjit.function(inputs, outputs, mode=C_ONLY)
+    assert blocked.calls.program is not None and whole.calls.program is not None
+    return blocked, whole
+
+
+def assert_same(blocked, whole, *args, runs_blocks: bool) -> list:
+    before = blocked_groups()
+    got, want = blocked(*args), whole(*args)
+    assert (blocked_groups() > before) == runs_blocks
+    got, want = (v if isinstance(v, list) else [v] for v in (got, want))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    return got
+
+
+def layer_norm(x, g, b):
+    mu = T.mean(x, axis=1, keepdims=True)
+    var = T.mean((x - mu) ** 2, axis=1, keepdims=True)
+    return (x - mu) / T.sqrt(var + 1e-5) * g + b
+
+
+@pytest.mark.parametrize("stream", [0, 64], ids=["cached", "streamed"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_layer_norm_runs_in_blocks_with_the_values_of_whole_steps(threads, dtype, stream):
+    # (streamed: the output, broadcast from g and b, is stored with non-temporal stores,
+    # block by block)
+    x, g, b = T.matrix("x", dtype=dtype), T.vector("g", dtype=dtype), T.vector("b", dtype=dtype)
+    blocked, whole = compile_both(
+        [x, g, b], [layer_norm(x, g, b)], threads, stream_min_bytes=stream
+    )
+    xv = RNG.standard_normal((300, 64)).astype(dtype)
+    gv, bv = RNG.standard_normal(64).astype(dtype), RNG.standard_normal(64).astype(dtype)
+    (got,) = assert_same(blocked, whole, xv, gv, bv, runs_blocks=True)
+    xd = xv.astype("float64")
+    mu = xd.mean(1, keepdims=True)
+    want = (xd - mu) / np.sqrt(((xd - mu) ** 2).mean(1, keepdims=True) + 1e-5) * gv + bv
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
+def test_a_logsumexp_written_out_and_its_total_run_in_blocks():
+    x = T.matrix("x")
+    m = T.max(x, axis=1, keepdims=True)
+    lse = m + T.log(T.sum(T.exp(x - m), axis=1, keepdims=True))
+    # (x - lse, an output, streams when its group runs)
+    blocked, whole = compile_both([x], [x - lse, T.sum(x - lse)], stream_min_bytes=64)
+    xv = RNG.standard_normal((200, 50)) * 10
+    got = assert_same(blocked, whole, xv, runs_blocks=True)
+    want = xv - np.log(np.exp(xv).sum(1, keepdims=True))
+    np.testing.assert_allclose(got[0], want, rtol=1e-12, atol=1e-12)
+
+
+def test_rows_of_column_slices_strided_and_fortran_views_run_in_blocks():
+    # (a Fortran-ordered input's rows are its adjacent elements: read only, they split)
+    x = T.matrix("x")
+    left, right = x[:, :20], x[:, 20:]
+    out = left - T.mean(right, axis=1, keepdims=True)
+    blocked, whole = compile_both([x], [out])
+    big = RNG.standard_normal((250, 90))
+    assert_same(blocked, whole, big[:, ::2], runs_blocks=True)
+    assert_same(blocked, whole, np.asfortranarray(big[:, :45]), runs_blocks=True)
+
+
+def test_a_row_statistic_read_across_rows_makes_the_group_run_first():
+    # m is computed per row, then read along the columns (broadcast over the rows):
+    # row r of the output needs every row's m, so the group can not run in blocks
+    x = T.matrix("x")
+    m = T.max(x, axis=1)
+    out = T.exp(x - m.dimshuffle("x", 0)) + T.sum(x, axis=1, keepdims=True)
+    blocked, whole = compile_both([x], [out])
+    xv = RNG.standard_normal((120, 120))
+    (got,) = assert_same(blocked, whole, xv, runs_blocks=True)
+    want = np.exp(xv - xv.max(1)[None, :]) + xv.sum(1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_transposed_group_value_and_a_column_sum_make_the_group_run_first():
+    x = T.matrix("x")
+    e = T.exp(x)
+    r = e / T.sum(e, axis=1, keepdims=True)
+    out = r + r.T * 2 + T.sum(r, axis=0)
+    blocked, whole = compile_both([x], [out])
+    xv = RNG.standard_normal((100, 100))
+    (got,) = assert_same(blocked, whole, xv, runs_blocks=True)
+    rv = np.exp(xv) / np.exp(xv).sum(1, keepdims=True)
+    np.testing.assert_allclose(got, rv + rv.T * 2 + rv.sum(0), rtol=1e-12)
+
+
+def test_an_in_place_update_of_a_value_the_group_read_waits_for_the_group():
+    # y is read by the row sums, then overwritten in place (exp_inplace) and read again:
+    # in blocks each block's sums read y before its update
+    x = T.matrix("x")
+    y = x * 3
+    s = T.sum(y, axis=1, keepdims=True)
+    out = T.exp(y) * s
+    blocked, whole = compile_both([x], [out, s])
+    xv = RNG.standard_normal((150, 40))
+    got = assert_same(blocked, whole, xv, runs_blocks=True)
+    np.testing.assert_allclose(got[0], np.exp(xv * 3) * (xv * 3).sum(1, keepdims=True), rtol=1e-12)
+
+
+def test_an_input_of_the_wrong_length_still_names_the_shapes():
+    x, g, b = T.matrix("x"), T.vector("g"), T.vector("b")
+    blocked, _ = compile_both([x, g, b], [layer_norm(x, g, b)])
+    with pytest.raises(ValueError, match=r"64.*63|63.*64"):
+        blocked(RNG.standard_normal((300, 64)), np.ones(63), np.ones(64))
+    # and the function still runs in blocks afterwards
+    before = blocked_groups()
+    blocked(RNG.standard_normal((300, 64)), np.ones(64), np.ones(64))
+    assert blocked_groups() > before
+
+
+def test_short_rows_or_little_work_run_without_blocks():
+    x = T.matrix("x")
+    blocked, whole = compile_both([x], [x - T.mean(x, axis=1, keepdims=True)])
+    assert_same(blocked, whole, RNG.standard_normal((4, 8)), runs_blocks=False)
+    assert_same(blocked, whole, RNG.standard_normal((1, 3000)), runs_blocks=False)
