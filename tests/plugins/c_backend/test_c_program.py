@@ -491,7 +491,7 @@ def test_pool_keeps_the_latest_freed_blocks_when_full():
 
 
 def test_only_output_steps_stream_from_the_configured_size():
-    from tensorjit.plugins.c_backend.whole_graph.program import last_level_cache_bytes
+    from tensorjit.plugins.c_backend.build.caches import last_level_cache_bytes
 
     x, y = T.vector("x"), T.vector("y")
     t = T.exp(x) + y  # a temporary: its step never streams (it is read again soon)

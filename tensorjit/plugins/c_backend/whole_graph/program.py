@@ -35,7 +35,8 @@ from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.kernel_selection import node_device
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend.build import compiler, threads
+from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.build.caches import row_block_bytes, stream_min_bytes
 from tensorjit.plugins.c_backend.generators import indexing, kernels, rowwise
 from tensorjit.plugins.c_backend.linalg import blas, penalised
 from tensorjit.tensor.blas import Gemm
@@ -97,55 +98,6 @@ def prebuild_entries() -> list[tuple]:
 def _interpreter() -> Any:
     source = _source("program.c")
     return compiler.load_extension(source, "tj_program", what=RUNNER)
-
-
-def stream_min_bytes() -> int:
-    """Config ``stream_min_bytes`` in bytes: by default, outputs of steps touching at
-    least half the last-level cache stream past it (see streaming.c); with two threads
-    or more, the whole cache (cached stores then pay off longer: benchmarks/RESULTS.md has
-    the times at 24 and 48 MB).
-    Read when a function is compiled, with the thread count of that moment."""
-    chosen = config.stream_min_bytes
-    if chosen != "auto":
-        return chosen
-    return last_level_cache_bytes() // 2 * min(threads.thread_count(), 2)
-
-
-def row_block_bytes() -> int:
-    """Config ``row_block_bytes`` in bytes: by default half of one core's L2 cache per
-    thread (the kernels split each block's rows over the threads), see row_blocks.c.
-    Read when a function is compiled, with the thread count of that moment."""
-    chosen = config.row_block_bytes
-    if chosen != "auto":
-        return chosen
-    return cache_bytes(level=2) // 2 * threads.thread_count()
-
-
-def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
-    """The size of this CPU's largest cache, from Linux's sysfs (32 MiB if unknown:
-    sysconf's figure is the host's in some virtual machines)."""
-    return cache_bytes(cpu=cpu)
-
-
-@functools.cache
-def cache_bytes(level: int | None = None, cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:
-    """The size of this CPU's largest cache of ``level`` (any level: None), from Linux's
-    sysfs; if unknown 32 MiB for the last level, else 512 KiB."""
-    sizes = []
-    for index in pathlib.Path(cpu).glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-            found = int((index / "level").read_text())
-        except (OSError, ValueError):
-            continue
-        if level is not None and found != level:
-            continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        if text[:-1].isdigit() and text[-1] in units:
-            sizes.append(int(text[:-1]) * units[text[-1]])
-        elif text.isdigit():
-            sizes.append(int(text))
-    return max(sizes, default=32 << 20 if level is None else 512 << 10)
 
 
 def _explaining(run: Any, node: Apply, kernel_name: str) -> Any:
