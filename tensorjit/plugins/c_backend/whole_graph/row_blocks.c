@@ -169,9 +169,12 @@ static void tj_row_flush(const tj_program *p, tj_row_group *g)
 {
     if (g->n_calls > 0) {
         int64_t per_row = tj_row_bytes(g), rows = g->rows;
-        int64_t block = (int64_t)g->block_bytes / per_row;
-        if (block < 1)
-            block = 1;
+        /* whole multiples of 64 rows: a block then starts on a cache line wherever the
+           first row does (the contiguous streaming entry stores from its first element,
+           which tj_streams found aligned) */
+        int64_t block = ((int64_t)g->block_bytes / per_row + 63) / 64 * 64;
+        if (block < 64)
+            block = 64;
         if (g->n_calls == 1 || block >= rows)
             block = rows;
         else {
@@ -263,10 +266,7 @@ static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj
     int64_t rows = shape[0];
     size_t bytes = 0;
     c.fn = fast ? s->fn[0] : s->fn[1];
-    /* (the contiguous entry streams from its first element: blocks must start on a
-       cache line; the strided one finds the lines in each row) */
-    int lines = !fast || (PyArray_STRIDES(out)[0] & 63) == 0;
-    c.stream_fn = streams && lines ? (fast ? s->fn[2] : s->fn[3]) : NULL;
+    c.stream_fn = streams ? (fast ? s->fn[2] : s->fn[3]) : NULL;
     c.form = fast ? TJ_FORM_CONTIG : TJ_FORM_STRIDED;
     c.nd = nd;
     c.n_ptrs = c.n_spans = n_all;
