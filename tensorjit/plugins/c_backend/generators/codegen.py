@@ -160,6 +160,8 @@ def _vector_constants(s: str) -> dict[str, str]:
         "exp_hi": "710" if double else "89",
         "exp_lo": "-746" if double else "-104",
         "expm1_lo": "-40" if double else "-20",
+        # e^x is normal (2^k with k >= the smallest normal exponent) from here on
+        "normal_lo": "-708" if double else "-87",
         "kc_max": "60" if double else "30",
         "tanh_max": "22" if double else "10",
         "libm_log": "defined(__x86_64__) && !defined(__AVX2__)" if double else "0",
@@ -223,6 +225,21 @@ TJ_INLINE $t tj_vexp_$s($t x) {
     const $t h = 1 + rh, l = ((1 - h) + rh) + rl;
     const $t k1 = TJ_MA_$s(k, $half, $shift) - $shift;
     return (h + (l + tj_exp_tail_$s(rh + rl))) * tj_pow2i_$s(k1) * tj_pow2i_$s(k - k1);
+}
+""",
+    ),
+    (
+        "tj_vexp_normal_$s",
+        ("tj_exp_tail_$s",),
+        """
+TJ_INLINE $t tj_vexp_normal_$s($t x) {
+    /* tj_vexp for x in [$normal_lo, 0] (or NaN), whose results are normal numbers: the
+       same value (a normal result's two exact scalings are one), in one scaling and
+       without the clamps; callers check the range for a whole chunk first */
+    const $t k = TJ_MA_$s(x, $log2e, $shift) - $shift;
+    const $t rh = TJ_MA_$s(-k, $ln2_hi, x), rl = -k * $ln2_lo;
+    const $t h = 1 + rh, l = ((1 - h) + rh) + rl;
+    return (h + (l + tj_exp_tail_$s(rh + rl))) * tj_pow2i_$s(k);
 }
 """,
     ),
@@ -717,20 +734,24 @@ def _strided_function(
         lines += setup
         out_at = f"p_{out_ptr}"
         if stream:
+            # the elements before the first line boundary and after the last whole line
+            # are stored as usual (each loop vectorised: gcc masks or peels it)
             inner = indent + "    "
-            unaligned = f"((uintptr_t)({out_at} + i) & (TJ_LINE_BYTES - 1))"
+            offset = f"((uintptr_t){out_at} & (TJ_LINE_BYTES - 1)) / sizeof({tout})"
             lines += [
                 f"{inner}enum {{ LINE = TJ_LINE_BYTES / sizeof({tout}) }};",
-                f"{inner}int64_t i = 0;",
-                f"{inner}for (; i < n{a} && {unaligned}; i++)",
-                f"{inner}    {out_at}[i] = {call(load('i'))};",
-                f"{inner}for (; i + LINE <= n{a}; i += LINE) {{",
+                f"{inner}int64_t head = (LINE - {offset}) % LINE;",
+                f"{inner}head = head < n{a} ? head : n{a};",
+                f"{inner}const int64_t body = head + (n{a} - head) / LINE * LINE;",
+                f"{inner}{SIMD}for (int64_t i = 0; i < head; i++) {out_at}[i] = {call(load('i'))};",
+                f"{inner}for (int64_t i0 = head; i0 < body; i0 += LINE) {{",
                 f"{inner}    {tout} line[LINE];",
                 f"{inner}    {SIMD}for (int64_t k = 0; k < LINE; k++)",
-                f"{inner}        line[k] = {call(load('i + k'))};",
-                f"{inner}    tj_stream_line({out_at} + i, line);",
+                f"{inner}        line[k] = {call(load('i0 + k'))};",
+                f"{inner}    tj_stream_line({out_at} + i0, line);",
                 f"{inner}}}",
-                f"{inner}for (; i < n{a}; i++) {out_at}[i] = {call(load('i'))};",
+                f"{inner}{SIMD}for (int64_t i = body; i < n{a}; i++)",
+                f"{inner}    {out_at}[i] = {call(load('i'))};",
             ]
         else:
             lines.append(

@@ -65,8 +65,7 @@ _ROW_EXP = """
         const int64_t len = n - j0 < {chunk} ? n - j0 : {chunk}, padded = (len + 7) & ~7;
         for (int64_t j = 0; j < len; j++) e[j] = X(j0 + j) - m;
         for (int64_t j = len; j < padded; j++) e[j] = 0;
-        for (int64_t j = 0; j < padded; j++) e[j] = tj_vexp_{s}(e[j]);
-{keep}        for (int64_t j = len; j < padded; j++) e[j] = 0;
+{exp_padded}{keep}        for (int64_t j = len; j < padded; j++) e[j] = 0;
         for (int64_t j = 0; j < padded; j += {lanes})
             {simd}for (int k = 0; k < {lanes}; k++) sl[k] += e[j + k];
     }}
@@ -89,6 +88,25 @@ _LOG_SOFTMAX = (
     for (int64_t j = 0; j < n; j++) O(j) = (X(j) - m) - ls;  /* NumPy's order: exact near m */
 """
 )
+# The exponentials of a chunk of values x - max <= 0 (or NaN): when none is below
+# NORMAL_LO (whose exponential is a normal number, as is every larger one's), they take
+# tj_vexp_normal, tj_vexp's value in one scaling and without clamps (half the work);
+# otherwise tj_vexp (denormal results, -inf).
+NORMAL_LO = {"f": "-87", "d": "-708"}
+_EXP_CHUNK = """{indent}int below = 0;
+{indent}_Pragma("omp simd reduction(|:below)")
+{indent}for (int64_t j = 0; j < {count}; j++) below |= {array}[j] < {normal_lo};
+{indent}if (below)
+{indent}    for (int64_t j = 0; j < {count}; j++) {array}[j] = tj_vexp_{s}({array}[j]);
+{indent}else
+{indent}    for (int64_t j = 0; j < {count}; j++) {array}[j] = tj_vexp_normal_{s}({array}[j]);
+"""
+
+
+def _exp_chunk(indent: str, array: str, count: str, s: str) -> str:
+    return _EXP_CHUNK.format(indent=indent, array=array, count=count, s=s, normal_lo=NORMAL_LO[s])
+
+
 # Short rows (a classifier's 10 classes) in blocks of BLOCK_ROWS rows: ``XB(l, j)`` /
 # ``OB(l, j)`` are element j of the block's row l. The rows are copied transposed into
 # ``e`` (e[j * L + l]), so each step below is one vector operation across the rows; a
@@ -107,8 +125,7 @@ _BLOCK_EXP = """
         for (int l = 0; l < L; l++) m[l] = e[j * L + l] > m[l] ? e[j * L + l] : m[l];
     for (int64_t j = 0; j < n; j++)
         for (int l = 0; l < L; l++) e[j * L + l] -= m[l];
-    for (int64_t k = 0; k < n * L; k++) e[k] = tj_vexp_{s}(e[k]);
-    for (int64_t j = 0; j < n; j++)
+{exp_block}    for (int64_t j = 0; j < n; j++)
         for (int l = 0; l < L; l++) s[l] += e[j * L + l];
 """
 _BLOCK_SOFTMAX = (
@@ -269,9 +286,12 @@ UNIFORM_CDEF = "void tj_rows_u(const int64_t *, char **, const int64_t *);\n"
 def _float_names(dtype: str) -> dict[str, str]:
     if dtype not in ("float32", "float64"):
         raise Unsupported(f"dtype {dtype}")
+    s = "f" if dtype == "float32" else "d"
     return {
         "t": ctype(dtype),
-        "s": "f" if dtype == "float32" else "d",
+        "s": s,
+        "exp_padded": _exp_chunk(" " * 8, "e", "padded", s),
+        "exp_block": _exp_chunk(" " * 4, "e", "n * L", s),
         "acc": "double",
         "chunk": str(ROW_CHUNK),
         "lanes": str(LANES),
