@@ -41,6 +41,21 @@ def is_float_tensor(var: Variable) -> bool:
     return isinstance(var.type, TensorType) and var.type.numpy_dtype.kind in "fc"
 
 
+def _contiguous_invariants(nonseqs: list, n_steps: int) -> list:
+    """The values every step reads, C-ordered: a transposed or strided matrix read at
+    each of several steps is copied once here, not re-read strided (or re-packed by the
+    BLAS: OpenBLAS's small-matrix kernels serve untransposed operands only, so a
+    gradient loop's ``dz @ U.T`` ran 2.5x slower than ``dz @ U``)."""
+    if n_steps < 2:
+        return list(nonseqs)
+    return [
+        np.ascontiguousarray(w)
+        if isinstance(w, np.ndarray) and w.ndim >= 2 and not w.flags.c_contiguous
+        else w
+        for w in nonseqs
+    ]
+
+
 class Scan(Op):
     """A loop of ``n_steps`` applications of an inner graph (see the module docstring).
 
@@ -253,6 +268,7 @@ class Scan(Op):
             buf = np.empty((lag + n, *init.shape[1:]), dtype=init.dtype)
             buf[:lag] = init
             bufs.append(buf)
+        nonseqs = _contiguous_invariants(nonseqs, n)
         nit_vars = node.outputs[self.n_mit : self.n_mit + self.n_nit]
         nits: list = [None] * self.n_nit
         carries = list(carries)

@@ -227,3 +227,33 @@ def test_steps_returning_their_sequence_rows_keep_every_row():
     np.testing.assert_array_equal(got_rows, x)
     np.testing.assert_array_equal(got_last[-1], x[-1, ::-1])
     np.testing.assert_array_equal(total, x.sum(axis=0))
+
+
+def test_strided_and_transposed_invariants_are_read_from_one_contiguous_copy():
+    # The recurrence reads u.T (a transposed view) and v[:, ::2] at every step: the loop
+    # copies them once, C-ordered, and gives NumPy's values; a one-step loop and
+    # contiguous or 1-d values are passed as they are.
+    from tensorjit.scan.op import _contiguous_invariants
+
+    h0, u, v = T.matrix("h0"), T.matrix("u"), T.matrix("v")
+    out, _ = scan(
+        lambda h, u_t, v_s: T.tanh(T.dot(h, u_t) + v_s),
+        outputs_info=[h0],
+        non_sequences=[u.T, v[:, ::2]],
+        n_steps=5,
+    )
+    f = tensorjit.function([h0, u, v], out)
+    h0v, uv, vv = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 4)), RNG.normal(size=(3, 8))
+    want, h = [], h0v
+    for _ in range(5):
+        h = np.tanh(h @ uv.T + vv[:, ::2])
+        want.append(h)
+    np.testing.assert_allclose(f(h0v, uv, vv), np.array(want), rtol=1e-12)
+
+    transposed, strided, plain, row = uv.T, vv[:, ::2], uv, vv[0]
+    copied = _contiguous_invariants([transposed, strided, plain, row], 5)
+    assert all(c.flags.c_contiguous for c in copied[:2])
+    assert [np.shares_memory(c, w) for c, w in zip(copied, [transposed, strided])] == [0, 0]
+    assert copied[2] is plain and copied[3] is row
+    np.testing.assert_array_equal(copied[0], transposed)
+    assert _contiguous_invariants([transposed], 1)[0] is transposed
