@@ -134,9 +134,10 @@ typedef struct {
     PyObject **spare;
     char *spare_ok;
     /* Row-blocked runs (row_blocks.c): the cache one block may fill (0: never), and a
-       group's memory kept between calls (taken by one call at a time, under the GIL). */
+       group's calls' memory kept between runs (taken by one run at a time, under the
+       GIL). */
     size_t row_block_bytes;
-    struct tj_row_group_s *row_group_spare;
+    struct tj_row_call_s *row_calls_spare;
 } tj_program;
 
 /* ------------------------------------------------------------------ output memory */
@@ -1243,7 +1244,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
 {
     PyObject *stack[TJ_STACK_SLOTS], **v = stack, *result = NULL, **saved = NULL;
     int i, k, unsaved = 0, declined = 0, n_saved = 0, *saved_slots = NULL;
-    tj_row_group *g = tj_row_group_take((tj_program *)p);
+    tj_row_group group, *g = tj_row_group_start((tj_program *)p, &group);
     /* unsaved: a value was overwritten in place and not saved; ran_python: a Python
        step ran (it may have side effects, a Print's): either way a step that declines
        raises its error instead of handing the call to the per-node path, which would
@@ -1363,7 +1364,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
 done:
     if (g != NULL) {
         tj_row_drop(g); /* (pending calls only when the call failed or declined) */
-        tj_row_group_give((tj_program *)p, g);
+        tj_row_group_end(g);
     }
     if (result == NULL && n_saved)
         tj_restore(saved, saved_slots, n_saved, v);
@@ -1711,7 +1712,7 @@ static void tj_program_free(tj_program *p)
             PyMem_Free(s->out_types);
             PyMem_Free(s->out_ndims);
         }
-    PyMem_Free(p->row_group_spare);
+    PyMem_Free(p->row_calls_spare);
     PyMem_Free(p->inputs);
     PyMem_Free(p->shared);
     PyMem_Free(p->cells);

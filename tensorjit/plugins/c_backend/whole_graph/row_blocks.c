@@ -35,7 +35,7 @@ typedef struct {
     int written;
 } tj_span;
 
-typedef struct {
+typedef struct tj_row_call_s {
     void *fn, *stream_fn;           /* stream_fn: the streaming entry, when it may be used */
     int form, nd, n_ptrs, n_spans;
     int64_t shape[TJ_MAXDIM];
@@ -48,12 +48,15 @@ typedef struct {
     tj_span spans[TJ_MAXOPS + 1];
 } tj_row_call;
 
-typedef struct tj_row_group_s {
+/* One run of a program's group (on tj_execute's stack); its calls' memory (about 190
+   KB) is taken when the first call is recorded, from the program when it kept some. */
+typedef struct {
+    tj_program *program;
     size_t block_bytes;             /* the cache a block's rows may fill (0: no groups) */
     int n_calls, n_held;
     int64_t rows;
     size_t bytes;                   /* bytes the pending calls touch */
-    tj_row_call calls[TJ_ROW_CALLS];
+    tj_row_call *calls;             /* TJ_ROW_CALLS, or NULL before the first */
     int held_slots[TJ_ROW_HELD];
     PyObject *held[TJ_ROW_HELD];
 } tj_row_group;
@@ -246,6 +249,16 @@ static int tj_row_record(const tj_program *p, tj_row_group *g, const tj_row_call
        cache without help); later calls of any size join */
     if (c == NULL || rows < 2 || (g->n_calls == 0 && bytes < 2 * g->block_bytes))
         return 0;
+    if (g->calls == NULL) {
+        g->calls = g->program->row_calls_spare;
+        g->program->row_calls_spare = NULL;
+        if (g->calls == NULL)
+            g->calls = PyMem_Malloc(TJ_ROW_CALLS * sizeof(tj_row_call));
+        if (g->calls == NULL) {
+            PyErr_Clear(); /* (no memory for a group: the steps run one by one) */
+            return 0;
+        }
+    }
     g->rows = rows;
     g->calls[g->n_calls++] = *c;
     g->bytes += bytes;
@@ -334,32 +347,25 @@ static int tj_row_passes(int kind)
     return kind == TJ_ELEMWISE || kind == TJ_REDUCE || kind == TJ_DIMSHUFFLE || kind == TJ_SHAPE;
 }
 
-/* A group for one run of program p (the program's kept one when free), or NULL when p
-   runs no groups or there is no memory for one (the steps then run one by one). */
-static tj_row_group *tj_row_group_take(tj_program *p)
+/* The group of one run of program p (NULL when p runs no groups). */
+static tj_row_group *tj_row_group_start(tj_program *p, tj_row_group *g)
 {
-    tj_row_group *g = p->row_group_spare;
     if (p->row_block_bytes == 0)
         return NULL;
-    if (g != NULL) {
-        p->row_group_spare = NULL;
-        return g;
-    }
-    g = PyMem_Malloc(sizeof(tj_row_group));
-    if (g == NULL)
-        return NULL;
+    memset(g, 0, sizeof(*g));
+    g->program = p;
     g->block_bytes = p->row_block_bytes;
-    g->n_calls = g->n_held = 0;
-    g->bytes = 0;
     return g;
 }
 
-static void tj_row_group_give(tj_program *p, tj_row_group *g)
+/* Ends a run's group (its calls ran or were dropped): the program keeps its memory. */
+static void tj_row_group_end(tj_row_group *g)
 {
-    if (p->row_group_spare == NULL)
-        p->row_group_spare = g;
+    if (g->program->row_calls_spare == NULL)
+        g->program->row_calls_spare = g->calls;
     else
-        PyMem_Free(g);
+        PyMem_Free(g->calls);
+    g->calls = NULL;
 }
 
 /* row_block_info() -> (groups run in blocks of rows, their kernel calls), for tests. */
