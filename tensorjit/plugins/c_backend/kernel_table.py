@@ -36,7 +36,7 @@ from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
-from tensorjit.tensor.shape_ops import Shape
+from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 
 BACKEND = "c"
@@ -185,13 +185,15 @@ SPECS = (
     KernelSpec(
         "c:view",
         BACKEND,
-        (DimShuffle, Subtensor, Shape),
+        (DimShuffle, Subtensor, Shape, Reshape, MakeVector),
         _perform,
-        plan=_exactly((DimShuffle, Subtensor, Shape), lambda node: True),
+        plan=_exactly((DimShuffle, Subtensor, Shape, Reshape, MakeVector), lambda node: True),
         step=lambda tables, node, plan: {
             DimShuffle: tables.dimshuffle,
             Subtensor: tables.subtensor,
             Shape: tables.shape,
+            Reshape: tables.reshape,
+            MakeVector: tables.make_vector,
         }[type(node.op)](node, plan),
         plugin=PLUGIN,
     ),

@@ -600,3 +600,25 @@ def test_scan_output_changing_shape_gives_the_python_loops_error():
     assert inner.program_loop() is not None
     with pytest.raises(ValueError, match="step 1 output 0 has shape .* but step 0 gave"):
         f(np.arange(5.0))
+
+
+@pytest.mark.parametrize("shape_dtype", ["int64", "int32"])
+def test_reshape_and_make_vector_run_as_program_steps(shape_dtype):
+    # Reshape is a view of a C-contiguous input and of a C-ordered copy otherwise (as
+    # NumPy's); its shape vector (MakeVector of scalars, one -1) is made in C too. A
+    # shape that does not fit gives NumPy's error through the node's own kernel.
+    from tensorjit.tensor.shape_ops import MakeVector, Reshape
+
+    x, n = T.tensor3("x"), T.scalar("n", dtype=shape_dtype)
+    flat = T.reshape(x, T.stack([x.shape[0] * x.shape[1], -1]).astype(shape_dtype))
+    out = T.reshape(flat.T * 2, T.stack([n, -1]).astype(shape_dtype))
+    f, g = both([x, n], [flat + 1, out.sum(axis=0)])
+    kinds = {type(node.op) for node in f.kernels}
+    assert {Reshape, MakeVector} <= kinds
+    assert all(f.kernels[node].name == "c:view" for node in f.kernels if type(node.op) is Reshape)
+    assert not f.calls.program.runs_python
+    base = RNG.standard_normal((2, 3, 8))
+    for xv in (base, base[:, :, ::2], np.asfortranarray(base), base[::-1]):
+        agree(f, g, xv, np.asarray(2, shape_dtype))
+    with pytest.raises(ValueError, match="reshape"):
+        f(base, np.asarray(5, shape_dtype))

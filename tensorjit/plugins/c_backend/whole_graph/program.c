@@ -37,7 +37,7 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
        TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
        TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_PENALISED = 15,
-       TJ_INC_SUBTENSOR = 16 };
+       TJ_INC_SUBTENSOR = 16, TJ_RESHAPE = 17, TJ_MAKE_VECTOR = 18 };
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -951,6 +951,73 @@ static int tj_shape(const tj_step *s, PyObject **v)
     return TJ_DONE;
 }
 
+static npy_intp tj_entry(PyArrayObject *a, npy_intp k);
+
+/* Reshape(x, shape vector): a view of x, or of a C-ordered copy when x is not
+   C-contiguous (NumPy's reshape copies then too); one length may be -1. A shape that
+   does not fit is declined (the node's own kernel raises NumPy's error). */
+static int tj_reshape(const tj_step *s, PyObject **v)
+{
+    PyArrayObject *x = (PyArrayObject *)v[s->ops[0]], *shp = (PyArrayObject *)v[s->ops[1]];
+    npy_intp shape[TJ_MAXDIM], strides[TJ_MAXDIM], known = 1, size = PyArray_SIZE(x);
+    int nd = s->ndim, free_axis = -1;
+    if (PyArray_NDIM(shp) != 1 || PyArray_DIMS(shp)[0] != nd ||
+        !(PyArray_TYPE(shp) == NPY_INT64 || PyArray_TYPE(shp) == NPY_INT))
+        return TJ_DECLINED;
+    for (int i = 0; i < nd; i++) {
+        shape[i] = tj_entry(shp, i);
+        if (shape[i] == -1 && free_axis < 0)
+            free_axis = i;
+        else if (shape[i] < 0)
+            return TJ_DECLINED;
+        else
+            known *= shape[i];
+    }
+    if (free_axis >= 0) {
+        if (known == 0 || size % known != 0)
+            return TJ_DECLINED;
+        shape[free_axis] = size / known;
+    } else if (known != size) {
+        return TJ_DECLINED;
+    }
+    npy_intp step = PyArray_ITEMSIZE(x);
+    for (int i = nd - 1; i >= 0; i--) {
+        if (s->dims[i] >= 0 && shape[i] != s->dims[i])
+            return TJ_DECLINED;
+        strides[i] = step;
+        step *= shape[i] > 0 ? shape[i] : 1;
+    }
+    if (PyArray_IS_C_CONTIGUOUS(x))
+        return tj_store_view(x, nd, shape, strides, PyArray_BYTES(x), &v[s->out]) < 0
+                   ? TJ_ERROR
+                   : TJ_DONE;
+    PyArrayObject *copy = (PyArrayObject *)PyArray_NewCopy(x, NPY_CORDER);
+    if (copy == NULL)
+        return TJ_ERROR;
+    int status = tj_store_view(copy, nd, shape, strides, PyArray_BYTES(copy), &v[s->out]);
+    Py_DECREF(copy); /* (the view holds it) */
+    return status < 0 ? TJ_ERROR : TJ_DONE;
+}
+
+/* MakeVector of 0-d integer operands into an integer vector of the output's dtype (the
+   shapes a Reshape or an Alloc reads); other dtypes are not made program steps. */
+static int tj_make_vector(const tj_step *s, PyObject **v)
+{
+    npy_intp n = s->n_ops;
+    PyArrayObject *out = (PyArrayObject *)tj_take(s, 1, &n, s->typenum);
+    if (out == NULL)
+        return TJ_ERROR;
+    for (int i = 0; i < s->n_ops; i++) {
+        npy_intp value = tj_index((PyArrayObject *)v[s->ops[i]]);
+        if (s->typenum == NPY_INT)
+            ((npy_int *)PyArray_BYTES(out))[i] = (npy_int)value;
+        else
+            ((int64_t *)PyArray_BYTES(out))[i] = (int64_t)value;
+    }
+    Py_XSETREF(v[s->out], (PyObject *)out);
+    return TJ_DONE;
+}
+
 /* The ValueError of a shape error found after the call overwrote a value. */
 /* Integer arange(start, stop, step) (0-d integer operands) of the output's integer
    dtype; a zero step is declined (the VM explains). */
@@ -1326,6 +1393,8 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
         case TJ_ROWWISE: status = tj_rowwise(s, v); break;
         case TJ_ALLOC: status = tj_alloc(s, v); break;
         case TJ_SHAPE: status = tj_shape(s, v); break;
+        case TJ_RESHAPE: status = tj_reshape(s, v); break;
+        case TJ_MAKE_VECTOR: status = tj_make_vector(s, v); break;
         case TJ_ARANGE: status = tj_arange(s, v); break;
         case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
         case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;

@@ -45,7 +45,8 @@ from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
 (ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED, INC_SUBTENSOR) = range(1, 17)  # fmt: skip
+ PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED, INC_SUBTENSOR, RESHAPE,
+ MAKE_VECTOR) = range(1, 19)  # fmt: skip
 ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
@@ -530,6 +531,34 @@ class _Tables:
         slot = self._new_slot(out)
         return (PAIR_SCATTER, [], ops, [], [], target, slot, _typenum(out), 2, [],
                 [int(op.set_instead_of_inc)], broadcasts, [], 0, destroys)  # fmt: skip
+
+    def reshape(self, node: Apply, plan: object = None) -> tuple:
+        """A view of a C-contiguous input (program.c declines other layouts: the node's
+        own kernel copies)."""
+        x, shape = node.inputs
+        _check_tensor(x)
+        if np.dtype(shape.type.dtype) not in (np.dtype("int64"), np.dtype("int32")):
+            raise Unsupported(f"{node.op}: a shape of dtype {shape.type.dtype}")
+        out = node.outputs[0]
+        ops = [self._slot(x), self._slot(shape)]
+        self.roots[out] = self._root(x)
+        slot = self._new_slot(out)
+        return (RESHAPE, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim,
+                _static(out), [], 0, [], 0, 0)  # fmt: skip
+
+    def make_vector(self, node: Apply, plan: object = None) -> tuple:
+        """Integer scalars into an int64 or int32 vector (the shapes of Reshape, Alloc)."""
+        out = node.outputs[0]
+        if np.dtype(out.type.dtype) not in (np.dtype("int64"), np.dtype("int32")):
+            raise Unsupported(f"{node.op}: dtype {out.type.dtype}")
+        for v in node.inputs:
+            _check_tensor(v)
+            if v.type.ndim != 0 or np.dtype(v.type.dtype).kind not in "iu":
+                raise Unsupported(f"{node.op}: operand {v}")
+        ops = [self._slot(v) for v in node.inputs]
+        slot = self._new_slot(out)
+        return (MAKE_VECTOR, [], ops, [], [], -1, slot, _typenum(out), 1, [len(ops)], [], 0,
+                [], 0, 0)  # fmt: skip
 
     def shape(self, node: Apply, plan: object = None) -> tuple:
         out = node.outputs[0]

@@ -344,7 +344,8 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
    (views and shapes). Any other step first runs the group. */
 static int tj_row_passes(int kind)
 {
-    return kind == TJ_ELEMWISE || kind == TJ_REDUCE || kind == TJ_DIMSHUFFLE || kind == TJ_SHAPE;
+    return kind == TJ_ELEMWISE || kind == TJ_REDUCE || kind == TJ_DIMSHUFFLE || kind == TJ_SHAPE ||
+           kind == TJ_RESHAPE;
 }
 
 /* The group of one run of program p (NULL when p runs no groups). */
