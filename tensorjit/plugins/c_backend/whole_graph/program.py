@@ -493,16 +493,21 @@ class _Tables:
                 [], 0, [], 0, 0)  # fmt: skip
 
     def arange(self, node: Apply, plan: object = None) -> tuple:
+        return self._integer_vector(node, ARANGE, [])
+
+    def _integer_vector(self, node: Apply, kind: int, dims: list[int]) -> tuple:
+        """The step of ``kind`` making an int64 or int32 vector from integer scalars
+        (ARange's bounds, MakeVector's entries)."""
         out = node.outputs[0]
         if out.type.dtype not in ("int64", "int32"):
             raise Unsupported(f"{node.op}: dtype {out.type.dtype}")
-        for bound in node.inputs:
-            _check_tensor(bound)
-            if bound.type.ndim != 0 or np.dtype(bound.type.dtype).kind not in "iu":
-                raise Unsupported(f"{node.op}: bound {bound}")
+        for v in node.inputs:
+            _check_tensor(v)
+            if v.type.ndim != 0 or np.dtype(v.type.dtype).kind not in "iu":
+                raise Unsupported(f"{node.op}: operand {v}")
         ops = [self._slot(v) for v in node.inputs]
         slot = self._new_slot(out)
-        return (ARANGE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
+        return (kind, [], ops, [], [], -1, slot, _typenum(out), 1, dims, [], 0, [], 0,
                 0)  # fmt: skip
 
     def indexing(self, node: Apply, plan: object = None) -> tuple:
@@ -548,17 +553,7 @@ class _Tables:
 
     def make_vector(self, node: Apply, plan: object = None) -> tuple:
         """Integer scalars into an int64 or int32 vector (the shapes of Reshape, Alloc)."""
-        out = node.outputs[0]
-        if np.dtype(out.type.dtype) not in (np.dtype("int64"), np.dtype("int32")):
-            raise Unsupported(f"{node.op}: dtype {out.type.dtype}")
-        for v in node.inputs:
-            _check_tensor(v)
-            if v.type.ndim != 0 or np.dtype(v.type.dtype).kind not in "iu":
-                raise Unsupported(f"{node.op}: operand {v}")
-        ops = [self._slot(v) for v in node.inputs]
-        slot = self._new_slot(out)
-        return (MAKE_VECTOR, [], ops, [], [], -1, slot, _typenum(out), 1, [len(ops)], [], 0,
-                [], 0, 0)  # fmt: skip
+        return self._integer_vector(node, MAKE_VECTOR, [len(node.inputs)])
 
     def shape(self, node: Apply, plan: object = None) -> tuple:
         out = node.outputs[0]
