@@ -152,3 +152,58 @@ def test_short_rows_or_little_work_run_without_blocks():
     blocked, whole = compile_both([x], [x - T.mean(x, axis=1, keepdims=True)])
     assert_same(blocked, whole, RNG.standard_normal((4, 8)), runs_blocks=False)
     assert_same(blocked, whole, RNG.standard_normal((1, 3000)), runs_blocks=False)
+
+
+def test_a_reshape_copying_a_pending_value_waits_for_the_group():
+    # exp(x).T is not C-contiguous: the reshape copies it, so the exponentials must have
+    # run for every row first
+    x = T.matrix("x")
+    blocked, whole = compile_both([x], [T.reshape(T.exp(x).T, (-1,)) + 1.0])
+    xv = RNG.standard_normal((100, 64))
+    (got,) = assert_same(blocked, whole, xv, runs_blocks=False)
+    np.testing.assert_allclose(got, np.exp(xv).T.reshape(-1) + 1, rtol=1e-12)
+
+
+def test_an_in_place_update_reading_a_copy_of_its_overlapping_operand_waits():
+    # w's row sums are pending when the update w - 0.5 * g runs in place with g a
+    # reversed view of w itself: g is read from a copy, after the sums ran
+    start = RNG.standard_normal((64, 64))
+    g = T.matrix("g")
+    results = []
+    for row_bytes in (SMALL_BLOCKS, 0):
+        w = tensorjit.shared(start.copy(), name="w")
+        with tensorjit.config.change_flags(row_block_bytes=row_bytes, threads=1):
+            f = tensorjit.function([g], [T.sum(w, axis=1)], updates={w: w - 0.5 * g}, mode=C_ONLY)
+        (sums,) = f(w.get_value(borrow=True)[::-1])
+        results.append((sums, w.get_value()))
+        np.testing.assert_allclose(sums, start.sum(1), rtol=1e-12)
+        np.testing.assert_allclose(w.get_value(), start - 0.5 * start[::-1], rtol=1e-12)
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+
+
+def test_programs_flushing_groups_on_two_python_threads_at_once():
+    # Recording a call may run the group first, with the GIL released: another thread's
+    # program records meanwhile (each run's calls are its own)
+    import threading
+
+    x = T.matrix("x")
+    y = T.exp(x)
+    with tensorjit.config.change_flags(row_block_bytes=SMALL_BLOCKS, threads=1):
+        f = tensorjit.function([x], y + y.T, mode=C_ONLY)
+        f3 = tensorjit.function([x], (y + y.T) * 3.0, mode=C_ONLY)
+    cases = [(f, RNG.standard_normal((400, 400)) * 0.1, 1.0)]
+    cases.append((f3, RNG.standard_normal((300, 300)) * 0.1, 3.0))
+    wrong = [0, 0]
+
+    def run(k: int) -> None:
+        fn, v, scale = cases[k]
+        want = (np.exp(v) + np.exp(v).T) * scale
+        for _ in range(60):
+            wrong[k] += not np.allclose(fn(v), want, rtol=1e-12)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [0, 0]

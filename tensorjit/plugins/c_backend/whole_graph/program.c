@@ -300,6 +300,8 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
         for (j = 0; j < n; j++) {
             if (j == s->target || a[j] == t || !tj_overlap(a[j], t))
                 continue;
+            if (g != NULL) /* (the copy reads a[j]: pending calls may write it) */
+                tj_row_record(p, g, NULL, 0, 0);
             if (tj_use_copy(&a[j], &copies[j]) < 0)
                 goto error;
         }
@@ -1375,7 +1377,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
                         declined = 1; /* nothing overwritten yet: the VM explains */
                     goto done;
                 }
-        if (g != NULL && (s->snapshot >= 0 || !tj_row_passes(s->kind)))
+        if (g != NULL && (s->snapshot >= 0 || !tj_row_passes(s, v)))
             tj_row_flush(p, g);
         if (s->snapshot >= 0) {
             saved[n_saved] = PyArray_NewCopy((PyArrayObject *)v[s->snapshot], NPY_KEEPORDER);

@@ -275,7 +275,9 @@ static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj
     int n = s->n_ops, nd = s->ndim, n_all = s->target < 0 ? n + 1 : n;
     if (g->block_bytes == 0 || nd < 1)
         return 0;
-    static tj_row_call c; /* (under the GIL: one call records at a time) */
+    /* (on this stack: the flush in tj_row_record may release the GIL or run Python code
+       in a finaliser, and with it another run of a program) */
+    tj_row_call c;
     int64_t rows = shape[0];
     size_t bytes = 0;
     c.fn = fast ? s->fn[0] : s->fn[1];
@@ -313,7 +315,7 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
         return 0;
     if (s->n_kept < 1 || PyArray_STRIDES(out)[0] < 0)
         return tj_row_record(p, g, NULL, 0, 0);
-    static tj_row_call c;
+    tj_row_call c; /* (on this stack, as above) */
     int64_t rows = all[0];
     size_t bytes = (size_t)PyArray_NBYTES(out);
     c.fn = s->fn[0];
@@ -341,11 +343,18 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
 }
 
 /* Steps that may run while calls are pending: they record calls, or touch no elements
-   (views and shapes). Any other step first runs the group. */
-static int tj_row_passes(int kind)
+   (views, shapes, a reshape of a C-contiguous array: others copy it). Any other step
+   first runs the group. */
+static int tj_row_passes(const tj_step *s, PyObject **v)
 {
-    return kind == TJ_ELEMWISE || kind == TJ_REDUCE || kind == TJ_DIMSHUFFLE || kind == TJ_SHAPE ||
-           kind == TJ_RESHAPE;
+    switch (s->kind) {
+    case TJ_ELEMWISE:
+    case TJ_REDUCE:
+    case TJ_DIMSHUFFLE:
+    case TJ_SHAPE: return 1;
+    case TJ_RESHAPE: return PyArray_IS_C_CONTIGUOUS((PyArrayObject *)v[s->ops[0]]);
+    default: return 0;
+    }
 }
 
 /* The group of one run of program p (NULL when p runs no groups). */
