@@ -538,8 +538,9 @@ class _Tables:
                 [int(op.set_instead_of_inc)], broadcasts, [], 0, destroys)  # fmt: skip
 
     def reshape(self, node: Apply, plan: object = None) -> tuple:
-        """A view of a C-contiguous input (program.c declines other layouts: the node's
-        own kernel copies)."""
+        """A view of the input, or of a C-ordered copy of it when it is not C-contiguous
+        (as NumPy's reshape); a shape that does not fit is declined (the node's own
+        kernel raises NumPy's error)."""
         x, shape = node.inputs
         _check_tensor(x)
         if np.dtype(shape.type.dtype) not in (np.dtype("int64"), np.dtype("int32")):
