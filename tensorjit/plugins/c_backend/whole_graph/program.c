@@ -177,16 +177,23 @@ static PyObject *tj_take(const tj_step *s, int nd, const npy_intp *dims, int typ
     return tj_empty(nd, (npy_intp *)dims, typenum);
 }
 
-/* Empties a slot: its array becomes the slot's spare when nobody else holds it. */
-static void tj_release(const tj_program *p, PyObject **v, int slot)
+/* Lets go of value o of a slot: its array becomes the slot's spare when nobody else
+   holds it. */
+static void tj_let_go(const tj_program *p, int slot, PyObject *o)
 {
-    PyObject *o = v[slot];
-    v[slot] = NULL;
     if (o != NULL && p->spare_ok[slot] && tj_spare_fits(o)) {
         Py_XSETREF(p->spare[slot], o);
         return;
     }
     Py_XDECREF(o);
+}
+
+/* Empties a slot (tj_let_go). */
+static void tj_release(const tj_program *p, PyObject **v, int slot)
+{
+    PyObject *o = v[slot];
+    v[slot] = NULL;
+    tj_let_go(p, slot, o);
 }
 
 /* ------------------------------------------------------------------ running */
@@ -333,17 +340,16 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
             for (ax = 0; ax < nd; ax++)
                 strides[j * nd + ax] = PyArray_STRIDES(x)[ax];
         }
-    int recorded = 0;
+    int recorded = 0, streams = tj_streams(s, n, a, out, fast);
     if (g != NULL) {
         for (j = 0; j < n && copies[j] == NULL; j++)
             ;
         if (j == n) /* (a copy would have to live until the group runs) */
-            recorded = tj_row_record_elemwise(p, g, s, a, out, fast, ptrs, shape, strides,
-                                              tj_streams(s, n, a, out, fast));
+            recorded =
+                tj_row_record_elemwise(p, g, s, a, out, fast, ptrs, shape, strides, streams);
     }
     if (!recorded) {
         PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-        int streams = tj_streams(s, n, a, out, fast);
         if (fast)
             ((tj_contig_fn)s->fn[streams ? 2 : 0])(size, ptrs);
         else

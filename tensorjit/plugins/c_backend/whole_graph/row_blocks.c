@@ -52,7 +52,7 @@ typedef struct tj_row_call_s {
    KB) is taken when the first call is recorded, from the program when it kept some. */
 typedef struct {
     tj_program *program;
-    size_t block_bytes;             /* the cache a block's rows may fill (0: no groups) */
+    size_t block_bytes;             /* the cache a block's rows may fill (> 0) */
     int n_calls, n_held;
     int64_t rows;
     size_t bytes;                   /* bytes the pending calls touch */
@@ -123,7 +123,7 @@ static void tj_row_call_block(const tj_row_call *c, void *fn, int64_t r0, int64_
     if (c->form == TJ_FORM_STRIDED)
         ((tj_strided_fn)fn)(shape, ptrs, c->strides);
     else
-        ((tj_reduce_fn)c->fn)(shape, ptrs, c->out + r0 * c->out_step, c->strides);
+        ((tj_reduce_fn)fn)(shape, ptrs, c->out + r0 * c->out_step, c->strides);
 }
 
 /* Bytes one block row takes in the cache: every distinct span read or written, once. */
@@ -196,14 +196,8 @@ static void tj_row_flush(const tj_program *p, tj_row_group *g)
     }
     g->n_calls = 0;
     g->bytes = 0;
-    for (int i = 0; i < g->n_held; i++) {
-        PyObject *o = g->held[i];
-        int slot = g->held_slots[i];
-        if (p->spare_ok[slot] && tj_spare_fits(o))
-            Py_XSETREF(p->spare[slot], o);
-        else
-            Py_DECREF(o);
-    }
+    for (int i = 0; i < g->n_held; i++)
+        tj_let_go(p, g->held_slots[i], g->held[i]);
     g->n_held = 0;
 }
 
@@ -240,7 +234,7 @@ static void tj_row_release(const tj_program *p, tj_row_group *g, PyObject **v, i
 static int tj_row_record(const tj_program *p, tj_row_group *g, const tj_row_call *c,
                          int64_t rows, size_t bytes)
 {
-    if (g == NULL || g->block_bytes == 0)
+    if (g == NULL)
         return 0;
     if (g->n_calls > 0 && (c == NULL || rows != g->rows || g->n_calls == TJ_ROW_CALLS ||
                            !tj_row_fits(g, c)))
@@ -273,7 +267,7 @@ static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj
                                   int streams)
 {
     int n = s->n_ops, nd = s->ndim, n_all = s->target < 0 ? n + 1 : n;
-    if (g->block_bytes == 0 || nd < 1)
+    if (nd < 1)
         return 0;
     /* (on this stack: the flush in tj_row_record may release the GIL or run Python code
        in a finaliser, and with it another run of a program) */
@@ -311,7 +305,7 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
                                 char **ptrs, const int64_t *strides)
 {
     int n = s->n_ops, nd = s->n_axes;
-    if (g == NULL || g->block_bytes == 0)
+    if (g == NULL)
         return 0;
     if (s->n_kept < 1 || PyArray_STRIDES(out)[0] < 0)
         return tj_row_record(p, g, NULL, 0, 0);
