@@ -54,8 +54,13 @@ class CallPath:
         #: the whole-graph program, if the function has one
         self.program = program
         #: the program when calls may go to it with the user's arguments as given (the
-        #: memory plan is plain: no borrowed inputs, nothing to check around it)
-        self.direct = program if checker is None and memory.plain else None
+        #: memory plan is plain: no borrowed inputs, nothing to check around it; the
+        #: program checks every argument itself)
+        self.direct = (
+            program
+            if checker is None and memory.plain and getattr(program, "takes_unfiltered", True)
+            else None
+        )
         #: whole calls under the lock (see the module docstring)
         self.locked = memory.has_updates
         #: a program with Python steps that update shared values on the per-node path:

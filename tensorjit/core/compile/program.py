@@ -8,6 +8,8 @@ the value of every graph output (user outputs, then updates), or None, before co
 anything with side effects, when it can not run these values (an argument that is not
 exactly an ndarray of the input's type, a shape error): the caller then takes the
 general path, whose filters and per-node kernels give the usual conversions and errors.
+A program whose ``takes_unfiltered`` is false (an input of a type it can not check
+itself, such as a sparse matrix) is only given values already filtered by their types.
 
 A program may also offer ``loop(n_steps, sequences, taps, carries, non_sequences, n_mit,
 n_nit)``, running the step loop of a scan whose step function it is (the contract is in

@@ -495,6 +495,14 @@ KERNELS = (
 
 
 def register(registry) -> None:
-    """Add the kernels to the kernel registry (backend "c")."""
+    """Add the kernels to the kernel registry (backend "c"), with their native steps in
+    whole-graph programs (native_steps.py)."""
+    from tensorjit.core.registries import KernelSpec
+    from tensorjit.plugins.sparse import native_steps
+
     for op_class, factory, name in KERNELS:
-        registry.add("c", op_class, factory, name=name, plugin=PLUGIN)
+        registry.add_spec(
+            KernelSpec(
+                name, "c", (op_class,), factory, step=native_steps.program_step, plugin=PLUGIN
+            )
+        )

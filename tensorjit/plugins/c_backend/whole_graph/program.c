@@ -34,10 +34,8 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 /* Kernels on more elements than this run with the GIL released. */
 #define TJ_NOGIL_SIZE 65536
 
-enum { TJ_ELEMWISE = 1, TJ_REDUCE = 2, TJ_DIMSHUFFLE = 3, TJ_SUBTENSOR = 4, TJ_DOT = 5,
-       TJ_GEMM = 6, TJ_GER = 7, TJ_ROWWISE = 8, TJ_ALLOC = 9, TJ_SHAPE = 10, TJ_ARANGE = 11,
-       TJ_PAIR_TAKE = 12, TJ_PAIR_SCATTER = 13, TJ_PYTHON = 14, TJ_PENALISED = 15,
-       TJ_INC_SUBTENSOR = 16, TJ_RESHAPE = 17, TJ_MAKE_VECTOR = 18 };
+#include "step_kinds.h" /* enum TJ_ELEMWISE, ...: generated from steps.py */
+#include "native.h"     /* tj_native_fn: the plugins' native steps */
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -101,8 +99,9 @@ typedef struct {
     int n_free, *free_slots;     /* slots dead after this step */
     PyObject **spare;            /* the program's spare array for slot `out` */
     /* python: thunk(inputs, cells) runs the node's own kernel (Op.perform, ...), with
-       one [value] cell per output; it outputs n_outs slots, with the dtype and ndim a
-       tensor output must have (typenum -1: any object). */
+       one [value] cell per output; native: fn[0] (a tj_native_fn, native.h) runs on the
+       operands' values. Both output n_outs slots, with the dtype and ndim a tensor
+       output must have (typenum -1: any object). */
     PyObject *thunk;
     int n_outs, *outs, *out_types, *out_ndims;
     /* C steps: fallback(values of the node's inputs) runs the node's own per-node kernel
@@ -201,7 +200,7 @@ static void tj_release(const tj_program *p, PyObject **v, int slot)
 static int tj_matches(PyObject *o, const tj_value_spec *spec)
 {
     PyArrayObject *a = (PyArrayObject *)o;
-    if (spec->typenum < 0) /* a shared value no C step reads (a generator state) */
+    if (spec->typenum < 0) /* a value no C step reads (a generator state, a sparse matrix) */
         return o != NULL;
     if (!PyArray_CheckExact(o) || PyArray_TYPE(a) != spec->typenum ||
         PyArray_NDIM(a) != spec->ndim || !PyArray_ISNOTSWAPPED(a) || !PyArray_ISALIGNED(a))
@@ -1178,7 +1177,22 @@ static PyObject *tj_as_output(PyObject *o, int typenum, int nd)
                            NULL);
 }
 
-/* Step s (a C step that declined) run by its node's own per-node kernel instead. */
+/* Stores a kernel's output o (borrowed) in slot, as an array of typenum and nd
+   dimensions when typenum >= 0; 0, or -1 with an exception set. */
+static int tj_store_output(PyObject **v, int slot, PyObject *o, int typenum, int nd, int j)
+{
+    if (o == NULL || (o == Py_None && typenum >= 0)) {
+        PyErr_Format(PyExc_RuntimeError, "a kernel stored no value for its output %d", j);
+        return -1;
+    }
+    if ((o = tj_as_output(o, typenum, nd)) == NULL)
+        return -1;
+    Py_XSETREF(v[slot], o);
+    return 0;
+}
+
+/* Step s (a C or native step that declined) run by its node's own per-node kernel
+   instead: the fallback returns the list of the node's outputs. */
 static int tj_fallback(const tj_step *s, PyObject **v)
 {
     if (s->fallback == NULL) {
@@ -1195,21 +1209,84 @@ static int tj_fallback(const tj_step *s, PyObject **v)
         Py_INCREF(o);
         PyList_SET_ITEM(values, j, o);
     }
-    PyObject *out = PyObject_CallOneArg(s->fallback, values);
+    PyObject *outs = PyObject_CallOneArg(s->fallback, values);
     Py_DECREF(values);
-    if (out == NULL)
+    if (outs == NULL)
         return TJ_ERROR;
-    if (out == Py_None) {
-        Py_DECREF(out);
-        PyErr_SetString(PyExc_RuntimeError, "a kernel stored no value for its output 0");
-        return TJ_ERROR;
+    int n = s->n_outs ? s->n_outs : 1, status = TJ_DONE;
+    if (!PyList_Check(outs) || PyList_GET_SIZE(outs) != n) {
+        PyErr_SetString(PyExc_RuntimeError, "a fallback must return one value per output");
+        status = TJ_ERROR;
     }
-    PyObject *o = tj_as_output(out, s->typenum, s->ndim);
-    Py_DECREF(out);
-    if (o == NULL)
-        return TJ_ERROR;
-    Py_XSETREF(v[s->out], o);
-    return TJ_DONE;
+    for (int j = 0; status == TJ_DONE && j < n; j++) {
+        PyObject *o = PyList_GET_ITEM(outs, j);
+        int stored = s->n_outs ? tj_store_output(v, s->outs[j], o, s->out_types[j],
+                                                 s->out_ndims[j], j)
+                               : tj_store_output(v, s->out, o, s->typenum, s->ndim, j);
+        if (stored < 0)
+            status = TJ_ERROR;
+    }
+    Py_DECREF(outs);
+    return status;
+}
+
+/* The error set now, of the same type, its message followed by step s's note ("while
+   computing ..."), the original as its cause (errors that are not an Exception's kind,
+   or whose type takes other arguments, stay as they are). */
+static void tj_explain(const tj_program *p, const tj_step *s)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL || !PyType_IsSubtype((PyTypeObject *)type, (PyTypeObject *)PyExc_Exception) ||
+        PyExc_MemoryError == type) {
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    PyObject *note = PyTuple_GET_ITEM(p->notes, s - p->steps);
+    PyObject *told = PyUnicode_FromFormat("%S\n%U", value, note);
+    PyObject *explained = told == NULL ? NULL : PyObject_CallOneArg(type, told);
+    Py_XDECREF(told);
+    if (explained == NULL) {
+        PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyException_SetCause(explained, value); /* steals value */
+    PyErr_SetObject(type, explained);
+    Py_DECREF(explained);
+    Py_DECREF(type);
+    Py_XDECREF(tb);
+}
+
+/* A plugin's native step (native.h): its function runs on the operands' values and
+   sets one new reference per output; it may decline (nothing set) when it does not
+   cover the values, and the program then treats it as any C step that declined. */
+static int tj_native(const tj_program *p, const tj_step *s, PyObject **v)
+{
+    PyObject *inputs[TJ_MAXOPS], *outputs[TJ_MAXOPS] = {NULL};
+    for (int j = 0; j < s->n_ops; j++)
+        inputs[j] = v[s->ops[j]];
+    int status = ((tj_native_fn)s->fn[0])(inputs, outputs);
+    if (status == TJ_NATIVE_DONE)
+        for (int j = 0; j < s->n_outs; j++)
+            if (tj_store_output(v, s->outs[j], outputs[j], s->out_types[j], s->out_ndims[j],
+                                j) < 0) {
+                status = TJ_NATIVE_ERROR;
+                break;
+            }
+    for (int j = 0; j < s->n_outs; j++)
+        Py_XDECREF(outputs[j]);
+    if (status == TJ_NATIVE_ERROR && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "a native step failed without an exception");
+    if (status == TJ_NATIVE_ERROR)
+        tj_explain(p, s);
+    return status == TJ_NATIVE_DONE     ? TJ_DONE
+           : status == TJ_NATIVE_ERROR ? TJ_ERROR
+           : PyErr_Occurred()          ? TJ_ERROR
+                                       : TJ_DECLINED;
 }
 
 /* A step's kernel run from Python (a node without a C step): the thunk fills one cell
@@ -1243,14 +1320,8 @@ static int tj_python(const tj_step *s, PyObject **v)
         PyObject *cell = PyList_GET_ITEM(cells, j);
         PyObject *o = PyList_Check(cell) && PyList_GET_SIZE(cell) == 1 ? PyList_GET_ITEM(cell, 0)
                                                                        : NULL;
-        int typenum = s->out_types[j], nd = s->out_ndims[j];
-        if (o == NULL || (o == Py_None && typenum >= 0)) {
-            PyErr_Format(PyExc_RuntimeError, "a kernel stored no value for its output %d", j);
+        if (tj_store_output(v, s->outs[j], o, s->out_types[j], s->out_ndims[j], j) < 0)
             goto error;
-        }
-        if ((o = tj_as_output(o, typenum, nd)) == NULL)
-            goto error;
-        Py_XSETREF(v[s->outs[j]], o);
     }
     Py_DECREF(cells); /* the program holds the only references to new outputs */
     return TJ_DONE;
@@ -1281,20 +1352,7 @@ static void tj_shape_error(const tj_program *p, const tj_step *s, int k, PyObjec
     Py_DECREF(shapes);
 }
 
-/* 1 when a step would decline on the values it reads now (kinds program.py prechecks). */
-static int tj_check(const tj_step *s, PyObject **v)
-{
-    int64_t shape[TJ_MAXDIM];
-    switch (s->kind) {
-    case TJ_ELEMWISE: return tj_broadcast_shape(s, v, s->ndim, shape);
-    case TJ_REDUCE: return tj_broadcast_shape(s, v, s->n_axes, shape);
-    case TJ_DOT: return tj_dot_misfit(s, v);
-    case TJ_GEMM:
-    case TJ_GER:
-    case TJ_PENALISED: return tj_gemm_ger_misfit(s, v);
-    default: return 0;
-    }
-}
+#include "step_dispatch.h" /* tj_run_step, tj_check, tj_row_passes: from steps.py */
 
 /* Copies back the n saved values (the call failed after overwriting them in place);
    an error already set stays the one reported. */
@@ -1391,25 +1449,8 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
                 goto done;
             saved_slots[n_saved++] = s->snapshot;
         }
-        switch (s->kind) {
-        case TJ_ELEMWISE: status = tj_elemwise(p, g, s, v); break;
-        case TJ_REDUCE: status = tj_reduce(p, g, s, v); break;
-        case TJ_DIMSHUFFLE: status = tj_dimshuffle(s, v); break;
-        case TJ_SUBTENSOR: status = tj_subtensor(s, v); break;
-        case TJ_INC_SUBTENSOR: status = tj_inc_subtensor(s, v); break;
-        case TJ_DOT: status = tj_dot(s, v); break;
-        case TJ_ROWWISE: status = tj_rowwise(s, v); break;
-        case TJ_ALLOC: status = tj_alloc(s, v); break;
-        case TJ_SHAPE: status = tj_shape(s, v); break;
-        case TJ_RESHAPE: status = tj_reshape(s, v); break;
-        case TJ_MAKE_VECTOR: status = tj_make_vector(s, v); break;
-        case TJ_ARANGE: status = tj_arange(s, v); break;
-        case TJ_PAIR_TAKE: status = tj_pair_take(s, v); break;
-        case TJ_PAIR_SCATTER: status = tj_pair_scatter(s, v); break;
-        case TJ_PYTHON: status = tj_python(s, v); ran_python = 1; break;
-        case TJ_PENALISED: status = tj_penalised(s, v); break;
-        default: status = tj_gemm_ger(s, v); break;
-        }
+        status = tj_run_step(p, g, s, v);
+        ran_python |= s->kind == TJ_PYTHON;
         if (status < 0)
             goto done;
         if (status > 0) {
@@ -1749,10 +1790,23 @@ static PyObject *tj_runs_python(PyObject *self, void *closure)
     return PyLong_FromLong(((tj_program_object *)self)->p->n_python);
 }
 
+static PyObject *tj_takes_unfiltered(PyObject *self, void *closure)
+{
+    const tj_program *p = ((tj_program_object *)self)->p;
+    for (int i = 0; i < p->n_inputs; i++)
+        if (p->inputs[i].typenum < 0)
+            Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
 static PyGetSetDef tj_program_getset[] = {
     {"runs_python", tj_runs_python, NULL,
      "how many steps call Python (a node's own kernel): calls that update shared values "
      "must then run one at a time",
+     NULL},
+    {"takes_unfiltered", tj_takes_unfiltered, NULL,
+     "whether the program checks every argument itself (false when an input is not a "
+     "tensor: such values must come filtered by their type)",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -1864,21 +1918,52 @@ static int tj_value_specs(PyObject *list, tj_value_spec **out, int *count)
     return 0;
 }
 
-/* A Python step's (thunk, [(slot, typenum, ndim)] outputs); 0, or -1 with an exception
-   set. */
-static int tj_parse_python(PyObject *python, tj_step *s, int n_slots)
+/* A step's attribute `name` (steps.py's Step): a new reference, or NULL with an
+   exception set. */
+static PyObject *tj_field(PyObject *step, const char *name)
 {
-    PyObject *thunk, *outs;
-    if (!PyArg_ParseTuple(python, "OO!", &thunk, &PyList_Type, &outs))
+    return PyObject_GetAttrString(step, name);
+}
+
+/* Integer attribute `name` into *out; 0, or -1 with an exception set. */
+static int tj_int_field(PyObject *step, const char *name, int *out)
+{
+    PyObject *o = tj_field(step, name);
+    if (o == NULL)
         return -1;
-    s->n_outs = (int)PyList_GET_SIZE(outs);
-    if (s->n_outs < 1 || !PyCallable_Check(thunk)) {
-        PyErr_SetString(PyExc_ValueError, "a Python step: a thunk and its outputs");
+    long value = PyLong_AsLong(o);
+    Py_DECREF(o);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int)value;
+    return 0;
+}
+
+/* Integer-list attribute `name` into out (at most cap); the count, or -1. */
+static int tj_ints_field(PyObject *step, const char *name, int *out, int cap)
+{
+    PyObject *o = tj_field(step, name);
+    if (o == NULL)
+        return -1;
+    int n = tj_ints(o, out, cap, name);
+    Py_DECREF(o);
+    return n;
+}
+
+/* A Python or native step's [(slot, typenum, ndim)] outputs; 0, or -1 with an exception
+   set. */
+static int tj_parse_outs(PyObject *outs, tj_step *s, int n_slots)
+{
+    if (!PyList_Check(outs)) {
+        PyErr_SetString(PyExc_TypeError, "a step's outs must be a list");
         return -1;
     }
-    s->outs = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
-    s->out_types = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
-    s->out_ndims = PyMem_Calloc(s->n_outs ? s->n_outs : 1, sizeof(int));
+    s->n_outs = (int)PyList_GET_SIZE(outs);
+    if (s->n_outs == 0)
+        return 0;
+    s->outs = PyMem_Calloc(s->n_outs, sizeof(int));
+    s->out_types = PyMem_Calloc(s->n_outs, sizeof(int));
+    s->out_ndims = PyMem_Calloc(s->n_outs, sizeof(int));
     if (s->outs == NULL || s->out_types == NULL || s->out_ndims == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -1888,11 +1973,9 @@ static int tj_parse_python(PyObject *python, tj_step *s, int n_slots)
                               &s->out_ndims[j]) ||
             s->outs[j] < 0 || s->outs[j] >= n_slots) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "a Python step's output must name a slot");
+                PyErr_SetString(PyExc_ValueError, "a step's output must name a slot");
             return -1;
         }
-    Py_INCREF(thunk);
-    s->thunk = thunk;
     return 0;
 }
 
@@ -1920,57 +2003,103 @@ static int tj_parse_fallback(PyObject *fallback, tj_step *s, int n_slots)
     return 0;
 }
 
-static int tj_parse_step(PyObject *obj, tj_step *s, int n_slots)
+/* The object attributes of a step (its thunk, outs, kernel addresses, fallback). */
+static int tj_parse_objects(PyObject *obj, tj_step *s, int n_slots)
 {
-    PyObject *fns, *ops, *bcast, *full, *dims, *axes, *dropped, *free_slots, *python, *fallback;
-    int bits[TJ_MAXOPS], flags[TJ_MAXOPS], static_dims[TJ_MAXDIM], n;
-    if (!PyArg_ParseTuple(obj, "iOOOOiiiiOOiOiiOOO", &s->kind, &fns, &ops, &bcast, &full,
-                          &s->target, &s->out, &s->typenum, &s->ndim, &dims, &axes,
-                          &s->n_kept, &dropped, &s->needs_elements, &s->destroys,
-                          &free_slots, &python, &fallback))
-        return -1;
-    if (fallback != Py_None && tj_parse_fallback(fallback, s, n_slots) < 0)
-        return -1;
-    if ((s->kind == TJ_PYTHON) != (python != Py_None)) {
+    PyObject *thunk = NULL, *outs = NULL, *fns = NULL, *fallback = NULL;
+    int status = -1;
+    if ((thunk = tj_field(obj, "thunk")) == NULL || (outs = tj_field(obj, "outs")) == NULL ||
+        (fns = tj_field(obj, "fns")) == NULL || (fallback = tj_field(obj, "fallback")) == NULL)
+        goto done;
+    if ((s->kind == TJ_PYTHON) != (thunk != Py_None) ||
+        (s->kind == TJ_PYTHON && !PyCallable_Check(thunk))) {
         PyErr_SetString(PyExc_ValueError, "Python steps, and only they, have a thunk");
-        return -1;
+        goto done;
     }
-    if (s->kind == TJ_PYTHON && tj_parse_python(python, s, n_slots) < 0)
-        return -1;
+    if (tj_parse_outs(outs, s, n_slots) < 0)
+        goto done;
+    if ((s->kind == TJ_PYTHON || s->kind == TJ_NATIVE) && s->n_outs < 1) {
+        PyErr_SetString(PyExc_ValueError, "a Python or native step names its outputs");
+        goto done;
+    }
+    if (fallback != Py_None && tj_parse_fallback(fallback, s, n_slots) < 0)
+        goto done;
     if (!PyList_Check(fns) || PyList_GET_SIZE(fns) > 4) {
         PyErr_SetString(PyExc_ValueError, "at most 4 kernel addresses per step");
-        return -1;
+        goto done;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fns); i++) {
         s->fn[i] = PyLong_AsVoidPtr(PyList_GET_ITEM(fns, i));
         if (s->fn[i] == NULL && PyErr_Occurred())
-            return -1;
+            goto done;
     }
-    if ((s->n_ops = tj_ints(ops, s->ops, TJ_MAXOPS, "operands")) < 0)
+    if (s->kind == TJ_NATIVE && s->fn[0] == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a native step needs its function's address");
+        goto done;
+    }
+    if (thunk != Py_None) {
+        Py_INCREF(thunk);
+        s->thunk = thunk;
+    }
+    status = 0;
+done:
+    Py_XDECREF(thunk);
+    Py_XDECREF(outs);
+    Py_XDECREF(fns);
+    Py_XDECREF(fallback);
+    return status;
+}
+
+/* A step from its Step object (steps.py), read by field name. */
+static int tj_parse_step(PyObject *obj, tj_step *s, int n_slots)
+{
+    int bits[TJ_MAXOPS], flags[TJ_MAXOPS], static_dims[TJ_MAXDIM], n;
+    if (tj_int_field(obj, "kind", &s->kind) < 0 || tj_int_field(obj, "target", &s->target) < 0 ||
+        tj_int_field(obj, "out", &s->out) < 0 || tj_int_field(obj, "typenum", &s->typenum) < 0 ||
+        tj_int_field(obj, "ndim", &s->ndim) < 0 || tj_int_field(obj, "n_kept", &s->n_kept) < 0 ||
+        tj_int_field(obj, "needs_elements", &s->needs_elements) < 0 ||
+        tj_int_field(obj, "destroys", &s->destroys) < 0)
         return -1;
-    if ((n = tj_ints(bcast, bits, TJ_MAXOPS, "broadcast masks")) < 0)
+    if (s->kind < 1 || s->kind > TJ_N_KINDS) {
+        PyErr_Format(PyExc_ValueError, "unknown step kind %d", s->kind);
+        return -1;
+    }
+    if (tj_parse_objects(obj, s, n_slots) < 0)
+        return -1;
+    if ((s->n_ops = tj_ints_field(obj, "ops", s->ops, TJ_MAXOPS)) < 0)
+        return -1;
+    if ((n = tj_ints_field(obj, "bcast", bits, TJ_MAXOPS)) < 0)
         return -1;
     for (int j = 0; j < n; j++)
         s->bcast[j] = (uint32_t)bits[j];
-    if ((n = tj_ints(full, flags, TJ_MAXOPS, "full operands")) < 0)
+    if ((n = tj_ints_field(obj, "full", flags, TJ_MAXOPS)) < 0)
         return -1;
     for (int j = 0; j < n; j++)
         s->full[j] = (char)flags[j];
-    if ((n = tj_ints(dims, static_dims, TJ_MAXDIM, "output shape")) < 0)
+    if ((n = tj_ints_field(obj, "dims", static_dims, TJ_MAXDIM)) < 0)
         return -1;
     for (int d = 0; d < n; d++)
         s->dims[d] = static_dims[d];
-    if ((s->n_axes = tj_ints(axes, s->axes, TJ_MAXDIM, "axes")) < 0)
+    if ((s->n_axes = tj_ints_field(obj, "axes", s->axes, TJ_MAXDIM)) < 0)
         return -1;
-    if ((s->n_dropped = tj_ints(dropped, s->dropped, TJ_MAXDIM, "dropped axes")) < 0)
+    if ((s->n_dropped = tj_ints_field(obj, "dropped", s->dropped, TJ_MAXDIM)) < 0)
+        return -1;
+    PyObject *free_slots = tj_field(obj, "free");
+    if (free_slots == NULL)
         return -1;
     Py_ssize_t n_free = PySequence_Size(free_slots);
-    if (n_free < 0)
+    if (n_free < 0) {
+        Py_DECREF(free_slots);
         return -1;
+    }
     s->free_slots = PyMem_Calloc(n_free ? n_free : 1, sizeof(int));
-    if (s->free_slots == NULL)
+    if (s->free_slots == NULL) {
+        Py_DECREF(free_slots);
+        PyErr_NoMemory();
         return -1;
+    }
     s->n_free = tj_ints(free_slots, s->free_slots, (int)n_free, "freed slots");
+    Py_DECREF(free_slots);
     return s->n_free < 0 ? -1 : 0;
 }
 
@@ -2112,7 +2241,7 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "a step's output slot is out of range");
             goto error;
         }
-        if (s->kind != TJ_PYTHON) /* a Python step's outputs are its kernel's own */
+        if (s->kind != TJ_PYTHON && s->kind != TJ_NATIVE) /* their kernels' own outputs */
             p->spare_ok[s->out] = 1;
         s->spare = &p->spare[s->out];
     }

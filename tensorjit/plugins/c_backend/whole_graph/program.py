@@ -22,6 +22,7 @@ import functools
 import pathlib
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,15 +40,13 @@ from tensorjit.plugins.c_backend.build import compiler
 from tensorjit.plugins.c_backend.build.caches import row_block_bytes, stream_min_bytes
 from tensorjit.plugins.c_backend.generators import indexing, kernels, rowwise
 from tensorjit.plugins.c_backend.linalg import blas, penalised
+from tensorjit.plugins.c_backend.whole_graph import native, steps
+from tensorjit.plugins.c_backend.whole_graph.steps import ANY_OBJECT, Step, StepKind
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
 from tensorjit.tensor.subtensor import AdvancedSubtensor
 from tensorjit.tensor.type import TensorType
 
-(ELEMWISE, REDUCE, DIMSHUFFLE, SUBTENSOR, DOT, GEMM, GER, ROWWISE, ALLOC, SHAPE, ARANGE,
- PAIR_TAKE, PAIR_SCATTER, PYTHON, PENALISED, INC_SUBTENSOR, RESHAPE,
- MAKE_VECTOR) = range(1, 19)  # fmt: skip
-ANY_OBJECT = -1  # the typenum of a value no C step reads (a generator state)
 MAX_DIMS, MAX_OPERANDS = 16, 64  # TJ_MAXDIM and TJ_MAXOPS in program.c
 
 
@@ -75,12 +74,17 @@ def whole_graph(plan: GraphPlan) -> Program | None:
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)".*$', re.MULTILINE)
+# Included files generated from the step kinds' table (steps.py).
+_GENERATED = {"step_kinds.h": steps.c_declarations, "step_dispatch.h": steps.c_dispatch}
 
 
 @functools.cache  # read once per process, not per compiled function
 def _source(name: str) -> str:
     """A C file of this package with its local ``#include "..."`` lines replaced by the
-    files' text, so the compile cache's key covers every line that is compiled."""
+    files' text (or the generated text), so the compile cache's key covers every line
+    that is compiled."""
+    if name in _GENERATED:
+        return _GENERATED[name]()
     text = pathlib.Path(__file__).with_name(name).read_text()
     return _LOCAL_INCLUDE.sub(lambda match: _source(match.group(1)), text)
 
@@ -134,8 +138,8 @@ class _Tables:
 
     def __init__(self, plan: GraphPlan):
         self.slots: dict[Variable, int] = {}
-        self.inputs = [self._value_spec(v) for v in plan.inputs]
-        self.shared = [self._shared_spec(v) for v, _ in plan.shared]
+        self.inputs = [self._any_spec(v) for v in plan.inputs]
+        self.shared = [self._any_spec(v) for v, _ in plan.shared]
         self.cells = [cell for _, cell in plan.shared]
         self.const_slots: list[int] = []
         self.consts: list[np.ndarray] = []
@@ -147,12 +151,13 @@ class _Tables:
         wanted = set(plan.outputs)
         self.roots: dict[Variable, Variable] = {}  # value -> the buffer it lives in
         self.computed = {out for node in plan.nodes for out in node.outputs}
-        self.steps = []
+        self.kernel_of = dict(zip(plan.nodes, plan.kernels))
+        self.steps: list[Step] = []
         self.notes = []
         for k, (node, kernel) in enumerate(zip(plan.nodes, plan.kernels)):
-            step = list(self._step(node, kernel))
-            python = step.pop() if step[0] == PYTHON else None
-            fallback = None if python else self._fallback(node, kernel)
+            step = self._step(node, kernel)
+            if step.kind != StepKind.PYTHON:
+                step.fallback = self._fallback(node, kernel)
             # Inputs die too: a loop hands its carries over (program.c), and a carry
             # whose slot dies at a BLAS update can then be updated in place.
             dead = [
@@ -160,29 +165,29 @@ class _Tables:
                 for v in (*node.inputs, *node.outputs)
                 if v in self.slots and last_use[v] == k and v not in wanted
             ]
-            step.append(sorted(set(dead)))
-            step.append(python)
-            step.append(fallback)
-            self.steps.append(tuple(step))
+            step.free = sorted(set(dead))
+            self.steps.append(step)
             created = node.outputs[0].created_at or "unknown"
             self.notes.append(
                 f"while computing {node.op} [kernel {kernel.name}], node created at {created}"
             )
         self.outputs = [self._slot(v) for v in plan.outputs]
         # All-or-nothing calls (core/compile/commit.py): program.c checks these kinds.
-        kinds = {node: step[0] for node, step in zip(plan.nodes, self.steps)}
-        kernel_of = dict(zip(plan.nodes, plan.kernels))
+        kinds = {node: step.kind for node, step in zip(plan.nodes, self.steps)}
+        checked = steps.checked_kinds()
         commits = commit_plan(
             plan.nodes,
-            lambda node: kinds[node] in (ELEMWISE, DOT, GEMM, GER, PENALISED),
-            lambda node: kinds[node] != PYTHON and kernel_of[node].cannot_fail(node),
+            lambda node: kinds[node] in checked,
+            lambda node: (
+                kinds[node] not in (StepKind.PYTHON, StepKind.NATIVE)
+                and self.kernel_of[node].cannot_fail(node)
+            ),
         )
         snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
         # A failed call copies saved values back into their slots: those stay alive.
         kept = {slot for _, slot in snapshots}
-        self.steps = [
-            (*step[:-3], [s for s in step[-3] if s not in kept], *step[-2:]) for step in self.steps
-        ]
+        for step in self.steps:
+            step.free = [slot for slot in step.free if slot not in kept]
         prechecks = [
             (k, [(self.slots[v], self.slots[commits.stand_ins[v]])
                  for v in plan.nodes[k].inputs if v in commits.stand_ins])
@@ -212,9 +217,11 @@ class _Tables:
         self.slots[var] = len(self.slots)
         return (self.slots[var], _typenum(var), _static(var))
 
-    def _shared_spec(self, var: Variable) -> tuple[int, int, list[int]]:
-        """A shared tensor's spec; any other shared value (a generator state) is passed
-        unchecked to the Python steps that read it (its type filtered it when set)."""
+    def _any_spec(self, var: Variable) -> tuple[int, int, list[int]]:
+        """An input's or shared variable's spec. A value of another type than a tensor
+        (a generator state, a sparse matrix) is passed unchecked to the Python and native
+        steps that read it: its type filtered it (when set, or on the cells' path: the
+        program says it does not take such arguments unfiltered)."""
         if isinstance(var.type, TensorType):
             return self._value_spec(var)
         self.slots[var] = len(self.slots)
@@ -253,7 +260,7 @@ class _Tables:
         writing into it overwrites a value the call did not create here."""
         return int(root not in self.computed)
 
-    def _step(self, node: Apply, kernel: Kernel) -> tuple:
+    def _step(self, node: Apply, kernel: Kernel) -> Step:
         """The node's step, from its kernel's spec (core/registries.py); a node its
         kernel has no C step for (Op.perform, another backend's kernel, a case the C
         step does not cover) runs as a Python step."""
@@ -263,21 +270,46 @@ class _Tables:
                 return spec.step(self, node, kernel.plan)
         return self.python(node, kernel)
 
-    def python(self, node: Apply, kernel: Kernel) -> tuple:
+    def python(self, node: Apply, kernel: Kernel) -> Step:
         """A step calling the node's own kernel with its input values and one cell per
         output (``kernel.factory(node)``, the per-node VM's contract). Only host nodes
         that overwrite nothing: an in-place update must be one the program can order,
-        check and undo (commit.py). Its views keep their buffer's root, so a later
-        in-place step through one is seen as overwriting that buffer."""
+        check and undo (commit.py)."""
         op = node.op
         if op.destroy_map or not node.outputs or node_device(node) != HOST:
             raise Unsupported(f"{op} [kernel {kernel.name}]: not a host step without updates")
         if len(node.inputs) > MAX_OPERANDS:
             raise Unsupported(f"{op}: {len(node.inputs)} inputs")
         ops = [self._python_operand(v) for v in node.inputs]
+        outs = self._any_outputs(node)
+        thunk = _explaining(kernel.factory(node), node, kernel.name)
+        return Step(StepKind.PYTHON, outs[0][0], ops=ops, thunk=thunk, outs=outs)
+
+    def native(self, node: Apply, native_step: native.NativeStep) -> Step:
+        """A plugin's C function run by the program itself (native.py, native.h), for a
+        host node that overwrites nothing; its operands may be of any type."""
+        op = node.op
+        if op.destroy_map or not node.outputs or node_device(node) != HOST:
+            raise Unsupported(f"{op}: a native step must be a host step without updates")
+        if len(node.inputs) > MAX_OPERANDS or len(node.outputs) > MAX_OPERANDS:
+            raise Unsupported(f"{op}: {len(node.inputs)} inputs")
+        module, addresses = native.load(
+            native_step.source, (native_step.function,), native_step.what
+        )
+        self.keep.append(module)
+        ops = [self._python_operand(v) for v in node.inputs]
+        outs = self._any_outputs(node)
+        return Step(
+            StepKind.NATIVE, outs[0][0], fns=[addresses[native_step.function]], ops=ops, outs=outs
+        )
+
+    def _any_outputs(self, node: Apply) -> list[tuple[int, int, int]]:
+        """Slots for every output of a node whose kernel makes its own values (a Python
+        or native step): (slot, typenum or ANY_OBJECT, ndim). Its views keep their
+        buffer's root, so a later in-place step through one is seen as overwriting it."""
         outs = []
         for j, out in enumerate(node.outputs):
-            viewed = op.view_map.get(j)
+            viewed = node.op.view_map.get(j)
             self.roots.pop(out, None)  # (a C step that gave up may have set one)
             if viewed:
                 self.roots[out] = self._root(node.inputs[viewed[0]])
@@ -286,11 +318,9 @@ class _Tables:
             else:
                 self.slots[out] = len(self.slots)
                 outs.append((self.slots[out], ANY_OBJECT, 0))
-        thunk = _explaining(kernel.factory(node), node, kernel.name)
-        return (PYTHON, [], ops, [], [], -1, outs[0][0], ANY_OBJECT, 0, [], [], 0, [], 0, 0,
-                (thunk, outs))  # fmt: skip
+        return outs
 
-    def _fallback(self, node: Apply, kernel: Kernel) -> tuple:
+    def _fallback(self, node: Apply, kernel: Kernel) -> tuple[Callable[[list], list], list[int]]:
         """A C step's way out when it declines after the call ran a Python step or
         overwrote a value it did not save (the per-node path can not rerun the call
         then): the node's own per-node kernel, built on first use, raises the error the
@@ -298,12 +328,12 @@ class _Tables:
         slots = [self._python_operand(v) for v in node.inputs]
         built: list = []
 
-        def run_node(values: list) -> Any:
+        def run_node(values: list) -> list:
             if not built:
                 built.append(_explaining(kernel.factory(node), node, kernel.name))
             cells = [[None] for _ in node.outputs]
             built[0](values, cells)
-            return cells[0][0]
+            return [cell[0] for cell in cells]
 
         return (run_node, slots)
 
@@ -323,7 +353,7 @@ class _Tables:
             self.consts.append(var.data)
         return self.slots[key]  # type: ignore[index]
 
-    def decline(self, node: Apply) -> tuple:
+    def decline(self, node: Apply) -> Step:
         raise Unsupported(f"{node.op}: no C program step (it runs as a Python step)")
 
     def _load(self, node: Apply, symbols: tuple[str, ...], source: str, cdef: str) -> list:
@@ -334,7 +364,7 @@ class _Tables:
         self.keep.append(lib)
         return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in names]
 
-    def elemwise(self, node: Apply, plan: kernels.ElemwisePlan) -> tuple:
+    def elemwise(self, node: Apply, plan: kernels.ElemwisePlan) -> Step:
         kinds, bcast, source, cdef = plan
         out = node.outputs[0]
         ndim = out.type.ndim
@@ -354,10 +384,11 @@ class _Tables:
             self.roots[out] = root
             destroys = self._not_computed(root)
         slot = self._new_slot(out)
-        return (ELEMWISE, entries, ops, masks, full, target, slot, _typenum(out),
-                ndim, _static(out), [], 0, [], 0, destroys)  # fmt: skip
+        return Step(StepKind.ELEMWISE, slot, _typenum(out), ndim, ops=ops, fns=entries,
+                    bcast=masks, full=full, target=target, dims=_static(out),
+                    destroys=destroys)  # fmt: skip
 
-    def reduce(self, node: Apply, plan: kernels.ReducePlan) -> tuple:
+    def reduce(self, node: Apply, plan: kernels.ReducePlan) -> Step:
         kept, bcast, operands, source, cdef = plan
         out = node.outputs[0]
         if out.type.ndim != len(kept):
@@ -378,18 +409,19 @@ class _Tables:
             known = [n for n in lengths if n is not None]
             static[a] = known[0] if known else (1 if not lengths else -1)
         slot = self._new_slot(out)
-        return (REDUCE, [fn], ops, masks, full, -1, slot, _typenum(out), len(kept), static,
-                axes, len(kept), [], needs_elements, 0)  # fmt: skip
+        return Step(StepKind.REDUCE, slot, _typenum(out), len(kept), ops=ops, fns=[fn],
+                    bcast=masks, full=full, dims=static, axes=axes, n_kept=len(kept),
+                    needs_elements=needs_elements)  # fmt: skip
 
-    def dimshuffle(self, node: Apply, plan: object = None) -> tuple:
+    def dimshuffle(self, node: Apply, plan: object = None) -> Step:
         op = node.op
         out = node.outputs[0]
         x = self._slot(node.inputs[0])
         self.roots[out] = self._root(node.inputs[0])
         axes = [-1 if d == "x" else int(d) for d in op.new_order]
         slot = self._new_slot(out)
-        return (DIMSHUFFLE, [], [x], [0], [1], -1, slot, _typenum(out), len(axes), [], axes,
-                0, list(op.dropped), 0, 0)  # fmt: skip
+        return Step(StepKind.DIMSHUFFLE, slot, _typenum(out), len(axes), ops=[x], bcast=[0],
+                    full=[1], axes=axes, dropped=list(op.dropped))  # fmt: skip
 
     def _index_codes(self, node: Apply, indices: list[Variable]) -> list[int]:
         """Per indexed axis of a basic index (Subtensor's entries): 0 for an integer,
@@ -401,17 +433,16 @@ class _Tables:
         return [0 if e == "i" else 8 | sum(1 << p for p, f in enumerate(e[1:]) if f)
                 for e in node.op.entries]  # fmt: skip
 
-    def subtensor(self, node: Apply, plan: object = None) -> tuple:
+    def subtensor(self, node: Apply, plan: object = None) -> Step:
         x, *indices = node.inputs
         out = node.outputs[0]
         codes = self._index_codes(node, indices)
         ops = [self._slot(v) for v in node.inputs]
         self.roots[out] = self._root(x)
         slot = self._new_slot(out)
-        return (SUBTENSOR, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, [], codes,
-                0, [], 0, 0)  # fmt: skip
+        return Step(StepKind.SUBTENSOR, slot, _typenum(out), out.type.ndim, ops=ops, axes=codes)
 
-    def inc_subtensor(self, node: Apply, plan: object = None) -> tuple:
+    def inc_subtensor(self, node: Apply, plan: object = None) -> Step:
         """An in-place IncSubtensor/SetSubtensor (a scan gradient's rows added into a
         zero buffer); a copying one runs as a Python step."""
         op = node.op
@@ -425,10 +456,11 @@ class _Tables:
         root = self.roots[out] = self._root(x)
         destroys = self._not_computed(root)
         slot = self._new_slot(out)
-        return (INC_SUBTENSOR, [], ops, [], [], 0, slot, _typenum(out), out.type.ndim, [],
-                codes, int(op.set_instead_of_inc), [], 0, destroys)  # fmt: skip
+        return Step(StepKind.INC_SUBTENSOR, slot, _typenum(out), out.type.ndim, ops=ops,
+                    target=0, axes=codes, n_kept=int(op.set_instead_of_inc),
+                    destroys=destroys)  # fmt: skip
 
-    def blas(self, node: Apply, plan: object = None) -> tuple:
+    def blas(self, node: Apply, plan: object = None) -> Step:
         op = node.op
         out = node.outputs[0]
         if type(op) is not Dot:
@@ -444,12 +476,12 @@ class _Tables:
             target = 0
             root = self.roots[out] = self._root(node.inputs[0])
             destroys = self._not_computed(root)
-        kind = DOT if type(op) is Dot else GEMM if type(op) is Gemm else GER
+        kind = {Dot: StepKind.DOT, Gemm: StepKind.GEMM}.get(type(op), StepKind.GER)
         slot = self._new_slot(out)
-        return (kind, fns, ops, [], [], target, slot, _typenum(out), out.type.ndim, [], [], 0,
-                [], 0, destroys)  # fmt: skip
+        return Step(kind, slot, _typenum(out), out.type.ndim, ops=ops, fns=fns, target=target,
+                    destroys=destroys)  # fmt: skip
 
-    def penalised(self, node: Apply, plan: object = None) -> tuple:
+    def penalised(self, node: Apply, plan: object = None) -> Step:
         """PenalisedGemm: operands as Gemm's; its second output (the sum) goes in
         ``axes``, the sum's dtype in ``n_kept`` (program.c's tj_penalised)."""
         z, alpha, x, y, beta = node.inputs
@@ -466,10 +498,11 @@ class _Tables:
             destroys = self._not_computed(root)
         slot = self._new_slot(updated)
         total = self._new_slot(squares)
-        return (PENALISED, fns, ops, [], [], target, slot, _typenum(updated),
-                updated.type.ndim, [], [total], _typenum(squares), [], 0, destroys)  # fmt: skip
+        return Step(StepKind.PENALISED, slot, _typenum(updated), updated.type.ndim, ops=ops,
+                    fns=fns, target=target, axes=[total], n_kept=_typenum(squares),
+                    destroys=destroys)  # fmt: skip
 
-    def rowwise(self, node: Apply, plan: object = None) -> tuple:
+    def rowwise(self, node: Apply, plan: object = None) -> Step:
         axis, rows, checks_classes, source, cdef = rowwise.program_plan(node)
         (fn,) = self._load(node, ("tj_rows_u",), source, cdef)
         out = node.outputs[0]
@@ -477,10 +510,11 @@ class _Tables:
         ops = [self._slot(node.inputs[0])]
         ops += [self._slot(node.inputs[i]) for i in rowwise.kernel_inputs(node)]
         slot = self._new_slot(out)
-        return (ROWWISE, [fn], ops, [], [int(r) for r in rows], -1, slot, _typenum(out),
-                out.type.ndim, [], [axis], 0, [], int(checks_classes), 0)  # fmt: skip
+        return Step(StepKind.ROWWISE, slot, _typenum(out), out.type.ndim, ops=ops, fns=[fn],
+                    full=[int(r) for r in rows], axes=[axis],
+                    needs_elements=int(checks_classes))  # fmt: skip
 
-    def alloc(self, node: Apply, plan: object = None) -> tuple:
+    def alloc(self, node: Apply, plan: object = None) -> Step:
         value, *shape = node.inputs
         for length in shape:
             _check_tensor(length)
@@ -489,13 +523,12 @@ class _Tables:
         out = node.outputs[0]
         ops = [self._slot(v) for v in node.inputs]
         slot = self._new_slot(out)
-        return (ALLOC, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim, _static(out),
-                [], 0, [], 0, 0)  # fmt: skip
+        return Step(StepKind.ALLOC, slot, _typenum(out), out.type.ndim, ops=ops, dims=_static(out))
 
-    def arange(self, node: Apply, plan: object = None) -> tuple:
-        return self._integer_vector(node, ARANGE, [])
+    def arange(self, node: Apply, plan: object = None) -> Step:
+        return self._integer_vector(node, StepKind.ARANGE, [])
 
-    def _integer_vector(self, node: Apply, kind: int, dims: list[int]) -> tuple:
+    def _integer_vector(self, node: Apply, kind: StepKind, dims: list[int]) -> Step:
         """The step of ``kind`` making an int64 or int32 vector from integer scalars
         (ARange's bounds, MakeVector's entries)."""
         out = node.outputs[0]
@@ -507,10 +540,9 @@ class _Tables:
                 raise Unsupported(f"{node.op}: operand {v}")
         ops = [self._slot(v) for v in node.inputs]
         slot = self._new_slot(out)
-        return (kind, [], ops, [], [], -1, slot, _typenum(out), 1, dims, [], 0, [], 0,
-                0)  # fmt: skip
+        return Step(kind, slot, _typenum(out), 1, ops=ops, dims=dims)
 
-    def indexing(self, node: Apply, plan: object = None) -> tuple:
+    def indexing(self, node: Apply, plan: object = None) -> Step:
         """``x[rows, cols]`` and its inc/set (program.c's pair steps); other indexing
         keeps the per-node kernels."""
         if not indexing.pair_indexed(node):
@@ -521,8 +553,7 @@ class _Tables:
         ops = [self._slot(v) for v in node.inputs]
         if isinstance(op, AdvancedSubtensor):
             slot = self._new_slot(out)
-            return (PAIR_TAKE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
-                    0)  # fmt: skip
+            return Step(StepKind.PAIR_TAKE, slot, _typenum(out), 1, ops=ops)
         value = node.inputs[1]
         if value.type.ndim > 1 or value.type.dtype != out.type.dtype:
             raise Unsupported(f"{node.op}: value {value}")
@@ -534,10 +565,11 @@ class _Tables:
         # n_kept: the value may broadcast (its type says one element); axes[0]: set.
         broadcasts = int(value.type.ndim == 0 or value.type.shape == (1,))
         slot = self._new_slot(out)
-        return (PAIR_SCATTER, [], ops, [], [], target, slot, _typenum(out), 2, [],
-                [int(op.set_instead_of_inc)], broadcasts, [], 0, destroys)  # fmt: skip
+        return Step(StepKind.PAIR_SCATTER, slot, _typenum(out), 2, ops=ops, target=target,
+                    axes=[int(op.set_instead_of_inc)], n_kept=broadcasts,
+                    destroys=destroys)  # fmt: skip
 
-    def reshape(self, node: Apply, plan: object = None) -> tuple:
+    def reshape(self, node: Apply, plan: object = None) -> Step:
         """A view of the input, or of a C-ordered copy of it when it is not C-contiguous
         (as NumPy's reshape); a shape that does not fit is declined (the node's own
         kernel raises NumPy's error)."""
@@ -549,16 +581,16 @@ class _Tables:
         ops = [self._slot(x), self._slot(shape)]
         self.roots[out] = self._root(x)
         slot = self._new_slot(out)
-        return (RESHAPE, [], ops, [], [], -1, slot, _typenum(out), out.type.ndim,
-                _static(out), [], 0, [], 0, 0)  # fmt: skip
+        return Step(
+            StepKind.RESHAPE, slot, _typenum(out), out.type.ndim, ops=ops, dims=_static(out)
+        )
 
-    def make_vector(self, node: Apply, plan: object = None) -> tuple:
+    def make_vector(self, node: Apply, plan: object = None) -> Step:
         """Integer scalars into an int64 or int32 vector (the shapes of Reshape, Alloc)."""
-        return self._integer_vector(node, MAKE_VECTOR, [len(node.inputs)])
+        return self._integer_vector(node, StepKind.MAKE_VECTOR, [len(node.inputs)])
 
-    def shape(self, node: Apply, plan: object = None) -> tuple:
+    def shape(self, node: Apply, plan: object = None) -> Step:
         out = node.outputs[0]
         ops = [self._slot(node.inputs[0])]
         slot = self._new_slot(out)
-        return (SHAPE, [], ops, [], [], -1, slot, _typenum(out), 1, [], [], 0, [], 0,
-                0)  # fmt: skip
+        return Step(StepKind.SHAPE, slot, _typenum(out), 1, ops=ops)

@@ -336,21 +336,6 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
     return tj_row_record(p, g, &c, rows, bytes);
 }
 
-/* Steps that may run while calls are pending: they record calls, or touch no elements
-   (views, shapes, a reshape of a C-contiguous array: others copy it). Any other step
-   first runs the group. */
-static int tj_row_passes(const tj_step *s, PyObject **v)
-{
-    switch (s->kind) {
-    case TJ_ELEMWISE:
-    case TJ_REDUCE:
-    case TJ_DIMSHUFFLE:
-    case TJ_SHAPE: return 1;
-    case TJ_RESHAPE: return PyArray_IS_C_CONTIGUOUS((PyArrayObject *)v[s->ops[0]]);
-    default: return 0;
-    }
-}
-
 /* The group of one run of program p (NULL when p runs no groups). */
 static tj_row_group *tj_row_group_start(tj_program *p, tj_row_group *g)
 {
