@@ -258,7 +258,10 @@ class KernelSpec:
       ``run(inputs, output_storage)``, the Op.perform contract.
     - ``sources(node, plan)``: what a backend's ``prepare`` builds ahead (optional).
     - ``step(builder, node, plan)``: the node's step in a whole-graph program (optional;
-      the builder is the backend's own, and may raise to decline).
+      the builder is the backend's own, and may raise to decline). The C backend's
+      builder offers any plugin ``builder.native(node, NativeStep(...))`` (its own C
+      function run by the program: c_backend/whole_graph/native.h) and
+      ``builder.decline(node)``.
     - ``cannot_fail(node, plan)``: True when the kernel (and the node's program step)
       can not raise on ``node`` whatever the input values, e.g. an elementwise kernel on
       operands of static shapes; running out of memory aside (optional; all-or-nothing

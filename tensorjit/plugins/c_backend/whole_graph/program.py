@@ -1,14 +1,15 @@
 """Whole-graph programs: a function whose nodes all have C kernels runs as one C call.
 
 ``whole_graph(plan)`` (the C backend's ``Backend.whole_graph``) turns a function's
-schedule into the tables that ``program.c`` runs: one slot per value, one step per node
-with the addresses of the node's compiled kernel (its uniform entry points, see
-kernels.py), the slots freed after each step and the output slots. ``program.c`` is
+schedule into the tables that ``program.c`` runs: one slot per value, one ``Step`` per
+node (steps.py: its kind, the addresses of the node's compiled kernel, its uniform entry
+points, see kernels.py, and the slots freed after it) and the output slots. ``program.c`` is
 compiled once per machine (cached like the kernels), so a new function costs no extra
 compilation beyond its kernels. Covered: elementwise (fused, broadcast, strided and in
 place), reductions, dimshuffle and basic-indexing views, the BLAS kernels of dot,
 gemm/gemv and ger, the row kernels (softmax, log_softmax, argmax, the cross-entropy's
-class selection and its gradient), alloc and shape. Any other host node that updates
+class selection and its gradient), alloc, shape, reshape and shape vectors, and any
+plugin's native step (native.py). Any other host node that updates
 nothing in place (a random draw, a scan, an op only Op.perform runs, a case a step above
 does not cover) becomes a *Python step*: the program calls the node's own kernel, so
 one such node no longer splits the function into segments run by the per-node VM. A
