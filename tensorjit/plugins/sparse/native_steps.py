@@ -37,9 +37,13 @@ static void tj_sparse_release(tj_sparse_arrays *x)
     Py_XDECREF(x->ptr);
 }
 
+/* x's attribute `name` as an array (a new reference); NULL with no exception set when
+   x has none (or not an array), NULL with one set on another error. */
 static PyArrayObject *tj_sparse_array(PyObject *x, const char *name)
 {
     PyObject *o = PyObject_GetAttrString(x, name);
+    if (o == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+        PyErr_Clear();
     if (o != NULL && !PyArray_Check(o)) {
         Py_DECREF(o);
         return NULL;
@@ -66,6 +70,8 @@ static int tj_sparse_arrays_of(PyObject *x, int typenum, tj_sparse_arrays *out)
     memset(out, 0, sizeof(*out));
     PyObject *format = PyObject_GetAttrString(x, "format"), *shape;
     if (format == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
         PyErr_Clear();
         return 0;
     }
@@ -85,15 +91,12 @@ static int tj_sparse_arrays_of(PyObject *x, int typenum, tj_sparse_arrays *out)
     Py_DECREF(shape);
     if (PyErr_Occurred())
         return -1;
-    if (!shaped)
+    if (!shaped || out->rows < 0 || out->cols < 0)
         return 0;
-    out->data = tj_sparse_array(x, "data");
-    out->ind = tj_sparse_array(x, "indices");
-    out->ptr = tj_sparse_array(x, "indptr");
-    if (out->data == NULL || out->ind == NULL || out->ptr == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
+    if ((out->data = tj_sparse_array(x, "data")) == NULL ||
+        (out->ind = tj_sparse_array(x, "indices")) == NULL ||
+        (out->ptr = tj_sparse_array(x, "indptr")) == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     int itype = PyArray_TYPE(out->ind);
     out->i64 = itype == NPY_INT64;
     if ((itype != NPY_INT32 && itype != NPY_INT64) || !tj_plain_vector(out->data, typenum) ||
@@ -124,7 +127,7 @@ static int tj_structured_dot_step_{S}(PyObject *const *inputs, PyObject **output
     tj_sparse_arrays x;
     PyArrayObject *y = (PyArrayObject *)inputs[1];
     int found = tj_sparse_arrays_of(inputs[0], {N}, &x), status = TJ_NATIVE_DECLINED;
-    if (found <= 0 || !PyArray_Check(y) || PyArray_TYPE(y) != {N} ||
+    if (found <= 0 || !PyArray_Check(y) || PyArray_TYPE(y) != {N} || !PyArray_ISNOTSWAPPED(y) ||
         (PyArray_NDIM(y) != 1 && PyArray_NDIM(y) != 2) || PyArray_DIM(y, 0) != x.cols) {{
         tj_sparse_release(&x);
         return found < 0 ? TJ_NATIVE_ERROR : TJ_NATIVE_DECLINED;
@@ -145,7 +148,7 @@ static int tj_structured_dot_step_{S}(PyObject *const *inputs, PyObject **output
     /* y's rows at a stride of ldy elements, each row contiguous; else a C-ordered copy */
     npy_intp s0 = PyArray_STRIDE(y, 0), s1 = PyArray_NDIM(y) == 2 ? PyArray_STRIDE(y, 1) : item;
     PyArrayObject *dense = y;
-    if (!PyArray_ISALIGNED(y) || !PyArray_ISNOTSWAPPED(y) || s0 % item != 0 ||
+    if (!PyArray_ISALIGNED(y) || s0 % item != 0 ||
         (n > 1 && s1 != item)) {{
         dense = (PyArrayObject *)PyArray_NewCopy(y, NPY_CORDER);
         if (dense == NULL) {{

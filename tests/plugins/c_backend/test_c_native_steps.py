@@ -119,6 +119,12 @@ def test_values_the_native_step_declines_end_as_on_the_per_node_path():
     np.testing.assert_allclose(f(a, np.asfortranarray(b)), 2 * (a @ b))
     wide = rng.standard_normal((20, 16))
     np.testing.assert_allclose(f(a, wide[:, ::2]), 2 * (a @ wide[:, ::2]))
+    # A byte-swapped constant operand (constants reach native steps as they are).
+    swapped = np.arange(20 * 8, dtype=">f8").reshape(20, 8)
+    g = tensorjit.function([x], S.dot(x, T.constant(swapped)) * 1, mode=FAST_C)
+    np.testing.assert_array_equal(g(a), a @ swapped.astype("float64"))
+    v = tensorjit.function([x], S.dot(T.constant(swapped[:10, 0].copy()), x) * 1, mode=FAST_C)
+    np.testing.assert_array_equal(v(a), swapped[:10, 0].astype("float64") @ a)
     # A malformed matrix: the per-node kernel's error.
     bad = ss.csr_matrix((a.data.copy(), a.indices.copy(), a.indptr.copy()), a.shape)
     bad.indices[0] = 99

@@ -1213,16 +1213,18 @@ static int tj_fallback(const tj_step *s, PyObject **v)
     Py_DECREF(values);
     if (outs == NULL)
         return TJ_ERROR;
-    int n = s->n_outs ? s->n_outs : 1, status = TJ_DONE;
+    /* A C step's outputs: its output slot (PenalisedGemm: and the sum's, axes[0]) */
+    int n = s->n_outs ? s->n_outs : s->kind == TJ_PENALISED ? 2 : 1, status = TJ_DONE;
     if (!PyList_Check(outs) || PyList_GET_SIZE(outs) != n) {
         PyErr_SetString(PyExc_RuntimeError, "a fallback must return one value per output");
         status = TJ_ERROR;
     }
     for (int j = 0; status == TJ_DONE && j < n; j++) {
         PyObject *o = PyList_GET_ITEM(outs, j);
-        int stored = s->n_outs ? tj_store_output(v, s->outs[j], o, s->out_types[j],
-                                                 s->out_ndims[j], j)
-                               : tj_store_output(v, s->out, o, s->typenum, s->ndim, j);
+        int stored = s->n_outs  ? tj_store_output(v, s->outs[j], o, s->out_types[j],
+                                                  s->out_ndims[j], j)
+                     : j == 0   ? tj_store_output(v, s->out, o, s->typenum, s->ndim, j)
+                                : tj_store_output(v, s->axes[0], o, s->n_kept, 0, j);
         if (stored < 0)
             status = TJ_ERROR;
     }
@@ -1961,6 +1963,11 @@ static int tj_parse_outs(PyObject *outs, tj_step *s, int n_slots)
     s->n_outs = (int)PyList_GET_SIZE(outs);
     if (s->n_outs == 0)
         return 0;
+    if (s->n_outs > TJ_MAXOPS) {
+        PyErr_Format(PyExc_ValueError, "a step with %d outputs, at most %d", s->n_outs,
+                     TJ_MAXOPS);
+        return -1;
+    }
     s->outs = PyMem_Calloc(s->n_outs, sizeof(int));
     s->out_types = PyMem_Calloc(s->n_outs, sizeof(int));
     s->out_ndims = PyMem_Calloc(s->n_outs, sizeof(int));
