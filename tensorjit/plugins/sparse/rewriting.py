@@ -4,16 +4,17 @@
   -> ``x`` when x is already CSR (likewise CSC); of the other format it becomes a
   format conversion, never a dense temporary.
 - ``local_sparse_transpose_transpose`` (canonicalize): ``transpose(transpose(x))`` -> x.
-- ``local_dot_transposed_sparse`` (specialize): a product whose sparse operand is
-  ``transpose(x)`` is computed on x itself, read in the other format (the transpose of a
-  CSR matrix is the same arrays read as CSC): ``dot(x.T, y)`` -> ``dot(y.T, x).T`` and
-  ``dot(a, x.T)`` -> ``dot(x, a.T).T`` (dense transposes are views), so no Transpose node
-  remains and nothing is densified.
+- ``local_dot_transposed_sparse`` (specialize): a product of a transposed sparse matrix
+  and a dense *vector* is computed on x itself: ``dot(x.T, v)`` -> ``dot(v, x)`` and
+  ``dot(v, x.T)`` -> ``dot(x, v)``, so no Transpose node remains. With a dense matrix
+  the Transpose stays (it is a view: a CSR matrix's arrays read as CSC), because the
+  swapped product's result would be the transpose of a C-ordered matrix: every reader
+  then walks it across rows (an SGD update of a sparse model's weights ran 2.5x slower,
+  benchmarks/RESULTS.md "Native steps").
 """
 
 from __future__ import annotations
 
-import tensorjit.tensor as T
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.plugins.sparse.basic import (
@@ -55,27 +56,20 @@ def local_sparse_transpose_transpose(fgraph, node):
     return [inner.inputs[0]]
 
 
-def _dense_t(v):
-    return v if v.type.ndim == 1 else T.dimshuffle(v, (1, 0))
-
-
 @node_rewriter([StructuredDot, DenseSparseDot], name="local_dot_transposed_sparse")
 def local_dot_transposed_sparse(fgraph, node):
     out_type = node.outputs[0].type
     if isinstance(node.op, StructuredDot):
-        x_t, y = node.inputs
-        inner = _owner_op(x_t, Transpose)
-        if inner is None:
-            return None
-        # x.T @ y == (y.T @ x).T
-        new = _dense_t(DenseSparseDot()(_dense_t(y), inner.inputs[0]))
+        x_t, v = node.inputs
+        swapped = DenseSparseDot  # x.T @ v == v @ x
     else:
-        a, x_t = node.inputs
-        inner = _owner_op(x_t, Transpose)
-        if inner is None:
-            return None
-        # a @ x.T == (x @ a.T).T
-        new = _dense_t(StructuredDot()(inner.inputs[0], _dense_t(a)))
+        v, x_t = node.inputs
+        swapped = StructuredDot  # v @ x.T == x @ v
+    inner = _owner_op(x_t, Transpose)
+    if inner is None or v.type.ndim != 1:
+        return None
+    x = inner.inputs[0]
+    new = swapped()(v, x) if swapped is DenseSparseDot else swapped()(x, v)
     if new.type.dtype != out_type.dtype or new.type.ndim != out_type.ndim:
         return None
     return [new]
