@@ -201,3 +201,44 @@ def test_convolutions_split_over_threads_agree_with_one_thread(threads, images):
     for got, one, want in zip(split, serial, reference):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max())
         np.testing.assert_allclose(got, one, rtol=1e-12, atol=1e-12 * np.abs(one).max())
+
+
+def test_split_products_without_a_per_thread_blas_count_restore_the_library_count():
+    """Where OpenBLAS has no per-thread count (NumPy 2.5's scipy-openblas64 has none),
+    the split convolutions set the library's count to one for the call and restore it
+    after; the values are those of one thread. Run here by initialising the kernels
+    without the per-thread setter."""
+    from tensorjit.plugins.c_backend.build import threads
+    from tensorjit.plugins.c_backend.generators import convolution
+    from tensorjit.plugins.c_backend.linalg import blas
+
+    chosen = blas.provider()
+    local, setter, getter = threads.blas_thread_controls(chosen.where)
+    if not (setter and getter):
+        pytest.skip(f"the BLAS at {chosen.where} has no thread-count setter and getter")
+    x, w, g = T.tensor4("x"), T.tensor4("w"), T.tensor4("g")
+    out = conv2d(x, w, border_mode="valid", filter_flip=False)
+    outputs = [out, *T.grad((out * g).sum(), [x, w])]
+    local_rng = np.random.default_rng(11)
+    xv = local_rng.standard_normal((6, 3, 9, 8))
+    wv = local_rng.standard_normal((4, 3, 3, 3))
+    gv = local_rng.standard_normal((6, 4, 7, 6))
+    with tensorjit.config.change_flags(threads=1):
+        serial = tensorjit.function([x, w, g], outputs)(xv, wv, gv)
+    ffi, lib, _ = convolution.library("float64")
+    gemm = chosen.pointers[blas.ROUTINES.index("dgemm")]
+
+    def init(local_setter: int) -> None:
+        pointers = (gemm, local_setter, setter, getter)
+        assert lib.tj_conv_init(*(ffi.cast("void *", p) for p in pointers)) == 0
+
+    init(0)
+    try:
+        with tensorjit.config.change_flags(threads=2):
+            before = threads.blas_threads()
+            split = tensorjit.function([x, w, g], outputs)(xv, wv, gv)
+            assert threads.blas_threads() == before == 2
+    finally:
+        init(local)
+    for got, one in zip(split, serial):
+        np.testing.assert_allclose(got, one, rtol=1e-12, atol=1e-12 * np.abs(one).max())

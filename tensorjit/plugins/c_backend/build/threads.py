@@ -170,6 +170,18 @@ def blas_local_threads_setter(where: str) -> int:
     return 0 if fn is None else ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
+def blas_thread_controls(where: str) -> tuple[int, int, int]:
+    """The addresses (0 where missing) of OpenBLAS's per-thread count setter, and of
+    its library-wide setter and getter, in the BLAS at ``where``: a kernel whose parts
+    each make small products sets its products to one thread with the first, or, in a
+    BLAS without it (NumPy 2.5's scipy-openblas64), the library's count for the call."""
+    address = [
+        0 if fn is None else ctypes.cast(fn, ctypes.c_void_p).value or 0
+        for fn in (_blas_function(where, "set"), _blas_function(where, "get"))
+    ]
+    return (blas_local_threads_setter(where), *address)
+
+
 # OpenBLAS's cores with AVX-512 kernels (DYNAMIC_ARCH builds' names).
 AVX512_CORES = ("SkylakeX", "Cooperlake", "SapphireRapids")
 
