@@ -6,18 +6,33 @@ reads them when it compiles. Nothing here probes compilers or devices.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tensorjit.core.devices import HOST, HOST_ARRAYS, ArrayKind, UnknownDeviceError
-from tensorjit.core.graph.basic import Apply
+from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.core.graph.type import Type
 
 # A kernel factory turns a node into a callable ``run(inputs, output_storage)`` that
 # computes the node's outputs into ``output_storage[i][0]`` (the Op.perform contract).
 KernelFactory = Callable[[Apply], Callable[[list, list], None]]
+
+
+# A whole-graph program: ``program(values) -> outputs | None`` (core/compile/program.py
+# says what the values are and when it declines).
+Program = Callable[[Sequence[Any]], "list[Any] | None"]
+
+
+class SourceCompiler(Protocol):
+    """What tools ask of a backend's compiler part (``Backend.compiler``); a compiler
+    may also offer ``clear_cache()`` and ``prune_cache(max_bytes)`` (``python -m
+    tensorjit cache``), and whatever its plugins' kernels need."""
+
+    name: str
+
+    def unavailable_reason(self) -> str | None: ...
 
 
 class RegistrationError(ValueError):
@@ -143,11 +158,11 @@ class Backend:
     requires_tags: tuple[str, ...] = ()
     excludes_tags: tuple[str, ...] = ()
     plugin: str | None = None
-    prepare: Callable[[list[Any]], None] | None = None
-    whole_graph: Callable[[Any], Callable | None] | None = None
+    prepare: Callable[[list[tuple[Apply, Kernel]]], None] | None = None
+    whole_graph: Callable[[GraphPlan], Program | None] | None = None
     array_kind: ArrayKind | None = None
-    renderer: Any = None
-    compiler: Any = None
+    renderer: object | None = None  # a plugins.cstyle Dialect for the C-like backends
+    compiler: SourceCompiler | None = None
     hardware: Callable[[], list[str]] | None = None
 
 
@@ -243,6 +258,18 @@ class Kernel:
         not say)."""
         judge = None if self.spec is None else self.spec.cannot_fail
         return judge is not None and bool(judge(node, self.plan))
+
+
+@dataclass(frozen=True)
+class GraphPlan:
+    """What a backend needs to compile a function's graph as one program
+    (``Backend.whole_graph``)."""
+
+    nodes: list[Apply]  # in the order they must run
+    kernels: list[Kernel]  # the kernel chosen for each node
+    inputs: list[Variable]  # the explicit inputs, in call order
+    shared: list[tuple[Variable, list]]  # shared inputs and the cells holding their values
+    outputs: list[Variable]  # user outputs, then update expressions
 
 
 @dataclass(frozen=True)

@@ -19,25 +19,12 @@ own loop must run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from tensorjit.core.graph.basic import Apply, Variable
-from tensorjit.core.registries import Backend, Kernel
+from tensorjit.core.registries import Backend, GraphPlan, Program
 
-Program = Callable[[Sequence[Any]], "list[Any] | None"]
-
-
-@dataclass(frozen=True)
-class GraphPlan:
-    """What a backend needs to compile a function's graph as one program."""
-
-    nodes: list[Apply]  # in the order they must run
-    kernels: list[Kernel]  # the kernel chosen for each node
-    inputs: list[Variable]  # the explicit inputs, in call order
-    shared: list[tuple[Variable, list]]  # shared inputs and the cells holding their values
-    outputs: list[Variable]  # user outputs, then update expressions
+__all__ = ["GraphPlan", "Program", "ProgramVM", "whole_graph_program"]
 
 
 def whole_graph_program(plan: GraphPlan, backends: Sequence[Backend]) -> Program | None:

@@ -11,8 +11,16 @@ from __future__ import annotations
 import os
 
 from tensorjit.core.devices import HOST
+from tensorjit.core.graph.basic import Apply
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
+from tensorjit.core.registries import (
+    Backend,
+    BackendRegistry,
+    GraphPlan,
+    Kernel,
+    KernelRegistry,
+    Program,
+)
 
 BACKEND = "c"
 PLUGIN = "c_backend"
@@ -65,14 +73,14 @@ def _hardware() -> list[str]:
     return lines
 
 
-def _prepare(chosen: list) -> None:
+def _prepare(chosen: list[tuple[Apply, Kernel]]) -> None:
     from tensorjit.plugins.c_backend import kernel_table
     from tensorjit.plugins.c_backend.whole_graph import program
 
     kernel_table.prepare(chosen, extra=program.prebuild_entries())
 
 
-def _whole_graph(plan):
+def _whole_graph(plan: GraphPlan) -> Program | None:
     from tensorjit.plugins.c_backend.whole_graph.program import whole_graph
 
     return whole_graph(plan)
