@@ -211,12 +211,17 @@ class Conv2d(_ConvBase):
         ]
         return [(xs[0], ws[0], *spatial)]
 
+    def checked_geometry(self, x_shape: tuple, w_shape: tuple):
+        """(pads, padded size, output size) for images and filters of these shapes, or
+        the error every kernel raises (Op.perform's and the devices')."""
+        self._check_runtime_channels(x_shape[1], w_shape[1])
+        return self._geometry(tuple(x_shape[2:]), tuple(w_shape[2:]))
+
     def perform(self, node, inputs, output_storage):
         x, w = inputs
         dtype = node.outputs[0].type.numpy_dtype
-        self._check_runtime_channels(x.shape[1], w.shape[1])
         k_hw = w.shape[2:]
-        pads, _, out_hw = self._geometry(x.shape[2:], k_hw)
+        pads, _, out_hw = self.checked_geometry(x.shape, w.shape)
         win = self._windows(x.astype(dtype, copy=False), k_hw, pads, out_hw)
         weff = self._effective(w).astype(dtype, copy=False)
         out = np.tensordot(win, weff, ([1, 4, 5], [1, 2, 3]))
@@ -251,17 +256,23 @@ class Conv2dGradInputs(_ConvBase):
         ws, gs = input_shapes[0], input_shapes[1]
         return [(gs[0], ws[1], node.inputs[2], node.inputs[3])]
 
+    def checked_geometry(self, w_shape: tuple, g_shape: tuple, rows: int, cols: int):
+        """(pads, padded size, output size) for these filters, output gradient and image
+        size, or the error every kernel raises (Op.perform's and the devices')."""
+        self._check_runtime_channels(g_shape[1], w_shape[0])
+        pads, padded, out_hw = self._geometry((int(rows), int(cols)), tuple(w_shape[2:]))
+        if tuple(out_hw) != tuple(g_shape[2:]):
+            raise ValueError(
+                f"{self}: an output gradient of spatial shape {tuple(g_shape[2:])} does not "
+                f"match images of size {(int(rows), int(cols))} (expected {tuple(out_hw)})"
+            )
+        return pads, padded, out_hw
+
     def perform(self, node, inputs, output_storage):
         w, g, rows, cols = inputs
         dtype = node.outputs[0].type.numpy_dtype
-        self._check_runtime_channels(g.shape[1], w.shape[0])
         k_hw = w.shape[2:]
-        pads, padded, out_hw = self._geometry((int(rows), int(cols)), k_hw)
-        if tuple(out_hw) != g.shape[2:]:
-            raise ValueError(
-                f"{self}: an output gradient of spatial shape {g.shape[2:]} does not match "
-                f"images of size {(int(rows), int(cols))} (expected {tuple(out_hw)})"
-            )
+        pads, padded, out_hw = self.checked_geometry(w.shape, g.shape, rows, cols)
         n, c = g.shape[0], w.shape[1]
         gxp = np.zeros((n, c, *padded), dtype=dtype)
         # cols[n, oh, ow, c, i, j]: each output gradient spread over its window.
@@ -303,16 +314,24 @@ class Conv2dGradWeights(_ConvBase):
         xs, gs = input_shapes[0], input_shapes[1]
         return [(gs[1], xs[1], node.inputs[2], node.inputs[3])]
 
+    def checked_geometry(self, x_shape: tuple, g_shape: tuple, rows: int, cols: int):
+        """(pads, padded size, output size) for these images, output gradient and filter
+        size, or the error every kernel raises (Op.perform's and the devices')."""
+        k_hw = (int(rows), int(cols))
+        pads, padded, out_hw = self._geometry(tuple(x_shape[2:]), k_hw)
+        if tuple(out_hw) != tuple(g_shape[2:]) or g_shape[0] != x_shape[0]:
+            raise ValueError(
+                f"{self}: an output gradient of shape {tuple(g_shape)} does not match images "
+                f"of shape {tuple(x_shape)} and {k_hw} filters (expected spatial shape "
+                f"{tuple(out_hw)})"
+            )
+        return pads, padded, out_hw
+
     def perform(self, node, inputs, output_storage):
         x, g, rows, cols = inputs
         dtype = node.outputs[0].type.numpy_dtype
         k_hw = (int(rows), int(cols))
-        pads, _, out_hw = self._geometry(x.shape[2:], k_hw)
-        if tuple(out_hw) != g.shape[2:] or g.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"{self}: an output gradient of shape {g.shape} does not match images of "
-                f"shape {x.shape} and {k_hw} filters (expected spatial shape {tuple(out_hw)})"
-            )
+        pads, _, out_hw = self.checked_geometry(x.shape, g.shape, rows, cols)
         win = self._windows(x.astype(dtype, copy=False), k_hw, pads, out_hw)
         gw = np.tensordot(g.astype(dtype, copy=False), win, ([0, 2, 3], [0, 2, 3]))
         output_storage[0][0] = np.ascontiguousarray(self._effective(gw), dtype=dtype)

@@ -207,9 +207,7 @@ class MaxPoolGrad(_PoolBase):
     def perform(self, node, inputs, output_storage):
         x, z, g = inputs
         dtype = node.outputs[0].type.numpy_dtype
-        out_hw = self._out_shape(x.shape)[-2:]
-        if z.shape != g.shape or g.shape != x.shape[:-2] + tuple(out_hw):
-            raise ValueError(f"{self}: pooled shapes {z.shape}/{g.shape} do not match {x.shape}")
+        out_hw = self.checked_out_hw(x.shape, z.shape, g.shape)
         if 0 in g.shape or x.size == 0:
             output_storage[0][0] = np.zeros(x.shape, dtype=dtype)
             return
@@ -221,6 +219,17 @@ class MaxPoolGrad(_PoolBase):
                 gxp[sl] += np.where(xp[sl] == z, g, 0)
         (ph, pw), (h, w) = self.pad, x.shape[-2:]
         output_storage[0][0] = np.ascontiguousarray(gxp[..., ph : ph + h, pw : pw + w])
+
+    def checked_out_hw(self, x_shape: tuple, z_shape: tuple, g_shape: tuple) -> tuple:
+        """The pooled size of ``x``, or the error every kernel raises when the pooled
+        values or their gradient do not have it."""
+        out_hw = tuple(self._out_shape(tuple(x_shape))[-2:])
+        if tuple(z_shape) != tuple(g_shape) or tuple(g_shape) != tuple(x_shape[:-2]) + out_hw:
+            raise ValueError(
+                f"{self}: pooled shapes {tuple(z_shape)}/{tuple(g_shape)} do not match "
+                f"{tuple(x_shape)}"
+            )
+        return out_hw
 
     def grad(self, inputs, output_grads):
         # Piecewise constant in x and z (through the x == z mask), linear in g.
@@ -290,9 +299,7 @@ class AveragePoolGrad(_PoolBase):
     def perform(self, node, inputs, output_storage):
         x, g = inputs
         dtype = node.outputs[0].type.numpy_dtype
-        out_hw = self._out_shape(x.shape)[-2:]
-        if g.shape != x.shape[:-2] + tuple(out_hw):
-            raise ValueError(f"{self}: output gradient shape {g.shape} does not match {x.shape}")
+        out_hw = self.checked_out_hw(x.shape, g.shape)
         if 0 in g.shape or x.size == 0:
             output_storage[0][0] = np.zeros(x.shape, dtype=dtype)
             return
@@ -305,6 +312,16 @@ class AveragePoolGrad(_PoolBase):
                 gxp[self._slices(i, j, out_hw)] += g
         (ph, pw), (h, w) = self.pad, x.shape[-2:]
         output_storage[0][0] = np.ascontiguousarray(gxp[..., ph : ph + h, pw : pw + w])
+
+    def checked_out_hw(self, x_shape: tuple, g_shape: tuple) -> tuple:
+        """The pooled size of ``x``, or the error every kernel raises when the output
+        gradient does not have it."""
+        out_hw = tuple(self._out_shape(tuple(x_shape))[-2:])
+        if tuple(g_shape) != tuple(x_shape[:-2]) + out_hw:
+            raise ValueError(
+                f"{self}: output gradient shape {tuple(g_shape)} does not match {tuple(x_shape)}"
+            )
+        return out_hw
 
     def grad(self, inputs, output_grads):
         # Linear in the output gradient: its adjoint is the pooling itself.

@@ -15,7 +15,7 @@ pointers the BLAS kernels use, blas.py):
 
 ``filter_flip`` (a true convolution) uses the flipped filters, copied once per call
 (the weights gradient is flipped back). The geometry (padding of every border mode,
-strides, output size, the checks and their messages) is ``Op._geometry``'s, so the
+strides, output size, the checks and their messages) is the op's ``checked_geometry``, so the
 kernels agree with ``Op.perform`` by construction. Inputs that are not C-contiguous
 are copied first.
 """
@@ -367,8 +367,7 @@ def factory(node: Apply) -> Run:
 
         def run(inputs: list, output_storage: list) -> None:
             x, w = (np.ascontiguousarray(v, dtype=dtype) for v in inputs)
-            op._check_runtime_channels(x.shape[1], w.shape[1])
-            pads, _, out_hw = op._geometry(x.shape[2:], w.shape[2:])
+            pads, _, out_hw = op.checked_geometry(x.shape, w.shape)
             n, c, f = x.shape[0], x.shape[1], w.shape[0]
             k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
             if not fits(f * p, k * p, f * k):
@@ -387,9 +386,7 @@ def factory(node: Apply) -> Run:
         def run(inputs: list, output_storage: list) -> None:
             x, g = (np.ascontiguousarray(v, dtype=dtype) for v in inputs[:2])
             k_hw = (int(inputs[2]), int(inputs[3]))
-            pads, _, out_hw = op._geometry(x.shape[2:], k_hw)
-            if tuple(out_hw) != g.shape[2:] or g.shape[0] != x.shape[0]:
-                return perform(node, inputs, output_storage)  # raises perform's error
+            pads, _, out_hw = op.checked_geometry(x.shape, g.shape, *k_hw)
             n, c, f = x.shape[0], x.shape[1], g.shape[1]
             k, p = c * k_hw[0] * k_hw[1], out_hw[0] * out_hw[1]
             if not fits(f * p, k * p, f * k):
@@ -409,10 +406,7 @@ def factory(node: Apply) -> Run:
         def run(inputs: list, output_storage: list) -> None:
             w, g = (np.ascontiguousarray(v, dtype=dtype) for v in inputs[:2])
             hw = (int(inputs[2]), int(inputs[3]))
-            op._check_runtime_channels(g.shape[1], w.shape[0])
-            pads, _, out_hw = op._geometry(hw, w.shape[2:])
-            if tuple(out_hw) != g.shape[2:]:
-                return perform(node, inputs, output_storage)  # raises perform's error
+            pads, _, out_hw = op.checked_geometry(w.shape, g.shape, *hw)
             n, c, f = g.shape[0], w.shape[1], w.shape[0]
             k, p = c * w.shape[2] * w.shape[3], out_hw[0] * out_hw[1]
             if not fits(f * p, k * p, f * k):

@@ -401,9 +401,7 @@ def factory(node: Apply) -> Run:
 
         def run(inputs: list, output_storage: list) -> None:
             x, z, g = (np.ascontiguousarray(v) for v in inputs)
-            out_hw = op._out_shape(x.shape)[-2:]
-            if z.shape != g.shape or g.shape[-2:] != tuple(out_hw) or g.shape[:-2] != x.shape[:-2]:
-                raise ValueError(f"{op}: pooled shapes {z.shape}/{g.shape} do not match {x.shape}")
+            out_hw = op.checked_out_hw(x.shape, z.shape, g.shape)
             gx = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
             if gx.size:
                 lib.tj_max_pool_grad(ptr(x), ptr(z), ptr(g), ptr(gx), *_geometry(op, x, out_hw))
@@ -413,9 +411,7 @@ def factory(node: Apply) -> Run:
 
         def run(inputs: list, output_storage: list) -> None:
             x, g = inputs[0], np.ascontiguousarray(inputs[1])
-            out_hw = op._out_shape(x.shape)[-2:]
-            if g.shape[-2:] != tuple(out_hw) or g.shape[:-2] != x.shape[:-2]:
-                raise ValueError(f"{op}: output gradient shape {g.shape} does not match {x.shape}")
+            out_hw = op.checked_out_hw(x.shape, g.shape)
             gx = output_buffer(output_storage[0][0], x.shape, dtype, inputs)
             if gx.size:
                 if lib.tj_avg_pool_grad(ptr(g), ptr(gx), *_geometry(op, x, out_hw)):
