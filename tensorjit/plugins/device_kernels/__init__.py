@@ -12,7 +12,8 @@ family:
 - ``indexing``: set/inc subtensor, advanced gather/scatter, class selection;
 - ``reductions``: Reduce and Argmax over any axes;
 - ``rowwise``: softmax and log-softmax;
-- ``random``: MRG31k3p giving the host's stream.
+- ``random``: MRG31k3p giving the host's stream;
+- ``convolution``: Conv2d and its gradients, pooling and its gradients.
 
 GEMM differs per device (OpenCL: our packed kernels; CUDA: cuBLAS), so it stays in each
 backend's package.
@@ -28,7 +29,15 @@ if TYPE_CHECKING:
     from tensorjit.plugins.device_kernels.target import Target
 
 # The kernel families, each a module with ``specs(target) -> list[KernelSpec]``.
-FAMILIES = ("elementwise", "views", "reductions", "rowwise", "indexing", "random")
+FAMILIES = (
+    "elementwise",
+    "views",
+    "reductions",
+    "rowwise",
+    "indexing",
+    "random",
+    "convolution",
+)
 
 
 def family_specs(target: Target) -> list[KernelSpec]:
