@@ -267,6 +267,14 @@ def product_into(
     handle.gemv(dtype, gemv_call(out.pointer, incy, a, v.pointer, step(v)), alpha, beta)
 
 
+def matmul_into(out: Any, a: Any, b: Any) -> None:
+    """out = a @ b (2-d, one float dtype, out new): the Target's ``matmul``."""
+    dtype = out.dtype.name
+    handle = cublas(_target().runtime())
+    alpha, beta = handle.constant(dtype, 1.0), handle.constant(dtype, 0.0)
+    product_into(handle, dtype, out, a, b, alpha, beta)
+
+
 def _apart(value: Any, out: Any) -> Any:
     t = _target()
     return copy_to_new(t, value) if t.arrays.may_share_memory(value, out) else value

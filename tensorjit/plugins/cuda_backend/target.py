@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensorjit.plugins.cuda_backend import BACKEND, DEVICE
 from tensorjit.plugins.cuda_backend.arrays import CUDA_ARRAYS
 from tensorjit.plugins.cuda_backend.dialect import CUDA_DIALECT, preamble
 from tensorjit.plugins.cuda_backend.runtime import runtime
 from tensorjit.plugins.device_kernels.target import Target
+
+
+def _matmul(out: Any, a: Any, b: Any) -> None:
+    from tensorjit.plugins.cuda_backend.cublas import matmul_into  # (it imports the target)
+
+    matmul_into(out, a, b)
+
 
 CUDA = Target(
     backend=BACKEND,
@@ -16,4 +25,5 @@ CUDA = Target(
     runtime=runtime,
     arrays=CUDA_ARRAYS,
     preamble=preamble,
+    matmul=_matmul,
 )

@@ -26,10 +26,11 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.device_kernels.arrays import contiguous, copy_to_new
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.indexing import flat_loop, launch_flat, load, longs, program
 from tensorjit.plugins.device_kernels.target import Target, tensor_type
-from tensorjit.plugins.device_kernels.views import IndexInputs
+from tensorjit.plugins.device_kernels.views import IndexInputs, array_views
 
 FLOATS = ("float32", "float64")
 
@@ -49,13 +50,33 @@ def _head(t: Target, name: str, arrays: tuple[str, ...], extra: tuple[str, ...])
     return f"{t.dialect.kernel_qualifier} void {name}(long total, long chunk, {buffers}{longs_}) {{"
 
 
-def _unravel(index: str, names: tuple[str, ...], sizes: tuple[str, ...]) -> list[str]:
-    """C lines setting ``names`` (outermost first) from the C-order ``index``."""
-    lines = [f"long q_ = {index};"]
+def _walk(D: Any, names: tuple[str, ...], sizes: tuple[str, ...], body: list[str]) -> list[str]:
+    """The chunked flat loop over a C-order index space with coordinates ``names``
+    (outermost first) of lengths ``sizes``: the coordinates of the chunk's first element
+    come from divisions, the next ones by counting (an odometer), so an element costs no
+    integer division. ``body`` reads the coordinates and ``i``; it must not ``continue``
+    the element loop itself."""
+    start, _ = flat_loop(D, "i", "total")
+    lines = [start, "long q_ = start_;"]
     for name, size in zip(reversed(names[1:]), reversed(sizes[1:])):
         lines.append(f"long {name} = q_ % {size}; q_ /= {size};")
-    lines.append(f"long {names[0]} = q_;")
-    return lines
+    lines += [f"long {names[0]} = q_;", "for (long i = start_; i < end_; i++) {", *body]
+    carry = ""
+    for name, size in zip(reversed(names[1:]), reversed(sizes[1:])):
+        carry += f"if (++{name} == {size}) {{ {name} = 0; "
+    lines.append(carry + f"++{names[0]};" + " }" * (len(names) - 1))
+    return [*lines, "}"]
+
+
+def _step_of(offset: str, stride: str, length: str) -> list[str]:
+    """C lines: ``o`` = the output row/column ``offset`` (a window's padded start) falls
+    on, or ``continue`` (the enclosing loop) when none does; stride 1 needs no division."""
+    return [
+        f"long t = {offset};",
+        "if (t < 0) continue;",
+        f"long o = {stride} == 1 ? t : t / {stride};",
+        f"if (o >= {length} || ({stride} != 1 && o * {stride} != t)) continue;",
+    ]
 
 
 def _at(array: str, *index: str) -> str:
@@ -68,123 +89,135 @@ def _strides(array: str) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------- convolution
-_GEOMETRY = ("N", "C", "H", "W", "F", "KH", "KW", "OH", "OW", "SH", "SW", "PT", "PL", "flip")
+_GEOMETRY = ("N", "C", "H", "W", "KH", "KW", "OH", "OW", "SH", "SW", "PT", "PL", "flip")
 
 
 @cache
 def conv_source(t: Target, kind: str, dtype: str) -> str:
-    """``kind``: "forward" (out = x * w), "inputs" (gx from w, g) or "weights" (gw from
-    x, g); each over 4-d operands of ``dtype``."""
+    """``kind``: "im2col" (the windows of x as columns: cols[(c, a, b), (n, oy, ox)]) or
+    "col2im" (each image pixel the sum of the columns' entries that read it). A column
+    row (c, a, b) holds window position (a, b), or (KH-1-a, KW-1-b) with ``flip``, so the
+    filters multiply it unflipped and the weights' gradient comes out in their order."""
     D = t.dialect
     T = D.type_name(dtype)
     G = D.global_qualifier
-    arrays = {"forward": ("x", "w"), "inputs": ("w", "g"), "weights": ("x", "g")}[kind]
-    a, b = arrays
-    head = _head(t, f"tj_conv_{kind}", (a, b, "out"), _GEOMETRY + _strides(a) + _strides(b))
-    lines = [head, f"{G} {T} *po = ({G} {T} *)(out + o_out);", *flat_loop(D, "i", "total")]
-    if kind == "forward":  # out[n, f, oy, ox]
-        lines += _unravel("i", ("n", "f", "oy", "ox"), ("N", "F", "OH", "OW"))
-        lines += [
-            f"{T} acc = 0;",
-            "for (long c = 0; c < C; c++) {",
-            "for (long ky = 0; ky < KH; ky++) {",
-            "long iy = oy * SH + ky - PT; if (iy < 0 || iy >= H) continue;",
-            "long wy = flip ? KH - 1 - ky : ky;",
-            "for (long kx = 0; kx < KW; kx++) {",
-            "long ix = ox * SW + kx - PL; if (ix < 0 || ix >= W) continue;",
-            "long wx = flip ? KW - 1 - kx : kx;",
-            f"acc += {load(D, 'x', _at('x', 'n', 'c', 'iy', 'ix'), dtype)}"
-            f" * {load(D, 'w', _at('w', 'f', 'c', 'wy', 'wx'), dtype)};",
-            "}",
-            "}",
-            "}",
+    source = "x" if kind == "im2col" else "cols"
+    head = _head(
+        t, f"tj_{kind}", (source, "out"), _GEOMETRY + (_strides("x") if kind == "im2col" else ())
+    )
+    lines = [head, f"{G} {T} *po = ({G} {T} *)(out + o_out);"]
+    if kind == "im2col":
+        body = [
+            "long iy = oy * SH + (flip ? KH - 1 - a : a) - PT;",
+            "long ix = ox * SW + (flip ? KW - 1 - b : b) - PL;",
+            "int inside = iy >= 0 && iy < H && ix >= 0 && ix < W;",
+            f"po[i] = inside ? {load(D, 'x', _at('x', 'n', 'c', 'iy', 'ix'), dtype)} : ({T})0;",
         ]
-    elif kind == "inputs":  # gx[n, c, iy, ix]: the output gradients whose windows cover it
-        lines += _unravel("i", ("n", "c", "iy", "ix"), ("N", "C", "H", "W"))
-        lines += [
+        names = ("c", "a", "b", "n", "oy", "ox")
+        lines += _walk(D, names, ("C", "KH", "KW", "N", "OH", "OW"), body)
+    else:
+        body = [
             f"{T} acc = 0;",
-            "for (long f = 0; f < F; f++) {",
-            "for (long ky = 0; ky < KH; ky++) {",
-            "long ty = iy + PT - ky; if (ty < 0 || ty % SH != 0 || ty / SH >= OH) continue;",
-            "long oy = ty / SH, wy = flip ? KH - 1 - ky : ky;",
-            "for (long kx = 0; kx < KW; kx++) {",
-            "long tx = ix + PL - kx; if (tx < 0 || tx % SW != 0 || tx / SW >= OW) continue;",
-            "long ox = tx / SW, wx = flip ? KW - 1 - kx : kx;",
-            f"acc += {load(D, 'g', _at('g', 'n', 'f', 'oy', 'ox'), dtype)}"
-            f" * {load(D, 'w', _at('w', 'f', 'c', 'wy', 'wx'), dtype)};",
+            "for (long a = 0; a < KH; a++) {",
+            *_step_of("iy + PT - (flip ? KH - 1 - a : a)", "SH", "OH"),
+            "long oy = o;",
+            "for (long b = 0; b < KW; b++) {",
+            *_step_of("ix + PL - (flip ? KW - 1 - b : b)", "SW", "OW"),
+            "long row = (c * KH + a) * KW + b, column = (n * OH + oy) * OW + o;",
+            f"long at = o_cols + sizeof({T}) * (row * N * OH * OW + column);",
+            f"acc += {load(D, 'cols', 'at', dtype)};",
             "}",
             "}",
-            "}",
+            "po[i] = acc;",
         ]
-    else:  # gw[f, c, ky, kx] (flipped back when the filters were flipped)
-        lines += _unravel("i", ("f", "c", "ky", "kx"), ("F", "C", "KH", "KW"))
-        lines += [
-            "long ay = flip ? KH - 1 - ky : ky, ax = flip ? KW - 1 - kx : kx;",
-            f"{T} acc = 0;",
-            "for (long n = 0; n < N; n++) {",
-            "for (long oy = 0; oy < OH; oy++) {",
-            "long iy = oy * SH + ay - PT; if (iy < 0 || iy >= H) continue;",
-            "for (long ox = 0; ox < OW; ox++) {",
-            "long ix = ox * SW + ax - PL; if (ix < 0 || ix >= W) continue;",
-            f"acc += {load(D, 'g', _at('g', 'n', 'f', 'oy', 'ox'), dtype)}"
-            f" * {load(D, 'x', _at('x', 'n', 'c', 'iy', 'ix'), dtype)};",
-            "}",
-            "}",
-            "}",
-        ]
-    lines += ["po[i] = acc;", "}", "}"]
+        lines += _walk(D, ("n", "c", "iy", "ix"), ("N", "C", "H", "W"), body)
+    lines.append("}")
     return program(t.preamble({dtype}), lines)
 
 
-def conv_plan(t: Target, node: Apply) -> tuple[Target, str] | None:
+def conv_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
-    kinds = {Conv2d: "forward", Conv2dGradInputs: "inputs", Conv2dGradWeights: "weights"}
-    kind = kinds.get(type(node.op))
-    if kind is None or not device_can_run(t, node):
+    ops = (Conv2d, Conv2dGradInputs, Conv2dGradWeights)
+    if type(node.op) not in ops or t.matmul is None or not device_can_run(t, node):
         return None
-    dtype = _same_float_dtype(node, 2)
-    return None if dtype is None else (t, kind)
+    return t if _same_float_dtype(node, 2) is not None else None
 
 
-def conv_factory(node: Apply, plan: tuple[Target, str]) -> Callable[[list, list], None]:
-    t, kind = plan
-    op = node.op
+def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
+    """im2col, the target's GEMM, and a permuting copy (or col2im for the images'
+    gradient), over all images at once."""
+    from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs
+
+    t, op = plan, node.op
     dtype = tensor_type(node.outputs[0]).dtype
     rt = t.runtime()
-    kernel = rt.kernel(conv_source(t, kind, dtype), f"tj_conv_{kind}")
+    im2col = rt.kernel(conv_source(t, "im2col", dtype), "tj_im2col")
+    col2im = rt.kernel(conv_source(t, "col2im", dtype), "tj_col2im")
     sizes = IndexInputs.of(t, node.inputs[2:])  # the gradients' image or filter size
-    buffer_args = rt.buffer_args
-    flip = int(op.filter_flip)
+    views, item = array_views(t), np.dtype(dtype).itemsize
+    matmul = t.matmul
+    assert matmul is not None  # (conv_plan took the node only with one)
 
-    def launch(a: Any, b: Any, out_shape: tuple, geometry: list[int]) -> Any:
-        out = rt.empty(out_shape, dtype)
-        if out.size:
-            args = [*buffer_args(a), *buffer_args(b), *buffer_args(out)]
-            args += longs([*geometry, *a.strides, *b.strides])
-            launch_flat(rt, kernel, out.size, *args)
-        return out
+    def matrix(a: Any, rows: int, cols: int) -> Any:
+        """A C-contiguous array seen as a rows x cols matrix."""
+        return views.view(a, (rows, cols), (cols * item, item), a.offset)
 
-    def geometry(n: int, c: int, hw: tuple, f: int, k_hw: tuple, pads: Any, out_hw: Any) -> list:
-        return [n, c, *hw, f, *k_hw, *out_hw, *op.subsample, pads[0][0], pads[1][0], flip]
+    def columns(x: Any, geometry: list[int]) -> Any:
+        n, c, _, _, kh, kw, oh, ow = geometry[:8]
+        cols = rt.empty((c * kh * kw, n * oh * ow), dtype)
+        if cols.size:
+            args = [*rt.buffer_args(x), *rt.buffer_args(cols), *longs([*geometry, *x.strides])]
+            launch_flat(rt, im2col, cols.size, *args)
+        return cols
+
+    def by_filter(g: Any) -> Any:
+        """g (n, f, oh, ow) as the f x (n oh ow) matrix the products take."""
+        n, f, oh, ow = g.shape
+        s = g.strides
+        permuted = copy_to_new(t, views.view(g, (f, n, oh, ow), (s[1], s[0], s[2], s[3]), g.offset))
+        return matrix(permuted, f, n * oh * ow)
 
     def run(inputs: list, output_storage: list) -> None:
         a, b = inputs[:2]
-        if kind == "forward":  # x, w
-            pads, _, out_hw = op.checked_geometry(a.shape, b.shape)
-            n, c, f = a.shape[0], a.shape[1], b.shape[0]
-            geo = geometry(n, c, a.shape[2:], f, b.shape[2:], pads, out_hw)
-            out = launch(a, b, (n, f, *out_hw), geo)
-        elif kind == "inputs":  # w, g, rows, cols
+        if type(op) is Conv2d:  # x, w
+            x, w = a, b
+            pads, _, out_hw = op.checked_geometry(x.shape, w.shape)
+            (n, c), f, k_hw = x.shape[:2], w.shape[0], w.shape[2:]
+            hw = x.shape[2:]
+        elif type(op) is Conv2dGradInputs:  # w, g, rows, cols
+            w, g = a, b
             hw = tuple(int(v) for v in sizes.values(inputs[2:]))
-            pads, _, out_hw = op.checked_geometry(a.shape, b.shape, *hw)
-            n, c, f = b.shape[0], a.shape[1], a.shape[0]
-            out = launch(a, b, (n, c, *hw), geometry(n, c, hw, f, a.shape[2:], pads, out_hw))
+            pads, _, out_hw = op.checked_geometry(w.shape, g.shape, *hw)
+            n, (f, c), k_hw = g.shape[0], w.shape[:2], w.shape[2:]
         else:  # x, g, filter rows, filter cols
+            x, g = a, b
             k_hw = tuple(int(v) for v in sizes.values(inputs[2:]))
-            pads, _, out_hw = op.checked_geometry(a.shape, b.shape, *k_hw)
-            n, c, f = a.shape[0], a.shape[1], b.shape[1]
-            out = launch(a, b, (f, c, *k_hw), geometry(n, c, a.shape[2:], f, k_hw, pads, out_hw))
+            pads, _, out_hw = op.checked_geometry(x.shape, g.shape, *k_hw)
+            (n, c), f, hw = x.shape[:2], g.shape[1], x.shape[2:]
+        geometry = [n, c, *hw, *k_hw, *out_hw, *op.subsample, pads[0][0], pads[1][0]]
+        geometry.append(int(op.filter_flip))
+        k, p = c * k_hw[0] * k_hw[1], out_hw[0] * out_hw[1]
+        if type(op) is Conv2d:
+            product = rt.empty((f, n * p), dtype)
+            matmul(product, matrix(contiguous(t, w), f, k), columns(x, geometry))
+            # (f, n, oh, ow) -> (n, f, oh, ow)
+            strides = (p * item, n * p * item, out_hw[1] * item, item)
+            out = copy_to_new(t, views.view(product, (n, f, *out_hw), strides, product.offset))
+        elif type(op) is Conv2dGradInputs:
+            w2 = matrix(contiguous(t, w), f, k)
+            filters_t = views.view(w2, (k, f), (item, k * item), w2.offset)
+            dcols = rt.empty((k, n * p), dtype)
+            matmul(dcols, filters_t, by_filter(g))
+            out = rt.empty((n, c, *hw), dtype)
+            if out.size:
+                args = [*rt.buffer_args(dcols), *rt.buffer_args(out), *longs(geometry)]
+                launch_flat(rt, col2im, out.size, *args)
+        else:
+            cols = columns(x, geometry)
+            cols_t = views.view(cols, (n * p, k), (item, n * p * item), cols.offset)
+            out = rt.empty((f, c, *k_hw), dtype)
+            matmul(matrix(out, f, k), by_filter(g), cols_t)
         output_storage[0][0] = out
 
     return run
@@ -223,7 +256,7 @@ def pool_source(t: Target, kind: str, dtype: str) -> str:
     G = D.global_qualifier
     arrays = {"pool": ("x",), "max_grad": ("x", "z", "g"), "avg_grad": ("g",)}[kind]
     head = _head(t, f"tj_{kind}", (*arrays, "out"), _POOL)
-    lines = [head, f"{G} {T} *po = ({G} {T} *)(out + o_out);", *flat_loop(D, "i", "total")]
+    lines = [head, f"{G} {T} *po = ({G} {T} *)(out + o_out);"]
 
     def at(array: str, plane_size: str, y: str, x: str, width: str) -> str:
         return load(
@@ -231,9 +264,7 @@ def pool_source(t: Target, kind: str, dtype: str) -> str:
         )
 
     if kind == "pool":
-        lines += _unravel("i", ("p", "oy", "ox"), ("P", "OH", "OW"))
-        lines += _window_lines(T)
-        lines += [
+        body = _window_lines(T) + [
             f"{T} acc = mode == 0 ? -INFINITY : ({T})0;",
             "for (long r = ys; r < ye; r++) {",
             "for (long s = xs; s < xe; s++) {",
@@ -243,28 +274,30 @@ def pool_source(t: Target, kind: str, dtype: str) -> str:
             "}",
             "po[i] = mode >= 2 ? acc / count : acc;",
         ]
+        lines += _walk(D, ("p", "oy", "ox"), ("P", "OH", "OW"), body)
     else:
         # gx[p, iy, ix]: the windows covering the pixel, by window offset (a, b) as
         # Op.perform adds them.
-        lines += _unravel("i", ("p", "iy", "ix"), ("P", "H", "W"))
+        body = []
         if kind == "max_grad":
-            lines.append(f"{T} xv = {at('x', 'H * W', 'iy', 'ix', 'W')};")
-        lines += [
+            body.append(f"{T} xv = {at('x', 'H * W', 'iy', 'ix', 'W')};")
+        body += [
             f"{T} acc = 0;",
             "for (long a = 0; a < WH; a++) {",
-            "long ty = iy + PH - a; if (ty < 0 || ty % SH != 0 || ty / SH >= OH) continue;",
-            "long oy = ty / SH;",
+            *_step_of("iy + PH - a", "SH", "OH"),
+            "long oy = o;",
             "for (long b = 0; b < WW; b++) {",
-            "long tx = ix + PW - b; if (tx < 0 || tx % SW != 0 || tx / SW >= OW) continue;",
-            "long ox = tx / SW;",
+            *_step_of("ix + PW - b", "SW", "OW"),
+            "long ox = o;",
             f"{T} gv = {at('g', 'OH * OW', 'oy', 'ox', 'OW')};",
         ]
         if kind == "max_grad":
-            lines.append(f"if (xv == {at('z', 'OH * OW', 'oy', 'ox', 'OW')}) acc += gv;")
+            body.append(f"if (xv == {at('z', 'OH * OW', 'oy', 'ox', 'OW')}) acc += gv;")
         else:
-            lines += [*_window_lines(T), "acc += mode >= 2 ? gv / count : gv;"]
-        lines += ["}", "}", "po[i] = acc;"]
-    lines += ["}", "}"]
+            body += [*_window_lines(T), "acc += mode >= 2 ? gv / count : gv;"]
+        body += ["}", "}", "po[i] = acc;"]
+        lines += _walk(D, ("p", "iy", "ix"), ("P", "H", "W"), body)
+    lines.append("}")
     return program(t.preamble({dtype}), lines)
 
 
@@ -280,8 +313,6 @@ def pool_plan(t: Target, node: Apply) -> tuple[Target, str] | None:
 
 
 def pool_factory(node: Apply, plan: tuple[Target, str]) -> Callable[[list, list], None]:
-    from tensorjit.plugins.device_kernels.arrays import contiguous
-
     t, kind = plan
     op = node.op
     dtype = tensor_type(node.outputs[0]).dtype

@@ -99,6 +99,10 @@ class Target:
     arrays: ArrayKind
     #: the source every program starts with, for the dtypes it uses
     preamble: Callable[[set[str]], str]
+    #: ``matmul(out, a, b)``: out = a @ b for 2-d device arrays of one float dtype (out
+    #: new and C-contiguous; a and b any strides): the backend's GEMM, for families that
+    #: lower to products (convolution's im2col); None where the backend has none
+    matmul: Callable[[Any, Any, Any], None] | None = None
 
     def kernel_name(self, family: str) -> str:
         return f"{self.backend}:{family}"

@@ -370,6 +370,13 @@ def ger_into(
 PLANS = BlasPlanner(lambda node: device_can_run(OPENCL, node))
 
 
+def matmul_into(out: Any, a: Any, b: Any) -> None:
+    """out = a @ b (2-d, one float dtype, out new): the Target's ``matmul``."""
+    dtype = out.dtype.name
+    one, zero = scalar_arg(1.0, dtype), scalar_arg(0.0, dtype)
+    gemm_into(program(dtype), operand(out), operand(out), operand(a), operand(b), one, zero)
+
+
 def _program(plan: BlasPlan) -> Program:
     """The kernels for the plan's dtype and the sources of its alpha and beta."""
     device = [v if BlasPlan.is_input(v) else None for v in (plan.alpha, plan.beta)]

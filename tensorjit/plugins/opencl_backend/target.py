@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tensorjit.plugins.device_kernels.target import Target
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT, preamble
 from tensorjit.plugins.opencl_backend.runtime import runtime
+
+
+def _matmul(out: Any, a: Any, b: Any) -> None:
+    from tensorjit.plugins.opencl_backend.blas import matmul_into  # (it imports the target)
+
+    matmul_into(out, a, b)
+
 
 OPENCL = Target(
     backend=BACKEND,
@@ -16,4 +25,5 @@ OPENCL = Target(
     runtime=runtime,
     arrays=OPENCL_ARRAYS,
     preamble=preamble,
+    matmul=_matmul,
 )

@@ -21,7 +21,14 @@ from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
 from tensorjit.plugins.cuda_backend.dialect import SUPPORTED_NAMES
 from tensorjit.plugins.cuda_backend.target import CUDA
-from tensorjit.plugins.device_kernels import elementwise, indexing, random, reductions, rowwise
+from tensorjit.plugins.device_kernels import (
+    convolution,
+    elementwise,
+    indexing,
+    random,
+    reductions,
+    rowwise,
+)
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.scalar import SCALAR_OPS
 from tensorjit.tensor.type import TensorType
@@ -133,7 +140,18 @@ def random_programs() -> dict[str, set[str]]:
     }
 
 
+def convolution_programs() -> dict[str, set[str]]:
+    programs = {}
+    for dtype in FLOATS:
+        for kind in ("im2col", "col2im"):
+            programs[convolution.conv_source(CUDA, kind, dtype)] = {f"tj_{kind}"}
+        for kind in ("pool", "max_grad", "avg_grad"):
+            programs[convolution.pool_source(CUDA, kind, dtype)] = {f"tj_{kind}"}
+    return programs
+
+
 FAMILIES = {
+    "convolution": convolution_programs,
     "elementwise": elementwise_programs,
     "reductions": reduction_programs,
     "rowwise": row_programs,

@@ -35,6 +35,8 @@ C_COVERS = [
     "ger",
     "matmul",
     "mrg31k3p",  # the shared device family, on the host target
+    "convolution",
+    "pooling",
 ]
 BACKENDS = {"c": C_COVERS, "wrapdev": []}
 

@@ -1,0 +1,52 @@
+"""A LeNet training step on ``device=opencl``: every convolution and pooling node, and
+their gradients, runs as an OpenCL kernel (none goes back to the host), and the losses
+of a few SGD steps equal the C backend's within float32's reach."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensorjit
+import tensorjit.tensor as T
+from tensorjit.core.config import config
+from tensorjit.tensor import nnet
+from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
+from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool, pool_2d
+from tensorjit.testing.device_under_test import NEEDS_DEVICE, ONLY_OPENCL
+
+pytestmark = [NEEDS_DEVICE, ONLY_OPENCL]
+
+CONV_AND_POOL = (Conv2d, Conv2dGradInputs, Conv2dGradWeights, Pool, MaxPoolGrad, AveragePoolGrad)
+
+
+def lenet_step(device: str, params0: list[np.ndarray]):
+    """An SGD step of a two-layer LeNet (max and average pooling) on ``device``."""
+    with config.change_flags(device=device):
+        params = [tensorjit.shared(p.copy(), name=f"p{k}") for k, p in enumerate(params0)]
+        w0, w1, w2 = params
+        x, y = T.tensor4("x", dtype="float32"), T.ivector("y")
+        h = T.maximum(pool_2d(conv2d(x, w0, border_mode="half"), (2, 2)), 0)
+        h = T.tanh(pool_2d(conv2d(h, w1), (2, 2), ignore_border=False, mode="average_exc_pad"))
+        p = nnet.softmax(T.dot(h.flatten(2), w2))
+        cost = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
+        updates = [
+            (w, w - np.float32(0.1) * g) for w, g in zip(params, tensorjit.grad(cost, params))
+        ]
+        return tensorjit.function([x, y], cost, updates=updates)
+
+
+def test_a_lenet_step_on_opencl_runs_convolution_and_pooling_there_with_cs_losses():
+    rng = np.random.default_rng(0)
+    params0 = [
+        (rng.standard_normal(shape) * 0.3).astype("float32")
+        for shape in ((6, 1, 5, 5), (8, 6, 3, 3), (8 * 3 * 3, 10))
+    ]
+    on_opencl, on_c = lenet_step("opencl", params0), lenet_step("cpu", params0)
+    nodes = [n for n in on_opencl.kernels if isinstance(n.op, CONV_AND_POOL)]
+    assert {type(n.op) for n in nodes} == set(CONV_AND_POOL)
+    kernels = {on_opencl.kernels[n].name for n in nodes}
+    assert kernels == {"opencl:convolution", "opencl:pooling"}, kernels
+    x = rng.standard_normal((16, 1, 14, 14)).astype("float32")
+    y = rng.integers(0, 10, 16).astype("int32")
+    for _ in range(3):
+        np.testing.assert_allclose(on_opencl(x, y), on_c(x, y), rtol=1e-4)
