@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -149,7 +149,7 @@ def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     gradient), over all images at once."""
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs
 
-    t, op = plan, node.op
+    t, op = plan, cast(Any, node.op)  # a convolution op (conv_plan took only those)
     dtype = tensor_type(node.outputs[0]).dtype
     rt = t.runtime()
     im2col = rt.kernel(conv_source(t, "im2col", dtype), "tj_im2col")
@@ -304,7 +304,7 @@ def pool_source(t: Target, kind: str, dtype: str) -> str:
 def pool_plan(t: Target, node: Apply) -> tuple[Target, str] | None:
     from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 
-    kinds = {Pool: "pool", MaxPoolGrad: "max_grad", AveragePoolGrad: "avg_grad"}
+    kinds: dict[type, str] = {Pool: "pool", MaxPoolGrad: "max_grad", AveragePoolGrad: "avg_grad"}
     kind = kinds.get(type(node.op))
     if kind is None or not device_can_run(t, node):
         return None
@@ -314,7 +314,7 @@ def pool_plan(t: Target, node: Apply) -> tuple[Target, str] | None:
 
 def pool_factory(node: Apply, plan: tuple[Target, str]) -> Callable[[list, list], None]:
     t, kind = plan
-    op = node.op
+    op = cast(Any, node.op)  # a pooling op (pool_plan took only those)
     dtype = tensor_type(node.outputs[0]).dtype
     rt = t.runtime()
     kernel = rt.kernel(pool_source(t, kind, dtype), f"tj_{kind}")
