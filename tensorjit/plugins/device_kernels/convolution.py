@@ -1,19 +1,20 @@
 """Convolution and pooling on a device: ``Conv2d``, its two gradients, ``Pool`` (every
 mode) and the two pooling gradients.
 
-Each kernel computes one output element per loop step (the flat, chunked loop of the
-other families): a convolution output sums its window over channels and filter
-positions, the input gradient gathers the output gradients whose windows cover its
-pixel (no scattering, so no atomics and a fixed order), the weights' gradient sums over
-images and output pixels. Pooling windows are clipped to the image (padding never wins
-a maximum and adds nothing to a sum); the averages divide by the op's window counts;
-the max-pool gradient gives each window's gradient to its elements equal to the
-maximum, in Op.perform's order of window offsets. Operands are read through their byte
-strides (any layout); outputs are new C-contiguous arrays. The geometry and the errors
-are the ops' own (``checked_geometry``, ``checked_out_hw``): every backend agrees on them.
-
-This is the direct schedule: on a GPU, im2col + the device GEMM (or cuDNN) would use the
-machine better for large channel counts; that is the GPU issue's to measure.
+Convolutions lower to products over all images at once: im2col writes the windows as
+columns (row (c, a, b), column (n, oy, ox); with ``filter_flip`` a row holds the
+mirrored window position, so the filters multiply it as they are and the weights'
+gradient comes out in their order), the target's ``matmul`` (its GEMM) multiplies, and
+a copy permutes (f, n) to (n, f). The images' gradient is the filters' transpose times
+the output gradient, folded back by col2im as a gather (each pixel sums the column
+entries that read it: no atomics, a fixed order); the weights' gradient is the output
+gradient times the columns' transpose. Pooling and its gradients are direct kernels:
+windows clipped to the image (padding never wins a maximum and adds nothing to a sum),
+averages divided by the op's window counts, the max-pool gradient given to each
+window's elements equal to its maximum in Op.perform's order of window offsets. The
+flat loops count coordinates (no division per element). Inputs of any layout; outputs
+new and C-contiguous. The geometry and the errors are the ops' own
+(``checked_geometry``, ``checked_out_hw``), shared with Op.perform and the C kernels.
 """
 
 from __future__ import annotations
