@@ -193,13 +193,7 @@ def step(v: Any) -> int:
 
 def _takes(node: Apply) -> bool:
     """Whether the CUDA device runs ``node``: its device, and cuBLAS usable here."""
-    if not device_can_run(_target(), node):
-        return False
-    try:
-        binding()
-    except CublasUnavailable:
-        return False  # no cuBLAS here: the products run elsewhere
-    return True
+    return device_can_run(_target(), node) and ready()  # no cuBLAS: they run elsewhere
 
 
 PLANS = BlasPlanner(_takes)
@@ -267,12 +261,21 @@ def product_into(
     handle.gemv(dtype, gemv_call(out.pointer, incy, a, v.pointer, step(v)), alpha, beta)
 
 
-def matmul_into(out: Any, a: Any, b: Any) -> None:
-    """out = a @ b (2-d, one float dtype, out new): the Target's ``matmul``."""
+def matmul_into(out: Any, a: Any, b: Any, accumulate: bool = False) -> None:
+    """out = a @ b, or out += a @ b (2-d, one float dtype): the Target's ``matmul``."""
     dtype = out.dtype.name
     handle = cublas(_target().runtime())
-    alpha, beta = handle.constant(dtype, 1.0), handle.constant(dtype, 0.0)
+    alpha, beta = handle.constant(dtype, 1.0), handle.constant(dtype, float(accumulate))
     product_into(handle, dtype, out, a, b, alpha, beta)
+
+
+def ready() -> bool:
+    """Whether cuBLAS loads here (the Target's ``matmul_ready``)."""
+    try:
+        binding()
+    except CublasUnavailable:
+        return False
+    return True
 
 
 def _apart(value: Any, out: Any) -> Any:

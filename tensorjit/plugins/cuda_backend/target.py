@@ -11,10 +11,16 @@ from tensorjit.plugins.cuda_backend.runtime import runtime
 from tensorjit.plugins.device_kernels.target import Target
 
 
-def _matmul(out: Any, a: Any, b: Any) -> None:
+def _matmul(out: Any, a: Any, b: Any, accumulate: bool = False) -> None:
     from tensorjit.plugins.cuda_backend.cublas import matmul_into  # (it imports the target)
 
-    matmul_into(out, a, b)
+    matmul_into(out, a, b, accumulate)
+
+
+def _matmul_ready() -> bool:
+    from tensorjit.plugins.cuda_backend.cublas import ready
+
+    return ready()
 
 
 CUDA = Target(
@@ -26,4 +32,5 @@ CUDA = Target(
     arrays=CUDA_ARRAYS,
     preamble=preamble,
     matmul=_matmul,
+    matmul_ready=_matmul_ready,
 )

@@ -28,12 +28,15 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.arrays import contiguous, copy_to_new
-from tensorjit.plugins.device_kernels.elementwise import device_can_run
+from tensorjit.plugins.device_kernels.elementwise import copy_into, device_can_run
 from tensorjit.plugins.device_kernels.indexing import flat_loop, launch_flat, load, longs, program
 from tensorjit.plugins.device_kernels.target import Target, tensor_type
 from tensorjit.plugins.device_kernels.views import IndexInputs, array_views
 
 FLOATS = ("float32", "float64")
+# The most bytes of windows (im2col's columns) a convolution unrolls at once: larger
+# batches go by blocks of images (a GEMM each; the weights' gradient accumulates).
+COLUMNS_BYTES = 64 << 20
 
 
 def _same_float_dtype(node: Apply, arrays: int) -> str | None:
@@ -140,14 +143,17 @@ def conv_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
     ops = (Conv2d, Conv2dGradInputs, Conv2dGradWeights)
-    if type(node.op) not in ops or t.matmul is None or not device_can_run(t, node):
+    if type(node.op) not in ops or t.matmul is None or not t.matmul_ready():
+        return None
+    if not device_can_run(t, node):
         return None
     return t if _same_float_dtype(node, 2) is not None else None
 
 
 def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
     """im2col, the target's GEMM, and a permuting copy (or col2im for the images'
-    gradient), over all images at once."""
+    gradient), over blocks of images (all at once unless the columns exceed
+    ``COLUMNS_BYTES``)."""
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs
 
     t, op = plan, cast(Any, node.op)  # a convolution op (conv_plan took only those)
@@ -165,6 +171,7 @@ def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
         return views.view(a, (rows, cols), (cols * item, item), a.offset)
 
     def columns(x: Any, geometry: list[int]) -> Any:
+        """The windows of images ``x`` as a (c kh kw) x (n oh ow) matrix."""
         n, c, _, _, kh, kw, oh, ow = geometry[:8]
         cols = rt.empty((c * kh * kw, n * oh * ow), dtype)
         if cols.size:
@@ -178,6 +185,11 @@ def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
         s = g.strides
         permuted = copy_to_new(t, views.view(g, (f, n, oh, ow), (s[1], s[0], s[2], s[3]), g.offset))
         return matrix(permuted, f, n * oh * ow)
+
+    def images(v: Any, start: int, stop: int) -> Any:
+        """Images [start, stop) of a 4-d array (a view)."""
+        offset = v.offset + start * v.strides[0]
+        return views.view(v, (stop - start, *v.shape[1:]), v.strides, offset)
 
     def run(inputs: list, output_storage: list) -> None:
         a, b = inputs[:2]
@@ -196,29 +208,42 @@ def conv_factory(node: Apply, plan: Target) -> Callable[[list, list], None]:
             k_hw = tuple(int(v) for v in sizes.values(inputs[2:]))
             pads, _, out_hw = op.checked_geometry(x.shape, g.shape, *k_hw)
             (n, c), f, hw = x.shape[:2], g.shape[1], x.shape[2:]
-        geometry = [n, c, *hw, *k_hw, *out_hw, *op.subsample, pads[0][0], pads[1][0]]
-        geometry.append(int(op.filter_flip))
         k, p = c * k_hw[0] * k_hw[1], out_hw[0] * out_hw[1]
+        rest = [*k_hw, *out_hw, *op.subsample, pads[0][0], pads[1][0], int(op.filter_flip)]
+        # Images per block: the columns of a block stay within the budget.
+        block = max(1, min(n, COLUMNS_BYTES // max(k * p * item, 1)))
         if type(op) is Conv2d:
-            product = rt.empty((f, n * p), dtype)
-            matmul(product, matrix(contiguous(t, w), f, k), columns(x, geometry))
-            # (f, n, oh, ow) -> (n, f, oh, ow)
-            strides = (p * item, n * p * item, out_hw[1] * item, item)
-            out = copy_to_new(t, views.view(product, (n, f, *out_hw), strides, product.offset))
+            out = rt.empty((n, f, *out_hw), dtype)
+            filters = matrix(contiguous(t, w), f, k)
+            for start in range(0, n, block):
+                m = min(block, n - start)
+                product = rt.empty((f, m * p), dtype)
+                matmul(product, filters, columns(images(x, start, start + m), [m, c, *hw, *rest]))
+                # (f, m, oh, ow) -> (m, f, oh, ow)
+                strides = (p * item, m * p * item, out_hw[1] * item, item)
+                permuted = views.view(product, (m, f, *out_hw), strides, product.offset)
+                copy_into(t, images(out, start, start + m), permuted)
         elif type(op) is Conv2dGradInputs:
             w2 = matrix(contiguous(t, w), f, k)
             filters_t = views.view(w2, (k, f), (item, k * item), w2.offset)
-            dcols = rt.empty((k, n * p), dtype)
-            matmul(dcols, filters_t, by_filter(g))
             out = rt.empty((n, c, *hw), dtype)
-            if out.size:
-                args = [*rt.buffer_args(dcols), *rt.buffer_args(out), *longs(geometry)]
-                launch_flat(rt, col2im, out.size, *args)
+            for start in range(0, n, block):
+                m = min(block, n - start)
+                dcols = rt.empty((k, m * p), dtype)
+                matmul(dcols, filters_t, by_filter(images(g, start, start + m)))
+                part = images(out, start, start + m)
+                if part.size:
+                    args = [*rt.buffer_args(dcols), *rt.buffer_args(part)]
+                    args += longs([m, c, *hw, *rest])
+                    launch_flat(rt, col2im, part.size, *args)
         else:
-            cols = columns(x, geometry)
-            cols_t = views.view(cols, (n * p, k), (item, n * p * item), cols.offset)
             out = rt.empty((f, c, *k_hw), dtype)
-            matmul(matrix(out, f, k), by_filter(g), cols_t)
+            for start in range(0, max(n, 1), block):  # (no images: zeros, from k == 0)
+                m = min(block, n - start)
+                cols = columns(images(x, start, start + m), [m, c, *hw, *rest])
+                cols_t = views.view(cols, (m * p, k), (item, m * p * item), cols.offset)
+                g2 = by_filter(images(g, start, start + m))
+                matmul(matrix(out, f, k), g2, cols_t, accumulate=start > 0)
         output_storage[0][0] = out
 
     return run

@@ -99,10 +99,13 @@ class Target:
     arrays: ArrayKind
     #: the source every program starts with, for the dtypes it uses
     preamble: Callable[[set[str]], str]
-    #: ``matmul(out, a, b)``: out = a @ b for 2-d device arrays of one float dtype (out
-    #: new and C-contiguous; a and b any strides): the backend's GEMM, for families that
-    #: lower to products (convolution's im2col); None where the backend has none
-    matmul: Callable[[Any, Any, Any], None] | None = None
+    #: ``matmul(out, a, b, accumulate=False)``: out = a @ b (or out += a @ b) for 2-d
+    #: device arrays of one float dtype (out C-contiguous, apart from a and b, which may
+    #: have any strides): the backend's GEMM, for families that lower to products
+    #: (convolution's im2col); None where the backend has none
+    matmul: Callable[..., None] | None = None
+    #: whether ``matmul`` can run here (its library loads), asked when planning
+    matmul_ready: Callable[[], bool] = lambda: True
 
     def kernel_name(self, family: str) -> str:
         return f"{self.backend}:{family}"

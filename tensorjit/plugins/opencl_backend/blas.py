@@ -370,11 +370,11 @@ def ger_into(
 PLANS = BlasPlanner(lambda node: device_can_run(OPENCL, node))
 
 
-def matmul_into(out: Any, a: Any, b: Any) -> None:
-    """out = a @ b (2-d, one float dtype, out new): the Target's ``matmul``."""
+def matmul_into(out: Any, a: Any, b: Any, accumulate: bool = False) -> None:
+    """out = a @ b, or out += a @ b (2-d, one float dtype): the Target's ``matmul``."""
     dtype = out.dtype.name
-    one, zero = scalar_arg(1.0, dtype), scalar_arg(0.0, dtype)
-    gemm_into(program(dtype), operand(out), operand(out), operand(a), operand(b), one, zero)
+    one, beta = scalar_arg(1.0, dtype), scalar_arg(float(accumulate), dtype)
+    gemm_into(program(dtype), operand(out), operand(out), operand(a), operand(b), one, beta)
 
 
 def _program(plan: BlasPlan) -> Program:

@@ -11,10 +11,10 @@ from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT, preamble
 from tensorjit.plugins.opencl_backend.runtime import runtime
 
 
-def _matmul(out: Any, a: Any, b: Any) -> None:
+def _matmul(out: Any, a: Any, b: Any, accumulate: bool = False) -> None:
     from tensorjit.plugins.opencl_backend.blas import matmul_into  # (it imports the target)
 
-    matmul_into(out, a, b)
+    matmul_into(out, a, b, accumulate)
 
 
 OPENCL = Target(

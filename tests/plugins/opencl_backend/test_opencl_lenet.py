@@ -50,3 +50,29 @@ def test_a_lenet_step_on_opencl_runs_convolution_and_pooling_there_with_cs_losse
     y = rng.integers(0, 10, 16).astype("int32")
     for _ in range(3):
         np.testing.assert_allclose(on_opencl(x, y), on_c(x, y), rtol=1e-4)
+
+
+def test_convolutions_over_blocks_of_images_agree_with_perform(monkeypatch):
+    """Batches whose unrolled windows exceed the budget go by blocks of images (the
+    weights' gradient accumulating block by block); DebugMode compares with perform."""
+    from tensorjit.plugins.device_kernels import convolution
+    from tensorjit.testing.device_under_test import device_var, on_device, to_device
+
+    # 12 window rows x 28 output pixels of 8 bytes per image: blocks of two images.
+    monkeypatch.setattr(convolution, "COLUMNS_BYTES", 2 * 12 * 28 * 8)
+
+    def outputs(x, w, g):
+        out = conv2d(x, w, border_mode="half", subsample=(1, 2))
+        return [out, *T.grad((out * g).sum(), [x, w])]
+
+    x, w, g = (device_var(name, (None,) * 4) for name in "xwg")
+    f = on_device([x, w, g], outputs(x, w, g))
+    rng = np.random.default_rng(5)
+    xv, wv = rng.standard_normal((5, 3, 6, 7)), rng.standard_normal((2, 3, 2, 2))
+    gv = rng.standard_normal((5, 2, 7, 4))
+    hx, hw, hg = (T.tensor4(name) for name in "xwg")
+    host = tensorjit.function([hx, hw, hg], outputs(hx, hw, hg), mode=tensorjit.FAST_COMPILE)
+    kernels = {f.kernels[n].name for n in f.kernels if isinstance(n.op, CONV_AND_POOL)}
+    assert kernels == {"debug:opencl:convolution"}, kernels
+    for got, want in zip(f(*(to_device(v) for v in (xv, wv, gv))), host(xv, wv, gv)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
