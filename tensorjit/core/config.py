@@ -136,8 +136,10 @@ _OPTIONS = [
         "how device kernels that fold rows (softmax, row reductions, argmax) share them "
         "out: 'groups' (a work-group per row, a tree in local memory: what a GPU wants), "
         "'items' (a chunk of rows per work-item: what a CPU device wants) or 'auto' (groups "
-        "on a GPU for rows of 32 elements or more); forcing 'groups' runs the GPU shapes "
-        "on a CPU device such as PoCL",
+        "on a GPU for rows of 32 elements or more); also whether convolutions and pooling "
+        "run on the device ('groups', or 'auto' on a GPU) or on the host's kernels (a CPU "
+        "device: the same cores, a real BLAS); forcing 'groups' runs the GPU shapes on a "
+        "CPU device such as PoCL",
         _choice("auto", "groups", "items"),
     ),
     ConfigOption(

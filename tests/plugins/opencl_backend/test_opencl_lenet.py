@@ -1,6 +1,8 @@
-"""A LeNet training step on ``device=opencl``: every convolution and pooling node, and
-their gradients, runs as an OpenCL kernel (none goes back to the host), and the losses
-of a few SGD steps equal the C backend's within float32's reach."""
+"""A LeNet training step on ``device=opencl`` with the GPU shapes forced
+(``config.device_schedule="groups"``, as a GPU gets them by default): every convolution
+and pooling node, and their gradients, runs as an OpenCL kernel, and the losses of a
+few SGD steps equal the C backend's within float32's reach. On a CPU device by default
+they run on the host's kernels instead."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ pytestmark = [NEEDS_DEVICE, ONLY_OPENCL]
 CONV_AND_POOL = (Conv2d, Conv2dGradInputs, Conv2dGradWeights, Pool, MaxPoolGrad, AveragePoolGrad)
 
 
-def lenet_step(device: str, params0: list[np.ndarray]):
+def lenet_step(device: str, params0: list[np.ndarray], schedule: str = "groups"):
     """An SGD step of a two-layer LeNet (max and average pooling) on ``device``."""
-    with config.change_flags(device=device):
+    with config.change_flags(device=device, device_schedule=schedule):
         params = [tensorjit.shared(p.copy(), name=f"p{k}") for k, p in enumerate(params0)]
         w0, w1, w2 = params
         x, y = T.tensor4("x", dtype="float32"), T.ivector("y")
@@ -52,6 +54,21 @@ def test_a_lenet_step_on_opencl_runs_convolution_and_pooling_there_with_cs_losse
         np.testing.assert_allclose(on_opencl(x, y), on_c(x, y), rtol=1e-4)
 
 
+def test_on_a_cpu_device_convolutions_stay_with_the_hosts_kernels_by_default():
+    from tensorjit.plugins.opencl_backend.target import OPENCL
+
+    if not OPENCL.runtime().is_cpu:
+        return  # a GPU takes them (the test above)
+    rng = np.random.default_rng(1)
+    params0 = [
+        (rng.standard_normal(shape) * 0.3).astype("float32")
+        for shape in ((6, 1, 5, 5), (8, 6, 3, 3), (8 * 3 * 3, 10))
+    ]
+    step = lenet_step("opencl", params0, schedule="auto")
+    kernels = {step.kernels[n].name for n in step.kernels if isinstance(n.op, CONV_AND_POOL)}
+    assert kernels == {"c:convolution", "c:pooling"}, kernels
+
+
 def test_convolutions_over_blocks_of_images_agree_with_perform(monkeypatch):
     """Batches whose unrolled windows exceed the budget go by blocks of images (the
     weights' gradient accumulating block by block); DebugMode compares with perform."""
@@ -66,7 +83,8 @@ def test_convolutions_over_blocks_of_images_agree_with_perform(monkeypatch):
         return [out, *T.grad((out * g).sum(), [x, w])]
 
     x, w, g = (device_var(name, (None,) * 4) for name in "xwg")
-    f = on_device([x, w, g], outputs(x, w, g))
+    with config.change_flags(device_schedule="groups"):
+        f = on_device([x, w, g], outputs(x, w, g))
     rng = np.random.default_rng(5)
     xv, wv = rng.standard_normal((5, 3, 6, 7)), rng.standard_normal((2, 3, 2, 2))
     gv = rng.standard_normal((5, 2, 7, 4))
