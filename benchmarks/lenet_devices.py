@@ -33,35 +33,15 @@ CONV_AND_POOL = (
 )
 
 
-def lenet_step(device: str, params0: list[np.ndarray], schedule: str = "auto"):
-    import tensorjit
-    import tensorjit.tensor as T
-    from tensorjit.core.config import config
-    from tensorjit.tensor import nnet
-    from tensorjit.tensor.nnet.conv import conv2d
-    from tensorjit.tensor.nnet.pool import pool_2d
-
-    with config.change_flags(device=device, device_schedule=schedule):
-        params = [tensorjit.shared(p.copy(), name=f"p{k}") for k, p in enumerate(params0)]
-        w0, w1, w2 = params
-        x, y = T.tensor4("x", dtype="float32"), T.ivector("y")
-        h = T.maximum(pool_2d(conv2d(x, w0, border_mode="half"), (2, 2)), 0)
-        h = T.tanh(pool_2d(conv2d(h, w1), (2, 2), ignore_border=False, mode="average_exc_pad"))
-        p = nnet.softmax(T.dot(h.flatten(2), w2))
-        cost = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
-        grads = tensorjit.grad(cost, params)
-        updates = [(w, w - np.float32(0.05) * g) for w, g in zip(params, grads)]
-        return tensorjit.function([x, y], cost, updates=updates)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
+    from tensorjit.testing.models import lenet_parameters, lenet_step
+
     rng = np.random.default_rng(0)
-    shapes = ((6, 1, 5, 5), (16, 6, 3, 3), (16 * 6 * 6, 10))
-    params0 = [(rng.standard_normal(s) * 0.2).astype("float32") for s in shapes]
+    params0 = lenet_parameters(rng, (6, 16), 28)
     x = rng.standard_normal((args.batch, 1, 28, 28)).astype("float32")
     y = rng.integers(0, 10, args.batch).astype("int32")
     steps = {

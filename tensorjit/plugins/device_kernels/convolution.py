@@ -386,24 +386,13 @@ def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
     from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 
-    def planned(planner: Callable[[Target, Apply], Any]) -> Callable[[Apply], Any]:
-        return lambda node: planner(t, node)
+    def spec(family: str, ops: tuple[type, ...], factory: Any, planner: Any) -> KernelSpec:
+        plan = lambda node: planner(t, node)  # noqa: E731
+        return KernelSpec(
+            t.kernel_name(family), t.backend, ops, factory, plan=plan, plugin=t.plugin
+        )
 
     return [
-        KernelSpec(
-            t.kernel_name("convolution"),
-            t.backend,
-            (Conv2d, Conv2dGradInputs, Conv2dGradWeights),
-            conv_factory,
-            plan=planned(conv_plan),
-            plugin=t.plugin,
-        ),
-        KernelSpec(
-            t.kernel_name("pooling"),
-            t.backend,
-            (Pool, MaxPoolGrad, AveragePoolGrad),
-            pool_factory,
-            plan=planned(pool_plan),
-            plugin=t.plugin,
-        ),
+        spec("convolution", (Conv2d, Conv2dGradInputs, Conv2dGradWeights), conv_factory, conv_plan),
+        spec("pooling", (Pool, MaxPoolGrad, AveragePoolGrad), pool_factory, pool_plan),
     ]

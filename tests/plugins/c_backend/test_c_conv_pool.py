@@ -15,16 +15,10 @@ from tensorjit.tensor import nnet
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
 from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool, pool_2d
 from tensorjit.testing import check_op
+from tensorjit.testing.conformance.test_convolution import CONV_CASES
 
 rng = np.random.default_rng(0)
 DTYPES = ("float64", "float32")
-CONV_CASES = [
-    ("valid", (1, 1), True),
-    ("full", (1, 1), False),
-    ("half", (2, 1), True),
-    ("same", (1, 2), False),
-    ((1, 2), (2, 2), True),
-]
 
 
 def conv_shapes(border_mode, subsample):

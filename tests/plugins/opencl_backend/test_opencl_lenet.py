@@ -11,39 +11,20 @@ import numpy as np
 import tensorjit
 import tensorjit.tensor as T
 from tensorjit.core.config import config
-from tensorjit.tensor import nnet
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights, conv2d
-from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool, pool_2d
+from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 from tensorjit.testing.device_under_test import NEEDS_DEVICE, ONLY_OPENCL
+from tensorjit.testing.models import lenet_parameters, lenet_step
 
 pytestmark = [NEEDS_DEVICE, ONLY_OPENCL]
 
 CONV_AND_POOL = (Conv2d, Conv2dGradInputs, Conv2dGradWeights, Pool, MaxPoolGrad, AveragePoolGrad)
 
 
-def lenet_step(device: str, params0: list[np.ndarray], schedule: str = "groups"):
-    """An SGD step of a two-layer LeNet (max and average pooling) on ``device``."""
-    with config.change_flags(device=device, device_schedule=schedule):
-        params = [tensorjit.shared(p.copy(), name=f"p{k}") for k, p in enumerate(params0)]
-        w0, w1, w2 = params
-        x, y = T.tensor4("x", dtype="float32"), T.ivector("y")
-        h = T.maximum(pool_2d(conv2d(x, w0, border_mode="half"), (2, 2)), 0)
-        h = T.tanh(pool_2d(conv2d(h, w1), (2, 2), ignore_border=False, mode="average_exc_pad"))
-        p = nnet.softmax(T.dot(h.flatten(2), w2))
-        cost = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
-        updates = [
-            (w, w - np.float32(0.1) * g) for w, g in zip(params, tensorjit.grad(cost, params))
-        ]
-        return tensorjit.function([x, y], cost, updates=updates)
-
-
 def test_a_lenet_step_on_opencl_runs_convolution_and_pooling_there_with_cs_losses():
     rng = np.random.default_rng(0)
-    params0 = [
-        (rng.standard_normal(shape) * 0.3).astype("float32")
-        for shape in ((6, 1, 5, 5), (8, 6, 3, 3), (8 * 3 * 3, 10))
-    ]
-    on_opencl, on_c = lenet_step("opencl", params0), lenet_step("cpu", params0)
+    params0 = lenet_parameters(rng, (6, 8), 14)
+    on_opencl, on_c = lenet_step("opencl", params0, "groups"), lenet_step("cpu", params0)
     nodes = [n for n in on_opencl.kernels if isinstance(n.op, CONV_AND_POOL)]
     assert {type(n.op) for n in nodes} == set(CONV_AND_POOL)
     kernels = {on_opencl.kernels[n].name for n in nodes}
@@ -59,12 +40,7 @@ def test_on_a_cpu_device_convolutions_stay_with_the_hosts_kernels_by_default():
 
     if not OPENCL.runtime().is_cpu:
         return  # a GPU takes them (the test above)
-    rng = np.random.default_rng(1)
-    params0 = [
-        (rng.standard_normal(shape) * 0.3).astype("float32")
-        for shape in ((6, 1, 5, 5), (8, 6, 3, 3), (8 * 3 * 3, 10))
-    ]
-    step = lenet_step("opencl", params0, schedule="auto")
+    step = lenet_step("opencl", lenet_parameters(np.random.default_rng(1), (6, 8), 14))
     kernels = {step.kernels[n].name for n in step.kernels if isinstance(n.op, CONV_AND_POOL)}
     assert kernels == {"c:convolution", "c:pooling"}, kernels
 
