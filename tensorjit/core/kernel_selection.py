@@ -101,9 +101,12 @@ class KernelSource:
     def find_kernel(self, node: Apply, backends: list[Backend]) -> Kernel | None:
         """The first kernel that one of ``backends`` (best first) offers for ``node``:
         its kernel table's spec, else the selection hook; or None."""
+        host = node.op.host_inputs(node)  # (read on the host whatever the backend)
         for backend in backends:
             if backend.name != PERFORM.backend and any(
-                i.type.device != backend.device for i in node.inputs
+                i.type.device != backend.device
+                for k, i in enumerate(node.inputs)
+                if not (k in host and i.type.device == HOST)
             ):
                 continue  # a host metadata reader of a device value: only Op.perform
             kernel = self.kernels.kernel_for(backend.name, node)

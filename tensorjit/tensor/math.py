@@ -207,6 +207,9 @@ class Alloc(Op):
     __props__ = ()
     constant_folding = False  # folding would embed a possibly huge array in the graph
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(1, len(node.inputs))  # the lengths
+
     def make_node(self, value: Any, *shape: Any) -> Apply:
         value = as_tensor_variable(value)
         dims = [as_tensor_variable(s) for s in shape]

@@ -134,6 +134,9 @@ class Subtensor(Op):
     def __str__(self) -> str:
         return f"Subtensor{{{_entries_str(self.entries)}}}"
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(1, len(node.inputs))  # the indices
+
     def make_node(self, x: Any, *idx: Any) -> Apply:
         x = as_tensor_variable(x)
         idx_vars = [_as_index_var(i) for i in idx]
@@ -204,6 +207,9 @@ class IncSubtensor(Op):
         kind = "Set" if self.set_instead_of_inc else "Inc"
         suffix = "_inplace" if self.inplace else ""
         return f"{kind}Subtensor{suffix}{{{_entries_str(self.entries)}}}"
+
+    def host_inputs(self, node: Apply) -> range:
+        return range(2, len(node.inputs))  # the indices
 
     def make_node(self, x: Any, y: Any, *idx: Any) -> Apply:
         x = as_tensor_variable(x)

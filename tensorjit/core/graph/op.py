@@ -83,6 +83,13 @@ class Op:
         same call produces is given as the buffer before that update."""
         return None
 
+    def host_inputs(self, node: Apply) -> range:
+        """Indices of ``node``'s inputs that every kernel of the op reads on the host
+        (shapes, sizes, integer indices). Placement leaves such an input on the host
+        when it is computed there, so a device kernel reads it without a copy to the
+        device and back (a wait for the device's queue). Default: none."""
+        return range(0)
+
     def rounding_bounds(self, node: Apply, inputs: Sequence[Any]) -> list[Any] | None:
         """How far two correct implementations of this node may differ on ``inputs``
         because they round in different orders (a sum's terms in the order one CPU's

@@ -80,7 +80,12 @@ class PlaceOnDevices(GraphRewriter):
             op = node.op if lifter is None else lifter(node, device)
             if op is None:
                 return None
-            probe = _retyped(op, node, [v.type.on_device(device) for v in node.inputs], device)
+            kept = _kept_on_host(op, node)
+            types = [
+                before_transfers(v).type if i in kept else v.type.on_device(device)
+                for i, v in enumerate(node.inputs)
+            ]
+            probe = _retyped(op, node, types, device)
             return op if choice.source.find_kernel(probe, backends) is not None else None
 
         for node in fgraph.toposort():
@@ -132,8 +137,13 @@ class PlaceOnDevices(GraphRewriter):
         # A destroyed input gets its own copy: the value it was copied from (a constant,
         # a protected input) may not be destroyable.
         destroyed = {i for ins in op.destroy_map.values() for i in ins}
+        kept = _kept_on_host(op, node) if target != HOST else set()
         inputs = [
-            transfer(v, target) if i in destroyed else on(v, target)
+            before_transfers(v)
+            if i in kept
+            else transfer(v, target)
+            if i in destroyed
+            else on(v, target)
             for i, v in enumerate(node.inputs)
         ]
         new = _retyped(op, node, [v.type for v in inputs], target, inputs)
@@ -141,6 +151,12 @@ class PlaceOnDevices(GraphRewriter):
         for old, out in zip(node.outputs, new.outputs):
             pairs.append((old, out if out.type == old.type else transfer(out, _device(old))))
         return bool(apply_replacements(pairs, "place_on_devices"))
+
+
+def _kept_on_host(op: Any, node: Apply) -> set[int]:
+    """The inputs of ``node`` that ``op`` reads on the host (``Op.host_inputs``) and
+    that are computed there (or were copied from there): they stay, uncopied."""
+    return {i for i in op.host_inputs(node) if _device(before_transfers(node.inputs[i])) == HOST}
 
 
 def keep_placement(new: Apply, old: Apply) -> Apply:

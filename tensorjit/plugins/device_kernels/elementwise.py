@@ -39,7 +39,11 @@ I64 = np.int64
 
 
 def on_device(t: Target, node: Apply) -> bool:
-    return all(v.type.device == t.device for v in (*node.inputs, *node.outputs))
+    """The node's values live on the device (those it reads on the host, Op.host_inputs,
+    on the host or the device)."""
+    host = node.op.host_inputs(node)
+    inputs = [v for i, v in enumerate(node.inputs) if i not in host]
+    return all(v.type.device == t.device for v in (*inputs, *node.outputs))
 
 
 def uses_fp64(node: Apply) -> bool:

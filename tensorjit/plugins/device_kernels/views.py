@@ -59,7 +59,9 @@ class IndexInputs:
         """The host values of the integer inputs (their device values in ``inputs``)."""
         out = []
         for known, value in zip(self.constants, inputs):
-            if known is None:
+            if known is None and isinstance(value, np.ndarray | np.generic):
+                known = np.asarray(value)  # computed on the host (Op.host_inputs)
+            elif known is None:
                 # A sync: the host needs this value to shape the result.
                 known = (
                     contiguous(self.target, value).get()

@@ -241,6 +241,9 @@ class Conv2dGradInputs(_ConvBase):
     rows, cols)``, the image size being ambiguous with strides. Also a transposed
     convolution."""
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(2, 4)  # the image or filter size
+
     def make_node(self, w: Any, g: Any, rows: Any, cols: Any) -> Apply:
         w, g = as_tensor_variable(w), as_tensor_variable(g)
         _check_image_args(self, w, "the filters")
@@ -299,6 +302,9 @@ class Conv2dGradInputs(_ConvBase):
 class Conv2dGradWeights(_ConvBase):
     """The gradient of ``conv2d`` w.r.t. its filters: inputs ``(images, output_grad,
     filter_rows, filter_cols)``."""
+
+    def host_inputs(self, node: Apply) -> range:
+        return range(2, 4)  # the image or filter size
 
     def make_node(self, x: Any, g: Any, rows: Any, cols: Any) -> Apply:
         x, g = as_tensor_variable(x), as_tensor_variable(g)
