@@ -153,3 +153,16 @@ def test_a_pooled_gradient_of_the_wrong_shape_is_the_ops_error():
     with pytest.raises(ValueError) as error:
         f(to_device(np.zeros((1, 1, 4, 4))), to_device(np.zeros((1, 1, 3, 3))))
     assert names_all(error.value, "(1, 1, 3, 3)", "(1, 1, 4, 4)"), error.value
+
+
+def test_gradients_of_a_plain_sum_compile_in_debugmode():
+    """``T.grad(out.sum(), x)`` fills the output's gradient with Alloc: DebugMode's
+    unrewritten graphs once could not place it (its lengths, read on the host, were
+    sent to the device: Op.host_inputs keeps them there)."""
+    x, w = device_var("x", (None,) * 4), device_var("w", (None,) * 4)
+    f = on_device([x, w], T.grad(conv2d(x, w).sum(), [x, w]))
+    gx, gw = f(to_device(np.ones((2, 3, 5, 5))), to_device(np.ones((4, 3, 3, 3))))
+    assert gx.shape == (2, 3, 5, 5) and gw.shape == (4, 3, 3, 3)
+    np.testing.assert_allclose(gw, np.full((4, 3, 3, 3), 18.0))
+    g = on_device([x], T.grad(pool_2d(x, (2, 2), mode="sum").sum(), x))
+    np.testing.assert_allclose(g(to_device(np.ones((1, 1, 4, 4)))), np.ones((1, 1, 4, 4)))
