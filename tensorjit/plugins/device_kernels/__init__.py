@@ -15,6 +15,9 @@ family:
 - ``random``: MRG31k3p giving the host's stream;
 - ``convolution``: Conv2d and its gradients, pooling and its gradients.
 
+``transpose`` (not a family: no op of its own) gives the copies of ``elementwise`` a
+tiled path for values whose fast axis is the second-to-last.
+
 GEMM differs per device (OpenCL: our packed kernels; CUDA: cuBLAS), so it stays in each
 backend's package.
 """

@@ -258,7 +258,13 @@ def cast_plan(t: Target, in_dtype: str, out_dtype: str, ndim: int) -> ElemwisePl
 
 
 def copy_into(t: Target, out: Any, value: Any) -> None:
-    """Write ``value`` (any strides, broadcast to ``out``'s shape) into ``out``, casting."""
+    """Write ``value`` (any strides, broadcast to ``out``'s shape) into ``out``, casting
+    (a transposing copy through tiles where the groups schedule applies)."""
+    from tensorjit.plugins.device_kernels.transpose import transpose_into, transposing
+
+    if transposing(t, out, value):
+        transpose_into(t, out, value)
+        return
     plan = cast_plan(t, value.dtype.name, out.dtype.name, out.ndim)
     launch_map(plan, [value], out, "copy")
 

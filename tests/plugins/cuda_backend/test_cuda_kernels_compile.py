@@ -28,6 +28,7 @@ from tensorjit.plugins.device_kernels import (
     random,
     reductions,
     rowwise,
+    transpose,
 )
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.scalar import SCALAR_OPS
@@ -147,6 +148,8 @@ def convolution_programs() -> dict[str, set[str]]:
             programs[convolution.conv_source(CUDA, kind, dtype)] = {f"tj_{kind}"}
         for kind in ("pool", "max_grad", "avg_grad"):
             programs[convolution.pool_source(CUDA, kind, dtype)] = {f"tj_{kind}"}
+        for source_dtype in FLOATS:  # the tiled transposing copy (casting too)
+            programs[transpose.transpose_source(CUDA, source_dtype, dtype)] = {"tj_transpose"}
     return programs
 
 

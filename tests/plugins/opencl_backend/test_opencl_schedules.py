@@ -128,3 +128,21 @@ def test_argmax_under_groups_is_numpys_first_extreme(shape, axis, grouped, launc
     assert grouped in launched, launched
     np.testing.assert_array_equal(top, np.argmax(value, axis=axis))
     np.testing.assert_array_equal(bottom, np.argmin(value, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(70, 45), (3, 33, 65)])
+def test_transposing_copies_go_through_tiles_under_groups(dtype, shape, launched):
+    """A contiguous copy of a transposed value (here a reshape of ``x.T``'s last two
+    axes) moves 32 x 32 tiles through local memory under the groups schedule (ragged
+    edges, a batch axis), and is the elementwise copy otherwise; same values."""
+    x = var("x", (None,) * len(shape), dtype)
+    swapped = x.dimshuffle(*range(len(shape) - 2), len(shape) - 1, len(shape) - 2)
+    value = np.random.default_rng(2).standard_normal(shape).astype(dtype)
+    want = np.swapaxes(value, -1, -2).reshape(-1)
+    for schedule, tiled in [("groups", True), ("items", False)]:
+        launched.clear()
+        with config.change_flags(device_schedule=schedule):
+            f = on_device([x], swapped.reshape((-1,)))
+            np.testing.assert_array_equal(f(value), want)
+        assert ("tj_transpose" in launched) is tiled, (schedule, launched)
