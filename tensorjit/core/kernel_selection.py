@@ -101,14 +101,23 @@ class KernelSource:
     def find_kernel(self, node: Apply, backends: list[Backend]) -> Kernel | None:
         """The first kernel that one of ``backends`` (best first) offers for ``node``:
         its kernel table's spec, else the selection hook; or None."""
-        host = node.op.host_inputs(node)  # (read on the host whatever the backend)
         for backend in backends:
-            if backend.name != PERFORM.backend and any(
-                i.type.device != backend.device
-                for k, i in enumerate(node.inputs)
-                if not (k in host and i.type.device == HOST)
-            ):
-                continue  # a host metadata reader of a device value: only Op.perform
+            elsewhere = [k for k, i in enumerate(node.inputs) if i.type.device != backend.device]
+            if backend.name != PERFORM.backend and elsewhere:
+                # Only a spec that reads them there takes host values for the inputs its
+                # op reads on the host; anything else elsewhere: only Op.perform (a host
+                # metadata reader of a device value)
+                spec = self.kernels.lookup(backend.name, node.op)
+                host = node.op.host_inputs(node)
+                if (
+                    spec is not None
+                    and spec.reads_host_inputs
+                    and all(k in host and node.inputs[k].type.device == HOST for k in elsewhere)
+                ):
+                    kernel = spec.bind(node)
+                    if kernel is not None:
+                        return kernel
+                continue
             kernel = self.kernels.kernel_for(backend.name, node)
             if kernel is not None:
                 return kernel

@@ -289,6 +289,7 @@ class KernelSpec:
       builder offers any plugin ``builder.native(node, NativeStep(...))`` (its own C
       function run by the program: c_backend/whole_graph/native.h) and
       ``builder.decline(node)``.
+    - ``reads_host_inputs``: see the field.
     - ``cannot_fail(node, plan)``: True when the kernel (and the node's program step)
       can not raise on ``node`` whatever the input values, e.g. an elementwise kernel on
       operands of static shapes; running out of memory aside (optional; all-or-nothing
@@ -305,6 +306,10 @@ class KernelSpec:
     step: Callable[[Any, Apply, Any], Any] | None = None
     plugin: str | None = None
     cannot_fail: Callable[[Apply, Any], bool] | None = None
+    #: True when the kernels take the inputs their op reads on the host
+    #: (``Op.host_inputs``) as host values even on a device: placement then leaves them
+    #: there. False (the default): every input lives on the kernel's device.
+    reads_host_inputs: bool = False
 
     def bind(self, node: Apply) -> Kernel | None:
         """This spec's kernel for ``node``, or None if it does not cover it."""

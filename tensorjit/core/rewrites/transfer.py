@@ -69,10 +69,11 @@ class PlaceOnDevices(GraphRewriter):
                     moved[key] = transfer(var, device)
             return moved[key]
 
-        def covered(node: Apply, device: str) -> Any:
-            """The op running ``node`` on ``device``, or None."""
+        def covered(node: Apply, device: str) -> tuple[Any, set[int]] | None:
+            """The op running ``node`` on ``device`` and the inputs it reads where they
+            are on the host (a kernel that takes them there, else none), or None."""
             if node.op.device_generic:
-                return node.op  # its perform works there
+                return node.op, set()  # its perform works there
             backends = choice.of_device(device)
             if not backends:
                 return None
@@ -80,13 +81,15 @@ class PlaceOnDevices(GraphRewriter):
             op = node.op if lifter is None else lifter(node, device)
             if op is None:
                 return None
-            kept = _kept_on_host(op, node)
-            types = [
-                before_transfers(v).type if i in kept else v.type.on_device(device)
-                for i, v in enumerate(node.inputs)
-            ]
-            probe = _retyped(op, node, types, device)
-            return op if choice.source.find_kernel(probe, backends) is not None else None
+            for kept in dict.fromkeys((frozenset(_kept_on_host(op, node)), frozenset())):
+                types = [
+                    before_transfers(v).type if i in kept else v.type.on_device(device)
+                    for i, v in enumerate(node.inputs)
+                ]
+                probe = _retyped(op, node, types, device)
+                if choice.source.find_kernel(probe, backends) is not None:
+                    return op, set(kept)
+            return None
 
         for node in fgraph.toposort():
             if node not in fgraph.apply_nodes or is_transfer(node):
@@ -106,13 +109,13 @@ class PlaceOnDevices(GraphRewriter):
                 except TypeError:
                     lifted = None  # a type that can not live there
                 if lifted is not None:
-                    choices.append((device, lifted))
-            choices.append((HOST, node.op))
-            for target, op in choices:
+                    choices.append((device, *lifted))
+            choices.append((HOST, node.op, set()))
+            for target, op, kept in choices:
                 placed = all(_device(v) == target for v in (*node.inputs, *node.outputs))
                 if placed and op is node.op:
                     break
-                if self._move(node, op, target, on, apply_replacements):
+                if self._move(node, op, target, on, apply_replacements, kept):
                     break
             else:
                 raise InconsistencyError(
@@ -132,12 +135,13 @@ class PlaceOnDevices(GraphRewriter):
             apply_replacements(list(zip(node.outputs, new.outputs)), "place_on_devices")
 
     @staticmethod
-    def _move(node: Apply, op: Any, target: str, on: Any, apply_replacements: Any) -> bool:
+    def _move(
+        node: Apply, op: Any, target: str, on: Any, apply_replacements: Any, kept: set[int]
+    ) -> bool:
         """Rebuild ``node`` with ``op`` on ``target``; whether the graph accepted it."""
         # A destroyed input gets its own copy: the value it was copied from (a constant,
         # a protected input) may not be destroyable.
         destroyed = {i for ins in op.destroy_map.values() for i in ins}
-        kept = _kept_on_host(op, node) if target != HOST else set()
         inputs = [
             before_transfers(v)
             if i in kept

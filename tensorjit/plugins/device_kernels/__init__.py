@@ -25,6 +25,7 @@ backend's package.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -49,4 +50,5 @@ def family_specs(target: Target) -> list[KernelSpec]:
     for family in FAMILIES:
         module = importlib.import_module(f"tensorjit.plugins.device_kernels.{family}")
         found.extend(module.specs(target))
-    return found
+    # The families read Op.host_inputs on the host (views.IndexInputs), wherever they are.
+    return [replace(spec, reads_host_inputs=True) for spec in found]

@@ -32,6 +32,7 @@ def transpose_source(t: Target, in_dtype: str, out_dtype: str) -> str:
     D = t.dialect
     G, L = D.global_qualifier, D.local_qualifier
     ti, to = D.type_name(in_dtype), D.type_name(out_dtype)
+    read = f"*(const {G} {ti} *)(x + o_x + b * sb + r * sr + c * sc)"
     lines = [
         t.preamble({in_dtype, out_dtype}),
         f"{D.kernel_qualifier} void tj_transpose(long R, long C, long tiles_r, long tiles_c, "
@@ -45,7 +46,7 @@ def transpose_source(t: Target, in_dtype: str, out_dtype: str) -> str:
         f"    for (long k = ly; k < {TILE}; k += {ROWS}) {{",
         f"        long r = tr * {TILE} + lx, c = tc * {TILE} + k;",
         "        if (r < R && c < C)",
-        f"            tile[k][lx] = ({to})*(const {G} {ti} *)(x + o_x + b * sb + r * sr + c * sc);",
+        f"            tile[k][lx] = {D.convert(read, in_dtype, out_dtype)};",
         "    }",
         f"    {D.local_barrier};",
         "    /* write along out's fast axis (c) */",

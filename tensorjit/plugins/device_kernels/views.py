@@ -2,11 +2,11 @@
 array headers over the input's buffer (shape, byte strides
 and byte offset; nothing is copied), Alloc and Second fill a new array.
 
-Index and shape inputs are integer scalars (vectors for Reshape). Placement puts every
-input of a device node on the device, so they arrive as device arrays: a Constant (or a
-copy of one) is read from the graph when the kernel is planned; any other value is
-fetched with ``.get()``, which waits for the queue (a sync point), as the size of a view
-must be known on the host.
+Index and shape inputs are integer scalars (vectors for Reshape), read on the host
+(``Op.host_inputs``): computed on the host, they stay there and arrive as host values;
+a Constant (or a copy of one) is read from the graph when the kernel is planned; a value
+computed on the device is fetched with ``.get()``, which waits for the queue (a sync
+point), as the size of a view must be known on the host.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def array_views(t: Target) -> ArrayViews:
 @dataclass(frozen=True)
 class IndexInputs:
     """Integer inputs read on the host: the constants known when planned (None: the
-    value is fetched from the device on each call)."""
+    value is read on each call, as it is when on the host, else fetched from the
+    device)."""
 
     target: Target
     constants: tuple[np.ndarray | None, ...]

@@ -381,3 +381,36 @@ def test_a_protective_copy_of_device_storage_stays_on_the_device():
     ]
     np.testing.assert_allclose(f(), [2.0, 3.0])
     np.testing.assert_allclose(w.get_value(), [1.0, 2.0])
+
+
+def test_a_plugin_kernel_gets_its_device_values_for_inputs_read_on_the_host():
+    """Op.host_inputs lets a kernel take a host index as it is only when its spec says
+    it reads them there (``reads_host_inputs``): a kernel registered the plain way
+    (every input on its device) still gets a device value for the index."""
+    from tensorjit_wrapdev.arrays import WRAP_ARRAYS, unwrap
+
+    from tensorjit.tensor.subtensor import Subtensor
+
+    seen = []
+
+    def factory(node):
+        def run(inputs, storage):
+            seen.append([type(v).__name__ for v in inputs])
+            cell = [[None]]
+            node.op.perform(node, [unwrap(v) for v in inputs], cell)
+            storage[0][0] = WrappedArray(np.array(cell[0][0]))
+
+        return run
+
+    kernels = get_plugin_system().registries.kernels
+    kernels.add("wrapdev", Subtensor, factory)
+    try:
+        x = TensorType("float64", (None, None), device="wrapdev").make_variable("x")
+        i = T.lscalar("i")
+        with config.change_flags(device="wrapdev"):
+            f = tensorjit.function([x, i], x[i + 1])
+        value = WRAP_ARRAYS.from_host(np.arange(6.0).reshape(3, 2))
+        np.testing.assert_array_equal(f(value, 0), [2.0, 3.0])
+        assert seen == [["WrappedArray", "WrappedArray"]], seen
+    finally:
+        kernels.table.pop(("wrapdev", Subtensor), None)
