@@ -626,6 +626,9 @@ class MRGSample(Op):
             raise TypeError(f"MRGSample: dtype must be a float dtype, got {self.dtype}")
         self.ndim = ndim
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(1, len(node.inputs))  # the sample's size entries
+
     def make_node(self, rstate: Any, *sizes: Any) -> Apply:
         rstate = as_tensor_variable(rstate)
         if rstate.type.ndim != 2 or rstate.type.dtype != "int64":

@@ -158,11 +158,15 @@ def mrg_plan(t: Target, node: Apply) -> MRGPlan | None:
 
 
 def read_shape(plan: MRGPlan, values: list[Any], where: str) -> tuple[int, ...]:
-    """The sample's shape: the plan's constants, symbolic entries read from the device."""
-    shape = tuple(
-        int(plan.target.arrays.to_host(v)) if known is None else known
-        for known, v in zip(plan.sizes, values)
-    )
+    """The sample's shape: the plan's constants, else the entries' values (on the host,
+    Op.host_inputs; read from the device when computed there)."""
+
+    def entry(v: Any) -> int:
+        if isinstance(v, np.ndarray | np.generic):
+            return int(v)
+        return int(plan.target.arrays.to_host(v))
+
+    shape = tuple(entry(v) if known is None else known for known, v in zip(plan.sizes, values))
     if any(n < 0 for n in shape):
         raise ValueError(f"{where}: sample size entries must be >= 0, got shape {shape}")
     return shape
