@@ -112,6 +112,17 @@ static int tj_sparse_arrays_of(PyObject *x, int typenum, tj_sparse_arrays *out)
     return 1;
 }
 
+/* stmt run with the GIL released when ``big`` (the work pays for the release). */
+#define TJ_RELEASING(big, stmt)                                                        \
+    do {                                                                               \
+        if (big) {                                                                     \
+            Py_BEGIN_ALLOW_THREADS stmt;                                               \
+            Py_END_ALLOW_THREADS                                                       \
+        } else {                                                                       \
+            stmt;                                                                      \
+        }                                                                              \
+    } while (0)
+
 /* A new array of typenum and shape: zeros when zero, else uninitialised. */
 static PyObject *tj_sparse_result(int nd, npy_intp *dims, int typenum, int zero)
 {
@@ -126,7 +137,7 @@ static int tj_structured_dot_step_{S}(PyObject *const *inputs, PyObject **output
 {{
     tj_sparse_arrays x;
     PyArrayObject *y = (PyArrayObject *)inputs[1];
-    int found = tj_sparse_arrays_of(inputs[0], {N}, &x), status = TJ_NATIVE_DECLINED;
+    int found = tj_sparse_arrays_of(inputs[0], {N}, &x);
     if (found <= 0 || !PyArray_Check(y) || PyArray_TYPE(y) != {N} || !PyArray_ISNOTSWAPPED(y) ||
         (PyArray_NDIM(y) != 1 && PyArray_NDIM(y) != 2) || PyArray_DIM(y, 0) != x.cols) {{
         tj_sparse_release(&x);
@@ -165,15 +176,10 @@ static int tj_structured_dot_step_{S}(PyObject *const *inputs, PyObject **output
         x.csr ? (x.i64 ? tj_csr_dense_{S}_i64 : tj_csr_dense_{S}_i32)
               : (x.i64 ? tj_csc_dense_{S}_i64 : tj_csc_dense_{S}_i32);
     int bad;
-    if ((int64_t)x.nnz * n >= {NOGIL}) {{
-        Py_BEGIN_ALLOW_THREADS
-        bad = kernel(m, k, n, PyArray_DATA(x.data), PyArray_DATA(x.ind), PyArray_DATA(x.ptr),
-                     x.nnz, PyArray_DATA(dense), s0 / item, PyArray_DATA((PyArrayObject *)out));
-        Py_END_ALLOW_THREADS
-    }} else {{
-        bad = kernel(m, k, n, PyArray_DATA(x.data), PyArray_DATA(x.ind), PyArray_DATA(x.ptr),
-                     x.nnz, PyArray_DATA(dense), s0 / item, PyArray_DATA((PyArrayObject *)out));
-    }}
+    TJ_RELEASING((int64_t)x.nnz * n >= {NOGIL},
+                 bad = kernel(m, k, n, PyArray_DATA(x.data), PyArray_DATA(x.ind),
+                              PyArray_DATA(x.ptr), x.nnz, PyArray_DATA(dense), s0 / item,
+                              PyArray_DATA((PyArrayObject *)out)));
     Py_DECREF(dense);
     tj_sparse_release(&x);
     if (bad) {{ /* malformed: the per-node kernel says so */
@@ -181,8 +187,7 @@ static int tj_structured_dot_step_{S}(PyObject *const *inputs, PyObject **output
         return TJ_NATIVE_DECLINED;
     }}
     outputs[0] = out;
-    status = TJ_NATIVE_DONE;
-    return status;
+    return TJ_NATIVE_DONE;
 }}
 
 /* DenseSparseDot: out = a (dense vector or matrix) @ x (sparse). */
@@ -221,17 +226,10 @@ static int tj_dense_sparse_dot_step_{S}(PyObject *const *inputs, PyObject **outp
         x.csr ? (x.i64 ? tj_dense_csr_{S}_i64 : tj_dense_csr_{S}_i32)
               : (x.i64 ? tj_dense_csc_{S}_i64 : tj_dense_csc_{S}_i32);
     int bad;
-    if ((int64_t)x.nnz * m >= {NOGIL}) {{
-        Py_BEGIN_ALLOW_THREADS
-        bad = kernel(m, k, n, PyArray_DATA(a), s0 / item, s1 / item, PyArray_DATA(x.data),
-                     PyArray_DATA(x.ind), PyArray_DATA(x.ptr), x.nnz,
-                     PyArray_DATA((PyArrayObject *)out));
-        Py_END_ALLOW_THREADS
-    }} else {{
-        bad = kernel(m, k, n, PyArray_DATA(a), s0 / item, s1 / item, PyArray_DATA(x.data),
-                     PyArray_DATA(x.ind), PyArray_DATA(x.ptr), x.nnz,
-                     PyArray_DATA((PyArrayObject *)out));
-    }}
+    TJ_RELEASING((int64_t)x.nnz * m >= {NOGIL},
+                 bad = kernel(m, k, n, PyArray_DATA(a), s0 / item, s1 / item,
+                              PyArray_DATA(x.data), PyArray_DATA(x.ind), PyArray_DATA(x.ptr),
+                              x.nnz, PyArray_DATA((PyArrayObject *)out)));
     tj_sparse_release(&x);
     if (bad) {{
         Py_DECREF(out);

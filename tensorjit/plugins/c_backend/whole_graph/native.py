@@ -10,6 +10,7 @@ imports NumPy's C API, so the function may use both C APIs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pathlib
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _PRELUDE = """#define PY_SSIZE_T_CLEAN
 """
 
 
+@functools.cache  # read once per process
 def _header() -> str:
     return pathlib.Path(__file__).with_name("native.h").read_text()
 
@@ -77,9 +79,10 @@ error:
 """
 
 
+@functools.cache  # once per process: the module source is hashed and wrapped once
 def load(source: str, functions: tuple[str, ...], what: str) -> tuple[object, dict[str, int]]:
     """(the extension module, {function: address}) for ``source``: built once per
-    machine. Keep the module while the addresses are in use."""
+    machine. Keep the module while the addresses are in use (do not change the dict)."""
     digest = hashlib.sha256("\0".join((source, *functions)).encode()).hexdigest()[:16]
     module = f"tj_native_{digest}"
     extension = compiler.load_extension(_module_source(source, functions, module), module, what)

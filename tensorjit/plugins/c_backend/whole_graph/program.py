@@ -273,41 +273,35 @@ class _Tables:
 
     def python(self, node: Apply, kernel: Kernel) -> Step:
         """A step calling the node's own kernel with its input values and one cell per
-        output (``kernel.factory(node)``, the per-node VM's contract). Only host nodes
-        that overwrite nothing: an in-place update must be one the program can order,
-        check and undo (commit.py)."""
-        op = node.op
-        if op.destroy_map or not node.outputs or node_device(node) != HOST:
-            raise Unsupported(f"{op} [kernel {kernel.name}]: not a host step without updates")
-        if len(node.inputs) > MAX_OPERANDS:
-            raise Unsupported(f"{op}: {len(node.inputs)} inputs")
-        ops = [self._python_operand(v) for v in node.inputs]
-        outs = self._any_outputs(node)
+        output (``kernel.factory(node)``, the per-node VM's contract)."""
+        ops, outs = self._own_values_step(node, f"kernel {kernel.name}")
         thunk = _explaining(kernel.factory(node), node, kernel.name)
         return Step(StepKind.PYTHON, outs[0][0], ops=ops, thunk=thunk, outs=outs)
 
     def native(self, node: Apply, native_step: native.NativeStep) -> Step:
-        """A plugin's C function run by the program itself (native.py, native.h), for a
-        host node that overwrites nothing; its operands may be of any type."""
-        op = node.op
-        if op.destroy_map or not node.outputs or node_device(node) != HOST:
-            raise Unsupported(f"{op}: a native step must be a host step without updates")
-        if len(node.inputs) > MAX_OPERANDS or len(node.outputs) > MAX_OPERANDS:
-            raise Unsupported(f"{op}: {len(node.inputs)} inputs")
+        """A plugin's C function run by the program itself (native.py, native.h); its
+        operands may be of any type."""
+        ops, outs = self._own_values_step(node, f"native {native_step.function}")
         module, addresses = native.load(
             native_step.source, (native_step.function,), native_step.what
         )
         self.keep.append(module)
-        ops = [self._python_operand(v) for v in node.inputs]
-        outs = self._any_outputs(node)
         return Step(
             StepKind.NATIVE, outs[0][0], fns=[addresses[native_step.function]], ops=ops, outs=outs
         )
 
-    def _any_outputs(self, node: Apply) -> list[tuple[int, int, int]]:
-        """Slots for every output of a node whose kernel makes its own values (a Python
-        or native step): (slot, typenum or ANY_OBJECT, ndim). Its views keep their
+    def _own_values_step(self, node: Apply, what: str) -> tuple[list[int], list[tuple]]:
+        """The operand slots (any value) and output slots of a step whose kernel makes
+        its own values (a Python or native step): (slot, typenum or ANY_OBJECT, ndim)
+        per output. Only host nodes that overwrite nothing: an in-place update must be
+        one the program can order, check and undo (commit.py). Its views keep their
         buffer's root, so a later in-place step through one is seen as overwriting it."""
+        op = node.op
+        if op.destroy_map or not node.outputs or node_device(node) != HOST:
+            raise Unsupported(f"{op} [{what}]: not a host step without updates")
+        if max(len(node.inputs), len(node.outputs)) > MAX_OPERANDS:
+            raise Unsupported(f"{op}: {len(node.inputs)} inputs, {len(node.outputs)} outputs")
+        ops = [self._python_operand(v) for v in node.inputs]
         outs = []
         for j, out in enumerate(node.outputs):
             viewed = node.op.view_map.get(j)
@@ -319,7 +313,7 @@ class _Tables:
             else:
                 self.slots[out] = len(self.slots)
                 outs.append((self.slots[out], ANY_OBJECT, 0))
-        return outs
+        return ops, outs
 
     def _fallback(self, node: Apply, kernel: Kernel) -> tuple[Callable[[list], list], list[int]]:
         """A C step's way out when it declines after the call ran a Python step or
