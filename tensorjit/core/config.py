@@ -143,6 +143,14 @@ _OPTIONS = [
         _choice("auto", "groups", "items"),
     ),
     ConfigOption(
+        "device_launch_plans",
+        True,
+        "whether a function on a device records its kernels' launches on the first call "
+        "with new input shapes and replays them on later calls (no Python per node; "
+        "plugins/device_kernels/launch_plan.py)",
+        _bool,
+    ),
+    ConfigOption(
         "assert_no_cpu_op",
         "ignore",
         "for functions using a device: 'raise' makes compiling fail, naming the nodes, when "

@@ -289,7 +289,7 @@ class KernelSpec:
       builder offers any plugin ``builder.native(node, NativeStep(...))`` (its own C
       function run by the program: c_backend/whole_graph/native.h) and
       ``builder.decline(node)``.
-    - ``reads_host_inputs``: see the field.
+    - ``reads_host_inputs``, ``launches_only``: see the fields.
     - ``cannot_fail(node, plan)``: True when the kernel (and the node's program step)
       can not raise on ``node`` whatever the input values, e.g. an elementwise kernel on
       operands of static shapes; running out of memory aside (optional; all-or-nothing
@@ -310,6 +310,12 @@ class KernelSpec:
     #: (``Op.host_inputs``) as host values even on a device: placement then leaves them
     #: there. False (the default): every input lives on the kernel's device.
     reads_host_inputs: bool = False
+    #: True when the kernel's only device work is allocating through its runtime's
+    #: ``empty`` and launching through its ``launch`` methods, the same launches for the
+    #: same input shapes, strides and dtypes (no reads or writes from the host, no
+    #: library calls, no state kept between calls): a device backend's launch plan may
+    #: then record one run and replay its launches (device_kernels/launch_plan.py).
+    launches_only: bool = False
 
     def bind(self, node: Apply) -> Kernel | None:
         """This spec's kernel for ``node``, or None if it does not cover it."""

@@ -59,6 +59,9 @@ class ProgramVM:
 
     def free(self) -> None:
         self.vm.free()
+        free_program = getattr(self.program, "free", None)
+        if free_program is not None:  # (a launch plan's temporaries)
+            free_program()
 
     def __call__(self) -> None:
         values = self.program([cell[0] for cell in self._input_cells])

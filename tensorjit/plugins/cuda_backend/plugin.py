@@ -8,7 +8,13 @@ devices, or exactly why CUDA is unavailable: no pycuda, no driver, no device).
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
+from tensorjit.core.registries import (
+    Backend,
+    BackendRegistry,
+    GraphPlan,
+    KernelRegistry,
+    Program,
+)
 from tensorjit.plugins.cuda_backend import BACKEND, DEVICE
 
 PLUGIN = "cuda_backend"
@@ -35,6 +41,14 @@ def _hardware() -> list[str]:
         return [*lines, f"devices: none ({exc})"]
 
 
+def _launch_plan(plan: GraphPlan) -> Program | None:
+    """A function's launch plan (device_kernels/launch_plan.py), when it has kernels here."""
+    from tensorjit.plugins.cuda_backend.target import CUDA
+    from tensorjit.plugins.device_kernels.launch_plan import launch_plan_program
+
+    return launch_plan_program(CUDA, plan)
+
+
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
     from tensorjit.plugins.cuda_backend.arrays import CUDA_ARRAYS
@@ -51,6 +65,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             array_kind=CUDA_ARRAYS,
             renderer=CUDA_DIALECT,
             hardware=_hardware,
+            whole_graph=_launch_plan,
         )
     )
 

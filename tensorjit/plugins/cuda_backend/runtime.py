@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
+from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
 
 BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
 # Transfers up to this size stage through pinned memory (kept in a pool for the next);
@@ -192,7 +193,9 @@ class Runtime:
         shape = tuple(int(n) for n in shape)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         base = self.allocate(nbytes) if nbytes else None
-        return CudaArray(shape, dtype, base)
+        value = CudaArray(shape, dtype, base)
+        note_allocation(value)
+        return value
 
     def to_device(self, dest_pointer: int, host: np.ndarray) -> None:
         """Copy contiguous ``host`` to device memory, staged through pinned memory
@@ -256,6 +259,20 @@ class Runtime:
                 "config.cuda_compiler=nvcc, or a matching nvidia-cuda-nvrtc)"
             ) from None
 
+    @staticmethod
+    def buffer_arg_address(arg: Any) -> int | None:
+        """The address of a buffer argument (``buffer_args`` passes pointers as
+        ``np.uintp``), or None for any other argument (see the OpenCL runtime's)."""
+        return int(arg) if type(arg) is np.uintp else None
+
+    def enqueue(self, kernel: Any, geometry: tuple, args: tuple | list) -> None:
+        """Launch ``kernel`` on ``geometry`` = (blocks, threads per block)."""
+        self._call(kernel, geometry[0], geometry[1], tuple(args))
+
+    def _launch(self, kernel: Any, blocks: int, threads: int, args: tuple) -> None:
+        note_launch(kernel, (blocks, threads), args)
+        self._call(kernel, blocks, threads, args)
+
     def _call(self, kernel: Any, blocks: int, threads: int, args: tuple) -> None:
         """A prepared launch: the argument layout is packed from a format fixed at the
         kernel's first launch (pycuda's unprepared call inspects every argument each
@@ -272,13 +289,13 @@ class Runtime:
         """Run ``kernel`` over at least ``work_items`` threads (none when zero); every
         kernel guards its index."""
         if work_items > 0:
-            self._call(kernel, -(-int(work_items) // BLOCK), BLOCK, args)
+            self._launch(kernel, -(-int(work_items) // BLOCK), BLOCK, args)
 
     launch_chunks = launch
 
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         if groups > 0:
-            self._call(kernel, groups, group_size, args)
+            self._launch(kernel, groups, group_size, args)
 
     def synchronize(self) -> None:
         self.make_current()

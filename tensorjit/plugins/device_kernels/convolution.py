@@ -386,13 +386,28 @@ def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
     from tensorjit.tensor.nnet.pool import AveragePoolGrad, MaxPoolGrad, Pool
 
-    def spec(family: str, ops: tuple[type, ...], factory: Any, planner: Any) -> KernelSpec:
+    def spec(
+        family: str, ops: tuple[type, ...], factory: Any, planner: Any, launches_only: bool
+    ) -> KernelSpec:
         plan = lambda node: planner(t, node)  # noqa: E731
         return KernelSpec(
-            t.kernel_name(family), t.backend, ops, factory, plan=plan, plugin=t.plugin
+            t.kernel_name(family),
+            t.backend,
+            ops,
+            factory,
+            plan=plan,
+            plugin=t.plugin,
+            launches_only=launches_only,
         )
 
     return [
-        spec("convolution", (Conv2d, Conv2dGradInputs, Conv2dGradWeights), conv_factory, conv_plan),
-        spec("pooling", (Pool, MaxPoolGrad, AveragePoolGrad), pool_factory, pool_plan),
+        # (the convolutions' products are the backend's matmul: a library call on CUDA)
+        spec(
+            "convolution",
+            (Conv2d, Conv2dGradInputs, Conv2dGradWeights),
+            conv_factory,
+            conv_plan,
+            t.matmul_launches_only,
+        ),
+        spec("pooling", (Pool, MaxPoolGrad, AveragePoolGrad), pool_factory, pool_plan, True),
     ]

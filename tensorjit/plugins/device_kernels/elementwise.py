@@ -280,5 +280,6 @@ def specs(t: Target) -> list[KernelSpec]:
             elemwise_factory,
             plan=partial(elemwise_plan, t),
             plugin=t.plugin,
+            launches_only=True,
         )
     ]

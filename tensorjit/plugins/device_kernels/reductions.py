@@ -768,6 +768,7 @@ def specs(t: Target) -> list[KernelSpec]:
             (Reduce,),
             reduce_factory,
             plan=partial(reduce_plan, t),
+            launches_only=True,
             plugin=t.plugin,
         ),
         KernelSpec(
@@ -776,6 +777,7 @@ def specs(t: Target) -> list[KernelSpec]:
             (Argmax,),
             arg_factory,
             plan=partial(arg_plan, t),
+            launches_only=True,
             plugin=t.plugin,
         ),
     ]

@@ -219,6 +219,7 @@ def specs(t: Target) -> list[KernelSpec]:
             (Softmax, LogSoftmax),
             rows_factory,
             plan=partial(row_plan, t),
+            launches_only=True,
             plugin=t.plugin,
         )
     ]

@@ -73,6 +73,15 @@ class DeviceRuntime(Protocol):
     def buffer_args(self, value: Any, /) -> list[Any]: ...
 
 
+class ReplayingRuntime(DeviceRuntime, Protocol):
+    """A runtime whose launches a launch plan can record and repeat
+    (device_kernels/recording.py, launch_plan.py)."""
+
+    def enqueue(self, kernel: Any, geometry: tuple, args: tuple | list, /) -> None: ...
+
+    def buffer_arg_address(self, arg: Any, /) -> int | None: ...
+
+
 class ArrayViews(Protocol):
     """An array kind that makes views (every device backend's kind does:
     arrays.StridedDeviceArrays); the host target's ``HostArrays`` does not."""
@@ -106,6 +115,10 @@ class Target:
     matmul: Callable[..., None] | None = None
     #: whether ``matmul`` can run here (its library loads), asked when planning
     matmul_ready: Callable[[], bool] = lambda: True
+    #: whether ``matmul`` only allocates and launches through the runtime (the OpenCL
+    #: GEMM's kernels), so that launch plans may record it; a library's calls (cuBLAS)
+    #: are not recorded
+    matmul_launches_only: bool = False
 
     def kernel_name(self, family: str) -> str:
         return f"{self.backend}:{family}"

@@ -297,7 +297,14 @@ def specs(t: Target) -> list[KernelSpec]:
     ]
     return [
         KernelSpec(
-            t.kernel_name(name), t.backend, (op,), factory, plan=partial(plan, t), plugin=t.plugin
+            t.kernel_name(name),
+            t.backend,
+            (op,),
+            factory,
+            plan=partial(plan, t),
+            plugin=t.plugin,
+            # (a value read on the host makes the node a launch plan's Python step)
+            launches_only=True,
         )
         for name, op, factory, plan in table
     ]

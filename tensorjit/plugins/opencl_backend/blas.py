@@ -463,7 +463,13 @@ def specs() -> list[KernelSpec]:
 
     def spec(name: str, op: type, factory: Any, plan: Any) -> KernelSpec:
         return KernelSpec(
-            f"opencl:{name}", BACKEND, (op,), factory, plan=plan, plugin="opencl_backend"
+            f"opencl:{name}",
+            BACKEND,
+            (op,),
+            factory,
+            plan=plan,
+            plugin="opencl_backend",
+            launches_only=True,
         )
 
     return [

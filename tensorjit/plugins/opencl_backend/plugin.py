@@ -8,7 +8,13 @@ checked when the backend is first asked for (the reason is shown by
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import Backend, BackendRegistry, KernelRegistry
+from tensorjit.core.registries import (
+    Backend,
+    BackendRegistry,
+    GraphPlan,
+    KernelRegistry,
+    Program,
+)
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 
 PLUGIN = "opencl_backend"
@@ -27,6 +33,14 @@ def _hardware() -> list[str]:
     return describe_devices()
 
 
+def _launch_plan(plan: GraphPlan) -> Program | None:
+    """A function's launch plan (device_kernels/launch_plan.py), when it has kernels here."""
+    from tensorjit.plugins.device_kernels.launch_plan import launch_plan_program
+    from tensorjit.plugins.opencl_backend.target import OPENCL
+
+    return launch_plan_program(OPENCL, plan)
+
+
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
     from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
@@ -43,6 +57,7 @@ def tensorjit_register_backends(registry: BackendRegistry) -> None:
             array_kind=OPENCL_ARRAYS,
             renderer=OPENCL_DIALECT,
             hardware=_hardware,
+            whole_graph=_launch_plan,
         )
     )
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
+
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
 
@@ -224,13 +226,31 @@ class Runtime:
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         import pyopencl.array as cla
 
-        return cla.empty(self.queue, tuple(shape), np.dtype(dtype), allocator=self.allocator)
+        value = cla.empty(self.queue, tuple(shape), np.dtype(dtype), allocator=self.allocator)
+        note_allocation(value)
+        return value
+
+    def enqueue(self, kernel: Any, geometry: tuple, args: tuple | list) -> None:
+        """Enqueue ``kernel`` on ``geometry`` = (global size, local size or None)."""
+        with self.launch_lock:
+            kernel(self.queue, geometry[0], geometry[1], *args)
+
+    @staticmethod
+    def buffer_arg_address(arg: Any) -> int | None:
+        """The address of a buffer argument (as ``arrays.buffer_address`` gives it), or
+        None for any other argument: how a launch plan finds an array's buffer among a
+        recorded launch's arguments (the next argument is its offset)."""
+        holder = _pyopencl().MemoryObjectHolder
+        return arg.int_ptr if isinstance(arg, holder) else None
+
+    def _launch(self, kernel: Any, geometry: tuple, args: tuple) -> None:
+        note_launch(kernel, geometry, args)
+        self.enqueue(kernel, geometry, args)
 
     def launch(self, kernel: Any, work_items: int, *args: Any) -> None:
         """Run ``kernel`` over ``work_items`` work-items (none when zero)."""
         if work_items > 0:
-            with self.launch_lock:
-                kernel(self.queue, (int(work_items),), None, *args)
+            self._launch(kernel, ((int(work_items),), None), args)
 
     def launch_chunks(self, kernel: Any, work_items: int, *args: Any) -> None:
         """Run a kernel whose work-items each compute a chunk of elements. On a CPU
@@ -245,8 +265,7 @@ class Runtime:
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         """Run ``kernel`` over ``groups`` work-groups of ``group_size`` work-items."""
         if groups > 0:
-            with self.launch_lock:
-                kernel(self.queue, (int(groups * group_size),), (int(group_size),), *args)
+            self._launch(kernel, ((int(groups * group_size),), (int(group_size),)), args)
 
 
 def _make_runtime() -> Runtime:

@@ -26,4 +26,5 @@ OPENCL = Target(
     arrays=OPENCL_ARRAYS,
     preamble=preamble,
     matmul=_matmul,
+    matmul_launches_only=True,
 )
