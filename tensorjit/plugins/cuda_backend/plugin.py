@@ -14,6 +14,7 @@ from tensorjit.core.registries import (
     GraphPlan,
     KernelRegistry,
     Program,
+    TransferRegistry,
 )
 from tensorjit.plugins.cuda_backend import BACKEND, DEVICE
 
@@ -76,3 +77,11 @@ def tensorjit_register_kernels(registry: KernelRegistry) -> None:
 
     for spec in specs():
         registry.add_spec(spec)
+
+
+@hookimpl
+def tensorjit_register_transfers(registry: TransferRegistry) -> None:
+    from tensorjit.plugins.cuda_backend.target import CUDA
+    from tensorjit.plugins.device_kernels.transfers import register_transfers
+
+    register_transfers(registry, CUDA)

@@ -139,25 +139,13 @@ def conv_source(t: Target, kind: str, dtype: str) -> str:
     return program(t.preamble({dtype}), lines)
 
 
-def claims(t: Target) -> bool:
-    """Whether the target takes convolutions and pooling (``config.device_schedule``):
-    on a GPU by default; on a CPU device (PoCL) only when 'groups' forces the GPU shapes,
-    since there the host's kernels and BLAS run on the same cores, faster than the
-    device's GEMM and launches (a LeNet step: 6.3 ms with them on the host and copies
-    around them, 19 ms on PoCL's kernels, benchmarks/RESULTS.md)."""
-    from tensorjit.core.config import config
-
-    choice = config.device_schedule
-    return choice == "groups" or (choice == "auto" and not t.runtime().is_cpu)
-
-
 def conv_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
     ops = (Conv2d, Conv2dGradInputs, Conv2dGradWeights)
     if type(node.op) not in ops or t.matmul is None or not t.matmul_ready():
         return None
-    if not device_can_run(t, node) or not claims(t):
+    if not device_can_run(t, node):  # (transfers.py's lifters decide the device takes it)
         return None
     return t if _same_float_dtype(node, 2) is not None else None
 
@@ -344,7 +332,7 @@ def pool_plan(t: Target, node: Apply) -> tuple[Target, str] | None:
 
     kinds: dict[type, str] = {Pool: "pool", MaxPoolGrad: "max_grad", AveragePoolGrad: "avg_grad"}
     kind = kinds.get(type(node.op))
-    if kind is None or not device_can_run(t, node) or not claims(t):
+    if kind is None or not device_can_run(t, node):
         return None
     dtype = _same_float_dtype(node, len(node.inputs))
     return None if dtype is None else (t, kind)

@@ -14,6 +14,7 @@ from tensorjit.core.registries import (
     GraphPlan,
     KernelRegistry,
     Program,
+    TransferRegistry,
 )
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 
@@ -68,3 +69,11 @@ def tensorjit_register_kernels(registry: KernelRegistry) -> None:
 
     for spec in specs():
         registry.add_spec(spec)
+
+
+@hookimpl
+def tensorjit_register_transfers(registry: TransferRegistry) -> None:
+    from tensorjit.plugins.device_kernels.transfers import register_transfers
+    from tensorjit.plugins.opencl_backend.target import OPENCL
+
+    register_transfers(registry, OPENCL)

@@ -1,0 +1,142 @@
+"""Launch plans on a device: Python time, launches and time per call, plans on and off.
+
+Each workload is compiled twice in the same process, with ``config.device_launch_plans``
+on and off, and the two are called alternately (rounds of ``--calls`` calls each, the
+queue finished after every call). Per call:
+
+- **launches**: kernel launches the runtime enqueued (plans on: the replayed ones);
+- **Python us**: wall time of the call outside the driver's calls (kernel enqueues and
+  copies between host and device): what tensorjit's Python costs per call;
+- **call us**: the whole call, the device's work included (on PoCL the kernels run on
+  the same cores, so this is not what a GPU would show).
+
+Workloads: the paper's MLP SGD step (784-500-10, minibatch 60, float32) in its two forms
+(a host minibatch passed each step; the data set in shared variables sliced by an index,
+``givens``), and ``a + 1`` on 10 elements with the value on the device in and out, and
+from and to the host.
+
+Run: taskset -c 0,1 .venv/bin/python benchmarks/launch_plans.py [--calls 200] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _competitors import limit_threads
+
+limit_threads(1)
+
+import numpy as np  # noqa: E402
+from opencl import mlp_step, queue, to_device  # noqa: E402
+
+import tensorjit  # noqa: E402
+import tensorjit.tensor as T  # noqa: E402
+from tensorjit import Out  # noqa: E402
+from tensorjit.core.config import config  # noqa: E402
+from tensorjit.tensor.type import TensorType  # noqa: E402
+
+
+class DriverClock:
+    """Counts launches and the time spent inside the driver's calls."""
+
+    def __init__(self) -> None:
+        import pyopencl
+
+        from tensorjit.plugins.opencl_backend.runtime import Runtime
+
+        self.seconds = 0.0
+        self.launches = 0
+        enqueue, copy = Runtime.enqueue, pyopencl.enqueue_copy
+
+        def timed_enqueue(rt: Any, *args: Any) -> None:
+            self.launches += 1
+            start = time.perf_counter()
+            try:
+                enqueue(rt, *args)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        def timed_copy(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return copy(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        Runtime.enqueue = timed_enqueue  # type: ignore[method-assign]
+        pyopencl.enqueue_copy = timed_copy
+
+
+def measure(clock: DriverClock, call: Callable[[int], Any], calls: int) -> tuple[float, ...]:
+    """Medians per call: launches, Python us, call us."""
+    q = queue()
+    launches, python, total = [], [], []
+    for i in range(calls):
+        clock.seconds, clock.launches = 0.0, 0
+        start = time.perf_counter()
+        call(i)
+        returned = time.perf_counter()
+        q.finish()
+        end = time.perf_counter()
+        launches.append(clock.launches)
+        python.append(returned - start - clock.seconds)
+        total.append(end - start)
+    return (float(np.median(launches)), np.median(python) * 1e6, np.median(total) * 1e6)
+
+
+def plus_one(where: str) -> Callable[[int], Any]:
+    with config.change_flags(device="opencl"):
+        if where == "device":
+            a = TensorType("float32", (None,), device="opencl")("a")
+            f = tensorjit.function([a], Out(a + 1, return_internal_type=True))
+            value = to_device(np.ones(10, "float32"))
+            return lambda i: f(value)
+        a = T.vector("a", dtype="float32")
+        f = tensorjit.function([a], a + 1)
+        host = np.ones(10, "float32")
+        return lambda i: f(host)
+
+
+WORKLOADS: dict[str, Callable[[], Callable[[int], Any]]] = {
+    "MLP step, givens": lambda: (lambda f: lambda i: f(i % 100))(
+        mlp_step("float32", "opencl", "givens")
+    ),
+    "MLP step, host minibatch": lambda: (lambda step: lambda i: step(i % 100))(
+        mlp_step("float32", "opencl", "minibatch")
+    ),
+    "a+1, 10 elements, device in/out": lambda: plus_one("device"),
+    "a+1, 10 elements, host in/out": lambda: plus_one("host"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    clock = DriverClock()
+    print("per call, medians; plans off -> on (each round alternates the two functions)")
+    print(f"{'workload':<34} {'launches':>11} {'Python us':>15} {'call us':>15}")
+    for label, build in WORKLOADS.items():
+        calls = {}
+        for plans in (False, True):
+            with config.change_flags(device_launch_plans=plans):
+                calls[plans] = build()
+            for i in range(5):
+                calls[plans](i)  # compile, record, warm
+        rows: dict[bool, list[tuple[float, ...]]] = {False: [], True: []}
+        for _ in range(args.rounds):
+            for plans in (False, True):
+                rows[plans].append(measure(clock, calls[plans], args.calls))
+        off, on = (np.median(np.array(rows[p]), axis=0) for p in (False, True))
+        print(
+            f"{label:<34} {off[0]:4.0f} -> {on[0]:4.0f} {off[1]:6.0f} -> {on[1]:6.0f} "
+            f"{off[2]:6.0f} -> {on[2]:6.0f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
