@@ -9,6 +9,12 @@ per-element function ``tj_f``:
   0-d): each element's byte offset in every operand from its index and the operand's
   byte strides, a broadcast axis having stride 0.
 
+Under the groups schedule (a GPU; PoCL when forced), a C-contiguous 2-d or 3-d output
+with operands whose fast axis is the second-to-last (``x + y.T``) runs ``tj_tiled``
+instead (``tiled_source``, built per set of such operands): a work-group stages a 32 x 32
+tile of each of them in local memory, read along its own fast axis, then computes the
+tile's elements along the output's fast axis, so neither side strides through memory.
+
 In place (``Elemwise.inplace``), the destroyed input is the output and is written
 through its own strides. Constant inputs of one element are inlined as literals.
 """
@@ -16,8 +22,8 @@ through its own strides. Constant inputs of one element are inlined as literals.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -29,13 +35,15 @@ from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
 from tensorjit.plugins.device_kernels.arrays import is_c_contiguous, reusable
 from tensorjit.plugins.device_kernels.target import Target, node_label, tensor_type
-from tensorjit.plugins.device_kernels.tuning import work_items
+from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups, work_items
 from tensorjit.tensor.elemwise import check_runtime_broadcast
 
 if TYPE_CHECKING:
     from tensorjit.tensor.elemwise import Elemwise
 
 I64 = np.int64
+TILE = 32  # a work-group's tile of tj_tiled: TILE x TILE elements
+TILE_ROWS = GROUP_SIZE // TILE  # rows of a tile each pass of the group covers
 
 
 def on_device(t: Target, node: Apply) -> bool:
@@ -77,6 +85,9 @@ class ElemwisePlan:
     inplace: int | None
     out_dtype: str
     ndim: int
+    #: what renders ``tj_f`` again (tiled_source): scalar op, input dtypes, kinds,
+    #: inlined constants (by input index)
+    renders: tuple = field(default=(), compare=False, hash=False)
 
 
 def kernel_source(
@@ -168,7 +179,8 @@ def elemwise_plan(t: Target, node: Apply) -> ElemwisePlan | None:
     variable = tuple(i for i, k in enumerate(kinds) if k != "const")
     single = tuple(kinds[i] == "scalar" for i in variable)
     ndim = out_type.ndim
-    return ElemwisePlan(t, source, variable, single, op.inplace, out_dtype, ndim)
+    renders = (op.scalar_op, [tensor_type(v).dtype for v in node.inputs], kinds, consts)
+    return ElemwisePlan(t, source, variable, single, op.inplace, out_dtype, ndim, renders)
 
 
 def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...]:
@@ -206,6 +218,10 @@ def launch_map(
     ):
         rt.launch_chunks(contig, count, I64(n), I64(chunk), *buffers)
         return
+    staged = staged_operands(plan, values, out) if plan.renders else None
+    if staged is not None:
+        launch_tiled(plan, values, out, staged)
+        return
     strides = []
     for v in operands:
         for a, size in enumerate(out.shape):
@@ -213,6 +229,111 @@ def launch_map(
             strides.append(I64(step))
     shape = [I64(s) for s in out.shape]
     rt.launch_chunks(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
+
+
+# ---------------------------------------------------------------- tiles
+@cache
+def tiled_source(plan: ElemwisePlan, staged: tuple[bool, ...]) -> str:
+    """``tj_tiled`` for the map of ``plan``: ``staged[k]`` for each variable input read
+    through a local tile (fast axis: the row); the output C-contiguous (batch, R, C)."""
+    t = plan.target
+    D = t.dialect
+    G, L = D.global_qualifier, D.local_qualifier
+    scalar_op, in_dtypes, kinds, consts = plan.renders
+    function, _body = element_function(D, scalar_op, in_dtypes, plan.out_dtype, kinds, consts)
+    names = [f"d{i}" for i in plan.variable]
+    dtypes = [in_dtypes[i] for i in plan.variable]
+    params = "".join(
+        f", {G} char *{n}, long o_{n}, long sb_{n}, long sr_{n}, long sc_{n}" for n in names
+    )
+
+    def load(n: str, dtype: str) -> str:
+        at = f"{n} + o_{n} + b * sb_{n} + r * sr_{n} + c * sc_{n}"
+        return f"*(const {G} {D.type_name(dtype)} *)({at})"
+
+    t_out = D.type_name(plan.out_dtype)
+    lines = [t.preamble({*in_dtypes, plan.out_dtype}), *function]
+    lines += [
+        f"{D.kernel_qualifier} void tj_tiled(long R, long C, long tiles_r, long tiles_c"
+        f"{params}, {G} char *dout, long o_dout) {{",
+        *(
+            f"    {L} {D.type_name(dt)} tile_{n}[{TILE}][{TILE + 1}];"
+            for n, dt, st in zip(names, dtypes, staged)
+            if st
+        ),
+        f"    long g = {D.group_id}, lid = {D.local_id};",
+        "    long per = tiles_r * tiles_c, b = g / per, rest = g - b * per;",
+        "    long tr = rest / tiles_c, tc = rest - tr * tiles_c;",
+        f"    long lx = lid % {TILE}, ly = lid / {TILE};",
+        f"    for (long k = ly; k < {TILE}; k += {TILE_ROWS}) {{",
+        f"        long r = tr * {TILE} + lx, c = tc * {TILE} + k;",
+        "        if (r < R && c < C) {",
+        *(
+            f"            tile_{n}[k][lx] = {load(n, dt)};"
+            for n, dt, st in zip(names, dtypes, staged)
+            if st
+        ),
+        "        }",
+        "    }",
+        f"    {D.local_barrier};",
+        f"    {G} {t_out} *po = ({G} {t_out} *)(dout + o_dout) + b * R * C;",
+        f"    for (long k = ly; k < {TILE}; k += {TILE_ROWS}) {{",
+        f"        long r = tr * {TILE} + k, c = tc * {TILE} + lx;",
+        "        if (r < R && c < C)",
+        "            po[r * C + c] = tj_f("
+        + ", ".join(
+            f"tile_{n}[lx][k]" if st else load(n, dt) for n, dt, st in zip(names, dtypes, staged)
+        )
+        + ");",
+        "    }",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def staged_operands(plan: ElemwisePlan, values: list[Any], out: Any) -> tuple[bool, ...] | None:
+    """Which inputs ``tj_tiled`` stages (their fast axis is the row), or None where the
+    map does not take tiles: not the groups schedule, the output not a C-contiguous 2-d
+    or 3-d array, or no input read across its fast axis."""
+    t = plan.target
+    if out.ndim not in (2, 3) or out.shape[-1] < 2 or out.shape[-2] < 2:
+        return None
+    # (in place, the output is the destroyed input: C-contiguous, so never staged, and
+    # each element read and written by one work-item)
+    if not t.dialect.local_qualifier or not is_c_contiguous(out):
+        return None
+    staged = []
+    for value, one in zip(values, plan.single):
+        item = value.dtype.itemsize
+        across = (
+            not one
+            and value.shape[-2:] == out.shape[-2:]
+            and value.strides[-2] == item
+            and value.strides[-1] != item
+        )
+        staged.append(across)
+    if not any(staged) or not uses_groups(t, out.shape[-2]):
+        return None
+    return tuple(staged)
+
+
+def launch_tiled(plan: ElemwisePlan, values: list[Any], out: Any, staged: tuple[bool, ...]) -> None:
+    rt = plan.target.runtime()
+    kernel = rt.kernel(tiled_source(plan, staged), "tj_tiled")
+    batch = out.shape[0] if out.ndim == 3 else 1
+    rows, cols = out.shape[-2:]
+    tiles_r, tiles_c = -(-rows // TILE), -(-cols // TILE)
+    args = [I64(rows), I64(cols), I64(tiles_r), I64(tiles_c)]
+    for value, one in zip(values, plan.single):
+        steps = []
+        for a in range(-out.ndim, 0):
+            broadcast = one or (value.shape[a] == 1 and out.shape[a] != 1)
+            steps.append(0 if broadcast else value.strides[a])
+        if out.ndim == 2:
+            steps.insert(0, 0)
+        args += [*rt.buffer_args(value), *(I64(v) for v in steps)]
+    args += rt.buffer_args(out)
+    rt.launch_groups(kernel, batch * tiles_r * tiles_c, GROUP_SIZE, *args)
 
 
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:

@@ -98,6 +98,29 @@ def test_strided_broadcast_empty_and_0d_operands(layout, shape):
     np.testing.assert_allclose(out, value * 2 + r)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(40, 70), (2, 33, 31), (1, 5)])
+def test_maps_of_operands_whose_fast_axes_differ(dtype, shape):
+    """Transposed and contiguous operands in one map, with a cast, a broadcast row and
+    a transposed output's worth of values (a GPU stages such operands through tiles)."""
+    n = len(shape)
+    x = TensorType(dtype, (None,) * n, device=DEVICE)("x")
+    y = TensorType(dtype, (None,) * n, device=DEVICE)("y")
+    row = TensorType(dtype, (None,) * (n - 1) + (1,), device=DEVICE)("row")
+    flip = (*range(n - 2), n - 1, n - 2)
+    swapped = y.dimshuffle(*flip)
+    # (the float32 products cast, then float64 math: both sides round alike)
+    out = T.cast(x * swapped - row.dimshuffle(*flip), "float64") + T.exp(T.cast(swapped, "float64"))
+    f = on_device([x, y, row], out)
+    a = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(np.array(shape)[list(flip)]).astype(dtype)
+    r = rng.standard_normal((*shape[:-2], shape[-1], 1)).astype(dtype)
+    bt, rt = np.swapaxes(b, -1, -2), np.swapaxes(r, -1, -2)
+    want = (a * bt - rt).astype("float64") + np.exp(bt.astype("float64"))
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(f(a, b, r), want, rtol=tol, atol=tol)
+
+
 def test_in_place_on_a_mutable_strided_input_writes_through_its_strides():
     x = device_matrix("x")
     f = on_device([In(x, mutable=True)], T.exp(x) + 1)

@@ -72,6 +72,13 @@ def elementwise_programs() -> dict[str, set[str]]:
     for src in DTYPES:
         for dst in DTYPES:
             programs[elementwise.cast_plan(CUDA, src, dst, 2).source] = ELEMWISE
+    # the tiled maps (operands whose fast axis is the row staged in shared memory)
+    for dtype in FLOATS:
+        x, y = cuda_var(dtype, 2, "x"), cuda_var(dtype, 2, "y")
+        plan = elementwise.elemwise_plan(CUDA, on_cuda(x * y))
+        assert plan is not None
+        for staged in ((True, False), (False, True), (True, True)):
+            programs[elementwise.tiled_source(plan, staged)] = {"tj_tiled"}
     return programs
 
 

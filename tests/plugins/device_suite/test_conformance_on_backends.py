@@ -70,7 +70,7 @@ def test_the_conformance_suite_passes_on_the_backend(backend):
 # The modules whose kernels have a groups schedule (config.device_schedule): a GPU's
 # shape, run here on PoCL's CPU device, DebugMode against Op.perform as everywhere
 # (convolutions and pooling run on a CPU device only with it).
-GROUP_SCHEDULED = ["test_rowwise", "test_reductions", "test_convolution"]
+GROUP_SCHEDULED = ["test_rowwise", "test_reductions", "test_convolution", "test_elementwise"]
 
 
 def test_the_gpu_schedules_pass_the_suite_on_opencl():

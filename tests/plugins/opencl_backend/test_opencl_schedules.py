@@ -146,3 +146,27 @@ def test_transposing_copies_go_through_tiles_under_groups(dtype, shape, launched
             f = on_device([x], swapped.reshape((-1,)))
             np.testing.assert_array_equal(f(value), want)
         assert ("tj_transpose" in launched) is tiled, (schedule, launched)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(70, 45), (3, 33, 65)])
+def test_maps_with_a_transposed_operand_go_through_tiles_under_groups(dtype, shape, launched):
+    """``x * y.T + z`` (z broadcast along the rows): under groups the transposed operand
+    is staged through local tiles (``tj_tiled``), otherwise read element by element
+    (``tj_strided``); both equal NumPy's (and Op.perform's: DebugMode)."""
+    n = len(shape)
+    x, y = var("x", (None,) * n, dtype), var("y", (None,) * n, dtype)
+    z = var("z", (None,) * (n - 2) + (1, None), dtype)
+    swapped = y.dimshuffle(*range(n - 2), n - 1, n - 2)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape).astype(dtype)
+    b = np.ascontiguousarray(np.swapaxes(rng.standard_normal(shape).astype(dtype), -1, -2))
+    c = rng.standard_normal((*shape[:-2], 1, shape[-1])).astype(dtype)
+    want = a * np.swapaxes(b, -1, -2) + np.tanh(c)
+    for schedule, kernel in [("groups", "tj_tiled"), ("items", "tj_strided")]:
+        launched.clear()
+        with config.change_flags(device_schedule=schedule):
+            f = on_device([x, y, z], x * swapped + T.tanh(z))
+            tol = 1e-6 if dtype == "float32" else 1e-15
+            np.testing.assert_allclose(f(a, b, c), want, rtol=tol, atol=tol)
+        assert kernel in launched, (schedule, launched)
