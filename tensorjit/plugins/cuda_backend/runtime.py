@@ -297,6 +297,12 @@ class Runtime:
         if groups > 0:
             self._launch(kernel, groups, group_size, args)
 
+    def group_limit(self, kernel: Any) -> int:
+        """The most threads a block of ``kernel`` may have (its registers can make it
+        less than the device's)."""
+        attribute = self.driver.function_attribute.MAX_THREADS_PER_BLOCK
+        return int(kernel.get_attribute(attribute))
+
     def synchronize(self) -> None:
         self.make_current()
         self.context.synchronize()

@@ -312,9 +312,11 @@ def staged_operands(plan: ElemwisePlan, values: list[Any], out: Any) -> tuple[bo
             and value.strides[-1] != item
         )
         staged.append(across)
-    if not any(staged) or not uses_groups(t, out.shape[-2]):
+    if not any(staged):
         return None
-    return tuple(staged)
+    source = tiled_source(plan, tuple(staged))
+    tiled = uses_groups(t, out.shape[-2], lambda: [t.runtime().kernel(source, "tj_tiled")])
+    return tuple(staged) if tiled else None
 
 
 def launch_tiled(plan: ElemwisePlan, values: list[Any], out: Any, staged: tuple[bool, ...]) -> None:

@@ -24,6 +24,7 @@ fp64; signed integer sums and products accumulate unsigned (wrapping like NumPy)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 from math import prod
@@ -514,12 +515,14 @@ def _use_blocks(rt: DeviceRuntime, kept: list[Dim], red: list[Dim]) -> bool:
     return abs(kept[-1][1][0]) < abs(red[-1][1][0])
 
 
-def _use_groups(t: Target, kept: list[Dim], red: list[Dim], count: int) -> bool:
+def _use_groups(
+    t: Target, kept: list[Dim], red: list[Dim], count: int, kernels: Callable[[], list[Any]]
+) -> bool:
     """The groups schedule for reductions along rows (the reduced run at least as
     dense as neighbouring outputs, or a single output): a GPU's items then read
     neighbouring elements of a row together. Reductions over outer axes keep one item
     per output, whose neighbours read neighbouring outputs: coalesced already."""
-    if not uses_groups(t, count):
+    if not uses_groups(t, count, kernels):
         return False
     return not kept or abs(red[-1][1][0]) <= abs(kept[-1][1][0])
 
@@ -541,7 +544,11 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
             f"(input shape {x.shape}, axis {plan.axis})"
         )
     source = reduce_source(plan, len(kept), len(red))
-    if _use_groups(plan.target, kept, red, count):
+
+    def grouped() -> list[Any]:
+        return [rt.kernel(source, f"tj_reduce_group_{k}") for k in ("out", "part")]
+
+    if _use_groups(plan.target, kept, red, count, grouped):
         S = segments(rt, outputs, count)
         # (the partials held in a name: a runtime's buffer_args may be a bare pointer,
         # and a freed pool block could be handed out before the kernels run)
@@ -724,7 +731,11 @@ def arg_value(plan: ArgPlan, x: Any, where: str) -> Any:
     source = arg_source(plan, len(kept), len(red))
     S = segments(rt, outputs, count)
     dst = rt.buffer_args(out)
-    if _use_groups(plan.target, kept, red, count):
+
+    def grouped() -> list[Any]:
+        return [rt.kernel(source, f"tj_arg_group_{k}") for k in ("out", "part")]
+
+    if _use_groups(plan.target, kept, red, count, grouped):
         if S == 1:
             kernel = rt.kernel(source, "tj_arg_group_out")
             _launch_units(rt, kernel, outputs, 1, count, x, layout, dst, grouped=True)

@@ -182,7 +182,7 @@ def rows_value(plan: RowPlan, x: Any) -> Any:
         red = [(1, (0, 0))]  # rows of one element
     rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
     source = row_source(plan, len(kept), len(red))
-    grouped = uses_groups(plan.target, length)
+    grouped = uses_groups(plan.target, length, lambda: [rt.kernel(source, "tj_rows_grouped")])
     chunk = 1 if grouped else units_per_item(rt, rows)
     lengths = [I64(n) for n, _ in (*kept, *red)]
     args = [I64(rows), I64(chunk), I64(length), *lengths]

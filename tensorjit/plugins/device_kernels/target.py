@@ -7,6 +7,7 @@ A runtime (``Target.runtime()``, made on first use) must offer:
 - ``launch_chunks(kernel, items, *args)``: the same for kernels whose items each loop
   over a chunk of elements (a CPU device spreads them over its cores);
 - ``launch_groups(kernel, groups, group_size, *args)``;
+- ``group_limit(kernel)``: the most work-items a work-group of ``kernel`` may have;
 - ``empty(shape, dtype)``: a new C-contiguous device array;
 - ``buffer_args(value)``: a device array as the two kernel arguments ``char *p, long
   offset`` (base pointer and byte offset);
@@ -67,6 +68,8 @@ class DeviceRuntime(Protocol):
     def launch_chunks(self, kernel: Any, items: int, /, *args: Any) -> None: ...
 
     def launch_groups(self, kernel: Any, groups: int, group_size: int, /, *args: Any) -> None: ...
+
+    def group_limit(self, kernel: Any, /) -> int: ...
 
     def empty(self, shape: tuple[int, ...], dtype: Any, /) -> Any: ...
 

@@ -71,7 +71,8 @@ def transposing(t: Target, out: Any, value: Any) -> bool:
     item = value.dtype.itemsize
     if value.strides[-2] != item or value.strides[-1] == item:
         return False
-    return uses_groups(t, out.shape[-2])
+    source = transpose_source(t, value.dtype.name, out.dtype.name)
+    return uses_groups(t, out.shape[-2], lambda: [t.runtime().kernel(source, "tj_transpose")])
 
 
 def transpose_into(t: Target, out: Any, value: Any) -> None:

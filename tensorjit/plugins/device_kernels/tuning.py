@@ -9,7 +9,8 @@ the choice ("auto", or elements per item).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tensorjit.plugins.device_kernels.target import DeviceRuntime, Target
@@ -43,11 +44,13 @@ def work_items(rt: DeviceRuntime, n: int) -> tuple[int, int]:
 GROUP_SIZE = 128
 
 
-def uses_groups(t: Target, length: int) -> bool:
+def uses_groups(t: Target, length: int, kernels: Callable[[], Sequence[Any]] = lambda: ()) -> bool:
     """Whether a kernel folding rows of ``length`` elements runs a work-group per row
     (``config.device_schedule``: forced, or by default on a device that is not a CPU
     for rows long enough to give the group's items work), where the target's dialect
-    has work-groups and its device takes groups of ``GROUP_SIZE`` work-items."""
+    has work-groups and its device takes groups of ``GROUP_SIZE`` work-items, and so
+    does each of the group-shaped kernels ``kernels()`` gives (asked last: a kernel's
+    registers or local memory can lower its own limit below the device's)."""
     from tensorjit.core.config import config
 
     rt = t.runtime()
@@ -55,5 +58,7 @@ def uses_groups(t: Target, length: int) -> bool:
         return False  # the target can not run the group shape at all
     choice = config.device_schedule
     if choice != "auto":
-        return choice == "groups"
-    return not rt.is_cpu and length >= GROUP_SIZE // 4
+        wanted = choice == "groups"
+    else:
+        wanted = not rt.is_cpu and length >= GROUP_SIZE // 4
+    return wanted and all(rt.group_limit(kernel) >= GROUP_SIZE for kernel in kernels())

@@ -155,6 +155,7 @@ class Runtime:
     # A Kernel object is shared by every function using its program, and calling it sets
     # its arguments then enqueues: two threads must not interleave the two.
     launch_lock: threading.Lock = field(default_factory=threading.Lock)
+    group_limits: dict[int, int] = field(default_factory=dict)  # id(kernel) -> limit
 
     @property
     def name(self) -> str:
@@ -222,6 +223,16 @@ class Runtime:
         if kernel is None:
             kernel = self.kernels[key] = _pyopencl().Kernel(self.program(source, options), name)
         return kernel
+
+    def group_limit(self, kernel: Any) -> int:
+        """The most work-items a work-group of ``kernel`` may have on this device (its
+        registers and local memory may make it less than ``max_group_size``)."""
+        limit = self.group_limits.get(id(kernel))  # (kernels are cached: ids stay)
+        if limit is None:
+            info = _pyopencl().kernel_work_group_info.WORK_GROUP_SIZE
+            limit = int(kernel.get_work_group_info(info, self.device))
+            self.group_limits[id(kernel)] = limit
+        return limit
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         import pyopencl.array as cla

@@ -170,3 +170,44 @@ def test_maps_with_a_transposed_operand_go_through_tiles_under_groups(dtype, sha
             tol = 1e-6 if dtype == "float32" else 1e-15
             np.testing.assert_allclose(f(a, b, c), want, rtol=tol, atol=tol)
         assert kernel in launched, (schedule, launched)
+
+
+def test_kernels_whose_own_group_limit_is_too_small_take_the_items_shape(monkeypatch):
+    """A kernel's registers or local memory can lower its work-group limit below the
+    device's: forced groups then still run the items kernels, with the same values
+    (here every kernel reports half the group size, the real runtime otherwise)."""
+    from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE
+
+    rt = OPENCL.runtime()
+    runtime_class = type(rt)
+    probe = rt.kernel(
+        "__kernel void tj_probe_limit(__global int *a) { a[0] = 1; }", "tj_probe_limit"
+    )
+    assert rt.group_limit(probe) >= GROUP_SIZE  # PoCL's own limit
+    monkeypatch.setattr(runtime_class, "group_limit", lambda self, kernel: GROUP_SIZE // 2)
+    enqueued: list[str] = []
+    original = runtime_class.enqueue
+
+    def enqueue(self, kernel, geometry, args):
+        enqueued.append(kernel.function_name)
+        original(self, kernel, geometry, args)
+
+    monkeypatch.setattr(runtime_class, "enqueue", enqueue)
+    x, y = var("x", (None, None)), var("y", (None, None))
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((40, 70)), rng.standard_normal((70, 40))
+    with config.change_flags(device_schedule="groups"):
+        f = on_device(
+            [x, y],
+            [T.nnet.softmax(x), x.sum(axis=1), T.argmax(x, axis=1), x * y.T, y.T.reshape((-1,))],
+        )
+        softmax, sums, argmax, product, flat = f(a, b)
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(softmax, e / e.sum(axis=1, keepdims=True), rtol=1e-12)
+    np.testing.assert_allclose(sums, a.sum(axis=1), rtol=1e-12)
+    np.testing.assert_array_equal(argmax, a.argmax(axis=1))
+    np.testing.assert_array_equal(product, a * b.T)
+    np.testing.assert_array_equal(flat, b.T.reshape(-1))
+    grouped = {"tj_rows_grouped", "tj_reduce_group_out", "tj_arg_group_out", "tj_tiled"}
+    assert not grouped & set(enqueued), enqueued
+    assert {"tj_rows", "tj_strided"} <= set(enqueued), enqueued

@@ -208,6 +208,10 @@ class HostRuntime:
 
     launch_chunks = launch
 
+    @staticmethod
+    def group_limit(kernel: Any) -> int:
+        return 1  # (as max_group_size)
+
     def launch_groups(self, kernel: Any, groups: int, group_size: int, *args: Any) -> None:
         if group_size != 1:
             raise ValueError("the host target runs work-groups of one work-item only")
