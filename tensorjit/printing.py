@@ -147,6 +147,7 @@ class Print(Op):
     __props__ = ("message", "attrs", "global_fn")
     view_map = {0: [0]}
     constant_folding = False
+    has_side_effects = True
 
     def __init__(
         self,

@@ -139,6 +139,7 @@ PureOp = Op
 
 class _FromFunctionOp(Op):
     __props__ = ("fn", "itypes", "otypes", "infer_shape_fn")
+    has_side_effects = True  # the user's function: it may do anything
 
     def __init__(self, fn, itypes, otypes, infer_shape_fn):
         self.fn = fn

@@ -42,6 +42,19 @@ def run_pending() -> None:
             raise
 
 
+def suspend() -> list | None:
+    """Set aside the checks pending now (an enclosing call's, for a function called
+    inside another's call), so that this call runs, or discards, only its own."""
+    checks, _local.checks = getattr(_local, "checks", None), None
+    return checks
+
+
+def resume(saved: list | None) -> None:
+    """Put back what ``suspend`` set aside, before any checks pending now."""
+    if saved:
+        _local.checks = saved + (getattr(_local, "checks", None) or [])
+
+
 def discard() -> None:
     """Forget the pending checks of a call that failed, resetting what they would read."""
     checks, _local.checks = getattr(_local, "checks", None), None

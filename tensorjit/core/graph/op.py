@@ -56,6 +56,10 @@ class Op:
     #: False when a node never raises on inputs of its types (a copy, a shape read): an
     #: all-or-nothing call (core/compile/commit.py) then takes no precaution for it.
     may_raise: bool = True
+    #: True when ``perform`` does more than compute its outputs (prints, calls the user's
+    #: code): a call must run it exactly once, so no runner may run it again to recover
+    #: (a device's launch plan then leaves the function to the VM).
+    has_side_effects: bool = False
 
     def _props(self) -> tuple:
         return tuple(getattr(self, p) for p in self.__props__)

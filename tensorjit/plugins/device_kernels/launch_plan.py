@@ -20,11 +20,16 @@ a device backend offers, as its whole-graph program, a ``LaunchPlanProgram``:
 - **Replay.** Later calls with the signature enqueue the recorded launches with this
   call's buffers and offsets (no per-node Python), run the Python steps between them,
   and make array headers only for outputs and what Python steps read. A Python step's
-  output that a replayed kernel reads is guarded (shape, strides, dtype, buffer
-  sharing); when a guard fails or a Python step raises, the call is recorded again
-  from the start, which is safe because the plan only exists if every guard and every
-  Python step that can fail comes before the first step overwriting an input (a shared
-  variable updated in place).
+  output that a replayed kernel reads is guarded (shape, strides, dtype); when a guard
+  fails or a Python step raises, the call is recorded again from the start, which is
+  safe because the plan only exists if every guard and every Python step that can fail
+  comes before the first step overwriting an input (a shared variable updated in
+  place), and no node has side effects (``Op.has_side_effects``: it would run twice).
+  A replay runs and discards only its own deferred checks (core/compile/deferred.py),
+  not those of a call it runs inside.
+
+The signature also holds the settings kernels read when they run
+(``config.device_schedule``, the runtime's work per item).
 
 The same values reach the same kernels in the same order as in the VM, so results are
 bit-identical to it; ``config.device_launch_plans`` turns plans off.
@@ -73,6 +78,8 @@ def launch_plan_program(target: Target, plan: GraphPlan) -> LaunchPlanProgram | 
     on and some node's kernel on ``target`` is replayable, else None."""
     if not config.device_launch_plans:
         return None
+    if any(node.op.has_side_effects for node in plan.nodes):
+        return None  # (a call recorded again would run it twice)
     if not any(replayable(target, n, k) for n, k in zip(plan.nodes, plan.kernels)):
         return None
     return LaunchPlanProgram(target, plan)
@@ -214,7 +221,8 @@ class LaunchPlanProgram:
         buffer (a kernel may copy an operand that overlaps its output)."""
         address, is_value = self.arrays.buffer_address, self.arrays.is_value
         seen: dict[int | None, int] = {}
-        parts: list[Any] = []
+        # (what the kernels read at run time to choose their launches)
+        parts: list[Any] = [config.device_schedule, self.target.runtime().work_per_item]
         for k, (position, cell) in enumerate(self._entries):
             value = values[position] if cell is None else cell[0]
             if is_value(value):
@@ -346,6 +354,7 @@ class Replay:
             held[root], bufs[root], offs[root] = value, buf, off
         enqueue = rt.enqueue
         s = 0
+        outer = deferred.suspend()  # a call this one runs inside keeps its own checks
         try:
             for s, step in enumerate(self.steps):  # noqa: B007
                 if s == self.first_commit and deferred.pending():
@@ -384,6 +393,8 @@ class Replay:
             if s < self.first_commit:
                 return None  # recorded again: the VM raises the error with its context
             raise
+        finally:
+            deferred.resume(outer)
         return [self._value(source, held, arrays) for source in self.outputs]
 
     @staticmethod
@@ -571,6 +582,7 @@ class _Builder:
                     continue
                 root = traced_root
                 buffers.append((position, root))
+                args[position] = None  # (replaced each call: the recorded one is let go)
                 # ``buffer_args`` passes a byte offset after the buffer; a buffer alone
                 # (a kernel's own scratch, e.g. the OpenCL GEMM's packs) is used from
                 # its start

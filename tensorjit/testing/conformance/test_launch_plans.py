@@ -234,3 +234,81 @@ def test_free_drops_the_plans_and_calls_go_on():
         assert launch_plan(f).plans == {}
     assert float(host(f(value))) == 30.0
     assert float(host(f(value))) == 30.0
+
+
+def test_a_function_called_inside_another_call_leaves_that_calls_checks_alone():
+    """The outer function's deferred bound check (a class index out of range) is still
+    raised when a function with a plan replays inside its call (a host op's code)."""
+    from tensorjit.compat.op import as_op
+
+    def build() -> Any:
+        v = device_var("v", (None,))
+        inner = on_device([v], (v * 2.0).sum(), mode=FAST_DEVICE)
+
+        @as_op([T.dvector], [T.dscalar])
+        def through_inner(a):
+            return np.asarray(host(inner(to_device(a))), "float64")
+
+        x, y = T.matrix("x"), T.lvector("y")
+        nll = nnet.categorical_crossentropy(nnet.softmax(x), y)
+        return on_device([x, y], through_inner(nll) + 0.0, mode=FAST_DEVICE)
+
+    x = np.random.default_rng(6).standard_normal((4, 3))
+    good, bad = np.array([0, 1, 2, 1]), np.array([0, 1, 7, 1])
+    for f in both(build):
+        for _ in range(3):
+            f(x, good)
+        with pytest.raises(IndexError, match="out of range"):
+            f(x, bad)
+        f(x, good)
+
+
+def test_a_step_with_side_effects_runs_once_per_call():
+    """A Print's function runs once per call, also when the shapes it hands on change."""
+    from tensorjit.printing import Print
+
+    seen: list[int] = []
+    x, n = device_var("x", (None,)), T.lscalar("n")
+    printed = Print("p", global_fn=lambda op, value: seen.append(1))(x * 2.0)
+    f = on_device([x, n], Out(printed[:n] * 3.0 + 1.0, return_internal_type=True), mode=FAST_DEVICE)
+    value = to_device(np.arange(10.0))
+    for k in (3, 3, 5, 5, 2, 7):
+        np.testing.assert_array_equal(host(f(value, k)), np.arange(k) * 6.0 + 1.0)
+    assert len(seen) == 6
+
+
+def test_the_schedule_in_force_when_called_is_the_one_that_runs():
+    """Kernels read config.device_schedule when they run: calls under 'groups' then
+    'items' give what plans off gives under each, bit for bit."""
+    x = device_var("x", (None, None))
+    value = np.random.default_rng(7).standard_normal((64, 3000))
+
+    def build() -> Any:
+        return on_device([x], [x.sum(axis=1), nnet.softmax(x)], mode=FAST_DEVICE)
+
+    on, off = both(build)
+    device_value = to_device(value)
+    for schedule in ("groups", "groups", "items", "items", "groups"):
+        with config.change_flags(device_schedule=schedule):
+            for got, want in zip(on(device_value), off(device_value)):
+                np.testing.assert_array_equal(host(got), host(want))
+
+
+@pytest.mark.skipif(BACKEND != "opencl", reason="reads the OpenCL runtime's memory pool")
+def test_a_plan_holds_no_buffer_of_the_call_it_was_recorded_from():
+    import gc
+
+    from tensorjit.plugins.opencl_backend.runtime import runtime
+
+    pool = runtime().allocator
+    x = device_var("x", (None, None))
+    f = on_device([x], Out(x * 2.0, return_internal_type=True), mode=FAST_DEVICE)
+    gc.collect()
+    start = pool.active_blocks
+    for k in range(3):
+        value = to_device(np.full((300, 300), float(k)))
+        out = f(value)
+        del value, out
+    gc.collect()
+    assert pool.active_blocks == start
+    replayed(f, 2)
