@@ -12,8 +12,9 @@ queue finished after every call). Per call:
 
 Workloads: the paper's MLP SGD step (784-500-10, minibatch 60, float32) in its two forms
 (a host minibatch passed each step; the data set in shared variables sliced by an index,
-``givens``), and ``a + 1`` on 10 elements with the value on the device in and out, and
-from and to the host.
+``givens``), ``a + 1`` on 10 elements with the value on the device in and out, and
+from and to the host, and benchmarks/lenet_devices.py's LeNet step with its
+convolutions and pooling on the host (PoCL's default) and on the device.
 
 Run: taskset -c 0,1 .venv/bin/python benchmarks/launch_plans.py [--calls 200] [--rounds 3]
 """
@@ -100,6 +101,17 @@ def plus_one(where: str) -> Callable[[int], Any]:
         return lambda i: f(host)
 
 
+def lenet(schedule: str) -> Callable[[int], Any]:
+    """benchmarks/lenet_devices.py's step (batch 64, 28x28) on OpenCL."""
+    from tensorjit.testing.models import lenet_parameters, lenet_step
+
+    rng = np.random.default_rng(0)
+    step = lenet_step("opencl", lenet_parameters(rng, (6, 16), 28), schedule)
+    x = rng.standard_normal((64, 1, 28, 28)).astype("float32")
+    y = rng.integers(0, 10, 64).astype("int32")
+    return lambda i: step(x, y)
+
+
 WORKLOADS: dict[str, Callable[[], Callable[[int], Any]]] = {
     "MLP step, givens": lambda: (lambda f: lambda i: f(i % 100))(
         mlp_step("float32", "opencl", "givens")
@@ -109,6 +121,8 @@ WORKLOADS: dict[str, Callable[[], Callable[[int], Any]]] = {
     ),
     "a+1, 10 elements, device in/out": lambda: plus_one("device"),
     "a+1, 10 elements, host in/out": lambda: plus_one("host"),
+    "LeNet step (conv/pool on the host)": lambda: lenet("auto"),
+    "LeNet step (conv/pool on OpenCL)": lambda: lenet("groups"),
 }
 
 
@@ -116,11 +130,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="workloads whose label contains this")
     args = parser.parse_args()
     clock = DriverClock()
     print("per call, medians; plans off -> on (each round alternates the two functions)")
     print(f"{'workload':<34} {'launches':>11} {'Python us':>15} {'call us':>15}")
     for label, build in WORKLOADS.items():
+        if args.only not in label:
+            continue
         calls = {}
         for plans in (False, True):
             with config.change_flags(device_launch_plans=plans):
