@@ -8,15 +8,9 @@ devices, or exactly why CUDA is unavailable: no pycuda, no driver, no device).
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import (
-    Backend,
-    BackendRegistry,
-    GraphPlan,
-    KernelRegistry,
-    Program,
-    TransferRegistry,
-)
+from tensorjit.core.registries import BackendRegistry, KernelRegistry, TransferRegistry
 from tensorjit.plugins.cuda_backend import BACKEND, DEVICE
+from tensorjit.plugins.device_kernels.backend_hooks import DeviceBackendHooks
 
 PLUGIN = "cuda_backend"
 PRIORITY = 10
@@ -42,46 +36,31 @@ def _hardware() -> list[str]:
         return [*lines, f"devices: none ({exc})"]
 
 
-def _launch_plan(plan: GraphPlan) -> Program | None:
-    """A function's launch plan (device_kernels/launch_plan.py), when it has kernels here."""
-    from tensorjit.plugins.cuda_backend.target import CUDA
-    from tensorjit.plugins.device_kernels.launch_plan import launch_plan_program
-
-    return launch_plan_program(CUDA, plan)
+HOOKS = DeviceBackendHooks(
+    BACKEND,
+    device=DEVICE,
+    plugin=PLUGIN,
+    priority=PRIORITY,
+    description="CUDA kernels from the shared renderer and cuBLAS, run through pycuda",
+    check_available=check_available,
+    hardware=_hardware,
+    arrays="tensorjit.plugins.cuda_backend.arrays:CUDA_ARRAYS",
+    dialect="tensorjit.plugins.cuda_backend.dialect:CUDA_DIALECT",
+    target="tensorjit.plugins.cuda_backend.target:CUDA",
+    specs="tensorjit.plugins.cuda_backend.kernel_table:specs",
+)
 
 
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
-    from tensorjit.plugins.cuda_backend.arrays import CUDA_ARRAYS
-    from tensorjit.plugins.cuda_backend.dialect import CUDA_DIALECT
-
-    registry.add(
-        Backend(
-            BACKEND,
-            device=DEVICE,
-            priority=PRIORITY,
-            check_available=check_available,
-            description="CUDA kernels from the shared renderer and cuBLAS, run through pycuda",
-            plugin=PLUGIN,
-            array_kind=CUDA_ARRAYS,
-            renderer=CUDA_DIALECT,
-            hardware=_hardware,
-            whole_graph=_launch_plan,
-        )
-    )
+    HOOKS.register_backends(registry)
 
 
 @hookimpl
 def tensorjit_register_kernels(registry: KernelRegistry) -> None:
-    from tensorjit.plugins.cuda_backend.kernel_table import specs
-
-    for spec in specs():
-        registry.add_spec(spec)
+    HOOKS.register_kernels(registry)
 
 
 @hookimpl
 def tensorjit_register_transfers(registry: TransferRegistry) -> None:
-    from tensorjit.plugins.cuda_backend.target import CUDA
-    from tensorjit.plugins.device_kernels.transfers import register_transfers
-
-    register_transfers(registry, CUDA)
+    HOOKS.register_transfers(registry)

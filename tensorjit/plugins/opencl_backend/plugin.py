@@ -8,14 +8,8 @@ checked when the backend is first asked for (the reason is shown by
 from __future__ import annotations
 
 from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import (
-    Backend,
-    BackendRegistry,
-    GraphPlan,
-    KernelRegistry,
-    Program,
-    TransferRegistry,
-)
+from tensorjit.core.registries import BackendRegistry, KernelRegistry, TransferRegistry
+from tensorjit.plugins.device_kernels.backend_hooks import DeviceBackendHooks
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 
 PLUGIN = "opencl_backend"
@@ -34,46 +28,31 @@ def _hardware() -> list[str]:
     return describe_devices()
 
 
-def _launch_plan(plan: GraphPlan) -> Program | None:
-    """A function's launch plan (device_kernels/launch_plan.py), when it has kernels here."""
-    from tensorjit.plugins.device_kernels.launch_plan import launch_plan_program
-    from tensorjit.plugins.opencl_backend.target import OPENCL
-
-    return launch_plan_program(OPENCL, plan)
+HOOKS = DeviceBackendHooks(
+    BACKEND,
+    device=DEVICE,
+    plugin=PLUGIN,
+    priority=PRIORITY,
+    description="OpenCL kernels from the shared renderer, run through pyopencl",
+    check_available=check_available,
+    hardware=_hardware,
+    arrays="tensorjit.plugins.opencl_backend.arrays:OPENCL_ARRAYS",
+    dialect="tensorjit.plugins.opencl_backend.dialect:OPENCL_DIALECT",
+    target="tensorjit.plugins.opencl_backend.target:OPENCL",
+    specs="tensorjit.plugins.opencl_backend.kernel_table:specs",
+)
 
 
 @hookimpl
 def tensorjit_register_backends(registry: BackendRegistry) -> None:
-    from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
-    from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT
-
-    registry.add(
-        Backend(
-            BACKEND,
-            device=DEVICE,
-            priority=PRIORITY,
-            check_available=check_available,
-            description="OpenCL kernels from the shared renderer, run through pyopencl",
-            plugin=PLUGIN,
-            array_kind=OPENCL_ARRAYS,
-            renderer=OPENCL_DIALECT,
-            hardware=_hardware,
-            whole_graph=_launch_plan,
-        )
-    )
+    HOOKS.register_backends(registry)
 
 
 @hookimpl
 def tensorjit_register_kernels(registry: KernelRegistry) -> None:
-    from tensorjit.plugins.opencl_backend.kernel_table import specs
-
-    for spec in specs():
-        registry.add_spec(spec)
+    HOOKS.register_kernels(registry)
 
 
 @hookimpl
 def tensorjit_register_transfers(registry: TransferRegistry) -> None:
-    from tensorjit.plugins.device_kernels.transfers import register_transfers
-    from tensorjit.plugins.opencl_backend.target import OPENCL
-
-    register_transfers(registry, OPENCL)
+    HOOKS.register_transfers(registry)
