@@ -7,8 +7,6 @@ devices, or exactly why CUDA is unavailable: no pycuda, no driver, no device).
 
 from __future__ import annotations
 
-from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import BackendRegistry, KernelRegistry, TransferRegistry
 from tensorjit.plugins.cuda_backend import BACKEND, DEVICE
 from tensorjit.plugins.device_kernels.backend_hooks import DeviceBackendHooks
 
@@ -51,16 +49,7 @@ HOOKS = DeviceBackendHooks(
 )
 
 
-@hookimpl
-def tensorjit_register_backends(registry: BackendRegistry) -> None:
-    HOOKS.register_backends(registry)
-
-
-@hookimpl
-def tensorjit_register_kernels(registry: KernelRegistry) -> None:
-    HOOKS.register_kernels(registry)
-
-
-@hookimpl
-def tensorjit_register_transfers(registry: TransferRegistry) -> None:
-    HOOKS.register_transfers(registry)
+# the hook implementations (pluggy finds them under these names)
+tensorjit_register_backends = HOOKS.tensorjit_register_backends
+tensorjit_register_kernels = HOOKS.tensorjit_register_kernels
+tensorjit_register_transfers = HOOKS.tensorjit_register_transfers

@@ -1,7 +1,8 @@
 """What a device backend of the shared families registers, from the few facts that are
 its own: its names, how to tell whether it runs here, and where (imported only when
 asked, so registration loads no driver) its array kind, dialect, target and kernel
-table are. Each backend's ``plugin.py`` forwards its three hooks here:
+table are. Each backend's ``plugin.py`` makes one ``DeviceBackendHooks`` and exposes its
+three hook implementations under the hooks' names:
 
 - ``tensorjit_register_backends``: the ``Backend``, whose ``whole_graph`` gives a
   function its launch plan (launch_plan.py);
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tensorjit.core.hooks import hookimpl
 from tensorjit.core.registries import (
     Backend,
     BackendRegistry,
@@ -49,7 +51,8 @@ class DeviceBackendHooks:
     target: str
     specs: str
 
-    def register_backends(self, registry: BackendRegistry) -> None:
+    @hookimpl
+    def tensorjit_register_backends(self, registry: BackendRegistry) -> None:
         registry.add(
             Backend(
                 self.name,
@@ -71,11 +74,13 @@ class DeviceBackendHooks:
 
         return launch_plan_program(_attribute(self.target), plan)
 
-    def register_kernels(self, registry: KernelRegistry) -> None:
+    @hookimpl
+    def tensorjit_register_kernels(self, registry: KernelRegistry) -> None:
         for spec in _attribute(self.specs)():
             registry.add_spec(spec)
 
-    def register_transfers(self, registry: TransferRegistry) -> None:
+    @hookimpl
+    def tensorjit_register_transfers(self, registry: TransferRegistry) -> None:
         from tensorjit.plugins.device_kernels.transfers import register_transfers
 
         register_transfers(registry, _attribute(self.target))

@@ -7,8 +7,6 @@ checked when the backend is first asked for (the reason is shown by
 
 from __future__ import annotations
 
-from tensorjit.core.hooks import hookimpl
-from tensorjit.core.registries import BackendRegistry, KernelRegistry, TransferRegistry
 from tensorjit.plugins.device_kernels.backend_hooks import DeviceBackendHooks
 from tensorjit.plugins.opencl_backend import BACKEND, DEVICE
 
@@ -43,16 +41,7 @@ HOOKS = DeviceBackendHooks(
 )
 
 
-@hookimpl
-def tensorjit_register_backends(registry: BackendRegistry) -> None:
-    HOOKS.register_backends(registry)
-
-
-@hookimpl
-def tensorjit_register_kernels(registry: KernelRegistry) -> None:
-    HOOKS.register_kernels(registry)
-
-
-@hookimpl
-def tensorjit_register_transfers(registry: TransferRegistry) -> None:
-    HOOKS.register_transfers(registry)
+# the hook implementations (pluggy finds them under these names)
+tensorjit_register_backends = HOOKS.tensorjit_register_backends
+tensorjit_register_kernels = HOOKS.tensorjit_register_kernels
+tensorjit_register_transfers = HOOKS.tensorjit_register_transfers
