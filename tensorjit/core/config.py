@@ -206,8 +206,8 @@ _OPTIONS = [
         "auto",
         "a compiled program runs consecutive elementwise and reduction steps over the "
         "same rows block of rows by block of rows, each block filling at most this many "
-        "bytes of cache: 'auto' (half a core's L2 cache on one thread; with more threads "
-        "none), a number, or 0 (never: each step over all rows)",
+        "bytes of cache, the blocks shared out over the C backend's threads: 'auto' "
+        "(half a core's L2 cache), a number, or 0 (never: each step over all rows)",
         _auto_or_bytes,
     ),
     ConfigOption(

@@ -207,3 +207,33 @@ def test_programs_flushing_groups_on_two_python_threads_at_once():
     for t in threads:
         t.join()
     assert wrong == [0, 0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_blocks_shared_out_over_two_threads_give_the_values_of_whole_steps(dtype):
+    """Enough blocks for each of two threads to take a range of them (a sleeping worker
+    is woken for 8 blocks or more), called again and again, and from two Python threads
+    at once (one of them then runs its blocks itself): the values of whole steps, which
+    do not depend on which thread ran a block."""
+    import threading
+
+    x, g, b = T.matrix("x", dtype=dtype), T.vector("g", dtype=dtype), T.vector("b", dtype=dtype)
+    blocked, whole = compile_both([x, g, b], [layer_norm(x, g, b)], threads=2)
+    xv = RNG.standard_normal((2048, 64)).astype(dtype)  # 32 blocks of 64 rows
+    gv, bv = RNG.standard_normal(64).astype(dtype), RNG.standard_normal(64).astype(dtype)
+    with tensorjit.config.change_flags(threads=2):
+        want = whole(xv, gv, bv)
+        for _ in range(5):
+            assert_same(blocked, whole, xv, gv, bv, runs_blocks=True)
+        wrong = [0, 0]
+
+        def run(k: int) -> None:
+            for _ in range(30):
+                wrong[k] += not np.array_equal(blocked(xv, gv, bv), want)
+
+        workers = [threading.Thread(target=run, args=(k,)) for k in (0, 1)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    assert wrong == [0, 0]

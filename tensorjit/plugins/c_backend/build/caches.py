@@ -28,15 +28,23 @@ def stream_min_bytes() -> int:
 
 
 def row_block_bytes() -> int:
-    """Config ``row_block_bytes`` in bytes: by default half of one core's L2 cache on one
-    thread, see row_blocks.c. With two threads or more, 0 (no blocks): each kernel call
-    splits its rows over the pool, and in blocks the parts got too small to split or
-    paid a hand-over per block (a layer norm on two threads ran 0.49 -> 1.39 ms).
-    Read when a function is compiled, with the thread count of that moment."""
+    """Config ``row_block_bytes`` in bytes: by default half of one core's L2 cache, see
+    row_blocks.c (with several threads, each takes a range of blocks)."""
     chosen = config.row_block_bytes
     if chosen != "auto":
         return chosen
-    return cache_bytes(level=2) // 2 if threads.thread_count() == 1 else 0
+    return cache_bytes(level=2) // 2
+
+
+def row_group_min_bytes() -> int:
+    """The bytes a call must touch to start a group of row-blocked calls: two blocks on
+    one thread; with more threads, the last-level cache (blocks then cost more kernel
+    calls and a hand-over to the pool, and pay only where the rows do not stay in the
+    cache: a logsumexp of 16 MiB ran 10% slower on two threads, a layer norm of 128 MiB
+    1.6x faster, benchmarks/RESULTS.md). Read when a function is compiled."""
+    if threads.thread_count() == 1 or config.row_block_bytes != "auto":
+        return 2 * row_block_bytes()
+    return last_level_cache_bytes()
 
 
 def last_level_cache_bytes(cpu: str = "/sys/devices/system/cpu/cpu0/cache") -> int:

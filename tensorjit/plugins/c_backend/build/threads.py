@@ -1,7 +1,8 @@
 """How many threads the C backend's kernels (and its BLAS) use: config ``threads``.
 
 The worker pool (thread_pool.c) is built once per machine, like a kernel, and every kernel
-library's ``tj_parallel`` pointer is set to it when the library is loaded (``attach``).
+library's ``tj_parallel`` pointer is set to it when the library is loaded (``attach``;
+the whole-graph program's runner is given it the same way, ``attach_setter``).
 ``config.threads`` applies at once to every kernel, compiled or not: "auto" is the number
 of cores this process may run on (its CPU affinity); a number also sets the threads of the
 BLAS the products call (NumPy's OpenBLAS, which NumPy's own products share).
@@ -15,7 +16,7 @@ import os
 import pathlib
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorjit.core.config import config
@@ -29,8 +30,9 @@ _POOL_CDEF = (
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
 _pool_failed = False
-_libraries: dict[int, tuple[Any, Any]] = {}  # kernel libraries attached, by id
-_pointed: set[int] = set()  # ids of those whose tj_parallel is the pool's
+# what to call with the pool's address, per library attached (by id)
+_libraries: dict[int, Callable[[int], None]] = {}
+_pointed: set[int] = set()  # ids of those given the pool's address
 
 
 def available_cores() -> int:
@@ -71,10 +73,18 @@ def attach(ffi: Any, lib: Any) -> None:
     """Point a kernel library's ``tj_parallel`` at the pool; while one thread is wanted
     and no pool is built, the library runs serially (and no pool is built) until config
     ``threads`` asks for more."""
+    signature = "int (*)(void *, void *, int64_t, int64_t, int64_t)"
+    attach_setter(lib, lambda address: setattr(lib, "tj_parallel", ffi.cast(signature, address)))
+
+
+def attach_setter(owner: Any, setter: Callable[[int], None]) -> None:
+    """``setter(address)`` is called with the pool's ``tj_pool_parallel`` once there is
+    a pool (now, or when config ``threads`` first asks for more than one), once per
+    ``owner``."""
     with _lock:
-        if id(lib) in _libraries:
+        if id(owner) in _libraries:
             return
-        _libraries[id(lib)] = (ffi, lib)
+        _libraries[id(owner)] = setter
     if _pool is not None or thread_count() > 1:
         _point_all()
 
@@ -89,8 +99,8 @@ def _point_all() -> None:
     with _lock:
         waiting = [_libraries[k] for k in _libraries.keys() - _pointed]
         _pointed.update(_libraries)
-    for ffi, lib in waiting:
-        lib.tj_parallel = ffi.cast("int (*)(void *, void *, int64_t, int64_t, int64_t)", address)
+    for setter in waiting:
+        setter(address)
 
 
 def _apply(_value: object = None) -> None:

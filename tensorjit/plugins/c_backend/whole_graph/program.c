@@ -136,6 +136,7 @@ typedef struct {
        group's calls' memory kept between runs (taken by one run at a time, under the
        GIL). */
     size_t row_block_bytes;
+    size_t row_group_min_bytes; /* what a group's first call must touch (row_blocks.c) */
     struct tj_row_call_s *row_calls_spare;
 } tj_program;
 
@@ -2151,7 +2152,7 @@ static int tj_parse_prechecks(PyObject *prechecks, tj_program *p)
 
 /* make(n_slots, inputs, shared, cells, const_slots, consts, steps, outputs, notes, keep,
    stream_min_bytes, (first_commit, [(step, [(slot, stand-in slot)])] prechecks,
-   [(step, slot) snapshots]), row_block_bytes)
+   [(step, slot) snapshots]), (row_block_bytes, row_group_min_bytes))
    inputs/shared: lists of (slot, typenum, static shape with -1 for unknown); steps: see
    program.py. */
 static PyObject *tj_make(PyObject *self, PyObject *args)
@@ -2160,16 +2161,17 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
     tj_program *p = PyMem_Calloc(1, sizeof(tj_program));
     if (p == NULL)
         return PyErr_NoMemory();
-    unsigned long long stream_min_bytes, row_block_bytes;
+    unsigned long long stream_min_bytes, row_block_bytes, row_group_min_bytes;
     PyObject *prechecks, *snapshots;
-    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK(iO!O!)K", &p->n_slots, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "iO!O!O!O!O!O!O!O!OK(iO!O!)(KK)", &p->n_slots, &PyList_Type,
                           &inputs, &PyList_Type, &shared, &PyList_Type, &cells, &PyList_Type,
                           &const_slots, &PyList_Type, &consts, &PyList_Type, &steps,
                           &PyList_Type, &outputs, &PyTuple_Type, &notes, &keep,
                           &stream_min_bytes, &p->first_commit, &PyList_Type, &prechecks,
-                          &PyList_Type, &snapshots, &row_block_bytes))
+                          &PyList_Type, &snapshots, &row_block_bytes, &row_group_min_bytes))
         goto error;
     p->row_block_bytes = (size_t)row_block_bytes;
+    p->row_group_min_bytes = (size_t)row_group_min_bytes;
     Py_INCREF(notes);
     p->notes = notes;
     Py_INCREF(keep);
@@ -2268,6 +2270,8 @@ static PyMethodDef tj_methods[] = {
     {"make", tj_make, METH_VARARGS, "make(...) -> program: see program.py"},
     {"pool_info", tj_pool_info, METH_NOARGS, "pool_info() -> (blocks, bytes) kept for reuse"},
     {"release_pool", tj_release_pool, METH_NOARGS, "release_pool(): free the kept blocks"},
+    {"set_parallel", tj_set_parallel, METH_VARARGS,
+     "set_parallel(address): the worker pool's entry, for row blocks (0: none)"},
     {"row_block_info", tj_row_block_info, METH_NOARGS,
      "row_block_info() -> (groups run in blocks of rows, their kernel calls)"},
     {NULL, NULL, 0, NULL},

@@ -37,8 +37,12 @@ from tensorjit.core.diagnostics import TensorjitRuntimeWarning
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.kernel_selection import node_device
 from tensorjit.core.registries import Kernel
-from tensorjit.plugins.c_backend.build import compiler
-from tensorjit.plugins.c_backend.build.caches import row_block_bytes, stream_min_bytes
+from tensorjit.plugins.c_backend.build import compiler, threads
+from tensorjit.plugins.c_backend.build.caches import (
+    row_block_bytes,
+    row_group_min_bytes,
+    stream_min_bytes,
+)
 from tensorjit.plugins.c_backend.generators import indexing, kernels, rowwise
 from tensorjit.plugins.c_backend.linalg import blas, penalised
 from tensorjit.plugins.c_backend.whole_graph import native, steps
@@ -103,7 +107,9 @@ def prebuild_entries() -> list[tuple]:
 
 def _interpreter() -> Any:
     source = _source("program.c")
-    return compiler.load_extension(source, "tj_program", what=RUNNER)
+    module = compiler.load_extension(source, "tj_program", what=RUNNER)
+    threads.attach_setter(module, module.set_parallel)  # (row blocks split over the pool)
+    return module
 
 
 def _explaining(run: Any, node: Apply, kernel_name: str) -> Any:
@@ -210,7 +216,7 @@ class _Tables:
             tuple(self.keep),
             stream_min_bytes(),
             self.commit,
-            row_block_bytes(),
+            (row_block_bytes(), row_group_min_bytes()),
         )
 
     def _value_spec(self, var: Variable) -> tuple[int, int, list[int]]:

@@ -22,7 +22,16 @@
  *
  * Values that die while calls are pending stay alive (held) until the group runs: their
  * memory could otherwise be handed to a later step's output.
+ *
+ * With more than one thread the blocks are shared out, a contiguous range of blocks per
+ * thread of the C backend's pool (tj_parallel, set by set_parallel): each thread runs
+ * every call on its blocks in order, which the rule above makes independent of the
+ * other threads' rows. A kernel called there finds the pool busy and runs its own parts
+ * itself, with the same cuts: the values do not depend on which thread ran a block.
  */
+typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
+/* the pool's tj_pool_parallel (build/thread_pool.c), or NULL: blocks on this thread */
+static int (*tj_parallel)(tj_task_fn, void *, int64_t, int64_t, int64_t) = NULL;
 #define TJ_ROW_CALLS 16
 #define TJ_ROW_HELD 64
 
@@ -166,6 +175,29 @@ static int tj_row_streams(const tj_row_group *g, int k)
     return 1;
 }
 
+/* Blocks [lo, hi) of a flush: every call on one block, then the next block. */
+typedef struct {
+    const tj_row_group *g;
+    int64_t block;
+    void *fns[TJ_ROW_CALLS];
+} tj_row_blocks;
+
+/* The pool cuts eighths of blocks at block boundaries: a sleeping worker is woken for
+   parts of 8 grains or more, and a block is well worth a wake-up (it fills half an L2). */
+#define TJ_BLOCK_GRAINS 8
+
+static void tj_row_blocks_part(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    (void)part;
+    const tj_row_blocks *job = ctx;
+    const tj_row_group *g = job->g;
+    for (int64_t b = lo / TJ_BLOCK_GRAINS; b < hi / TJ_BLOCK_GRAINS; b++) {
+        int64_t r0 = b * job->block, n = g->rows - r0 < job->block ? g->rows - r0 : job->block;
+        for (int k = 0; k < g->n_calls; k++)
+            tj_row_call_block(&g->calls[k], job->fns[k], r0, n);
+    }
+}
+
 /* Runs the pending calls (in blocks of rows when there are several and the rows do not
    fit the cache at once), then lets the held values go. */
 static void tj_row_flush(const tj_program *p, tj_row_group *g)
@@ -184,13 +216,16 @@ static void tj_row_flush(const tj_program *p, tj_row_group *g)
             tj_row_groups_blocked++;
             tj_row_calls_blocked += g->n_calls;
         }
-        void *fns[TJ_ROW_CALLS];
+        tj_row_blocks job = {g, block, {NULL}};
         for (int k = 0; k < g->n_calls; k++)
-            fns[k] = tj_row_streams(g, k) ? g->calls[k].stream_fn : g->calls[k].fn;
+            job.fns[k] = tj_row_streams(g, k) ? g->calls[k].stream_fn : g->calls[k].fn;
+        int64_t n_blocks = (rows + block - 1) / block;
         PyThreadState *saved = g->bytes > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
-        for (int64_t r0 = 0; r0 < rows; r0 += block)
-            for (int k = 0; k < g->n_calls; k++)
-                tj_row_call_block(&g->calls[k], fns[k], r0, rows - r0 < block ? rows - r0 : block);
+        int64_t grains = n_blocks * TJ_BLOCK_GRAINS;
+        if (tj_parallel != NULL && n_blocks >= 2)
+            tj_parallel(tj_row_blocks_part, &job, grains, 1, TJ_BLOCK_GRAINS);
+        else
+            tj_row_blocks_part(&job, 0, grains, 0);
         if (saved != NULL)
             PyEval_RestoreThread(saved);
     }
@@ -239,9 +274,9 @@ static int tj_row_record(const tj_program *p, tj_row_group *g, const tj_row_call
     if (g->n_calls > 0 && (c == NULL || rows != g->rows || g->n_calls == TJ_ROW_CALLS ||
                            !tj_row_fits(g, c)))
         tj_row_flush(p, g);
-    /* a group starts with a call touching more than two blocks' worth (less fits the
-       cache without help); later calls of any size join */
-    if (c == NULL || rows < 2 || (g->n_calls == 0 && bytes < 2 * g->block_bytes))
+    /* a group starts with a call touching at least row_group_min_bytes (less stays in
+       the cache without help); later calls of any size join */
+    if (c == NULL || rows < 2 || (g->n_calls == 0 && bytes < p->row_group_min_bytes))
         return 0;
     if (g->calls == NULL) {
         g->calls = g->program->row_calls_spare;
@@ -355,6 +390,17 @@ static void tj_row_group_end(tj_row_group *g)
     else
         PyMem_Free(g->calls);
     g->calls = NULL;
+}
+
+/* set_parallel(address): the pool's tj_pool_parallel (0: none), for the row blocks. */
+static PyObject *tj_set_parallel(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long address;
+    if (!PyArg_ParseTuple(args, "K", &address))
+        return NULL;
+    tj_parallel = (int (*)(tj_task_fn, void *, int64_t, int64_t, int64_t))(uintptr_t)address;
+    Py_RETURN_NONE;
 }
 
 /* row_block_info() -> (groups run in blocks of rows, their kernel calls), for tests. */
