@@ -67,7 +67,7 @@ def main() -> None:
                 np.testing.assert_array_equal(fns["blocks"](*values), fns["none"](*values))
                 for _ in range(args.rounds):
                     times = {
-                        label: median_time(lambda f=f: f(*values), 21) * 1e3
+                        label: median_time(lambda f=f, v=values: f(*v), 21) * 1e3
                         for label, f in fns.items()
                     }
                     print(
