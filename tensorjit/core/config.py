@@ -207,7 +207,8 @@ _OPTIONS = [
         "a compiled program runs consecutive elementwise and reduction steps over the "
         "same rows block of rows by block of rows, each block filling at most this many "
         "bytes of cache, the blocks shared out over the C backend's threads: 'auto' "
-        "(half a core's L2 cache), a number, or 0 (never: each step over all rows)",
+        "(half a core's L2 cache; on more than one thread only for rows that do not fit "
+        "the last-level cache), a number, or 0 (never: each step over all rows)",
         _auto_or_bytes,
     ),
     ConfigOption(

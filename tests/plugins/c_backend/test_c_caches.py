@@ -44,11 +44,16 @@ def test_unknown_caches_get_the_documented_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_row_blocks_default_to_half_an_l2_on_one_thread_only(threads):
+def test_row_blocks_default_to_half_an_l2_and_start_beyond_the_cache_on_threads(threads):
+    """Blocks of half an L2 on any thread count; a group starts at two blocks on one
+    thread, at the last-level cache on more (unless the blocks are set explicitly)."""
+    half_l2 = caches.cache_bytes(level=2) // 2
     with tensorjit.config.change_flags(threads=threads):
-        auto = caches.row_block_bytes()
-    assert auto == (caches.cache_bytes(level=2) // 2 if threads == 1 else 0)
+        assert caches.row_block_bytes() == half_l2
+        start = caches.row_group_min_bytes()
+    assert start == (2 * half_l2 if threads == 1 else caches.last_level_cache_bytes())
     with tensorjit.config.change_flags(row_block_bytes=4096, threads=threads):
         assert caches.row_block_bytes() == 4096
+        assert caches.row_group_min_bytes() == 8192
     with pytest.raises(ValueError, match="'auto' or a number of bytes"):
         tensorjit.config.row_block_bytes = "big"

@@ -222,8 +222,9 @@ static void tj_row_flush(const tj_program *p, tj_row_group *g)
         int64_t n_blocks = (rows + block - 1) / block;
         PyThreadState *saved = g->bytes > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
         int64_t grains = n_blocks * TJ_BLOCK_GRAINS;
-        if (tj_parallel != NULL && n_blocks >= 2)
-            tj_parallel(tj_row_blocks_part, &job, grains, 1, TJ_BLOCK_GRAINS);
+        int (*parallel)(tj_task_fn, void *, int64_t, int64_t, int64_t) = tj_parallel;
+        if (parallel != NULL && n_blocks >= 2)
+            parallel(tj_row_blocks_part, &job, grains, 1, TJ_BLOCK_GRAINS);
         else
             tj_row_blocks_part(&job, 0, grains, 0);
         if (saved != NULL)
