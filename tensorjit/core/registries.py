@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from tensorjit.core.devices import HOST, HOST_ARRAYS, ArrayKind, UnknownDeviceError
 from tensorjit.core.graph.basic import Apply, Variable
@@ -272,8 +272,26 @@ class GraphPlan:
     outputs: list[Variable]  # user outputs, then update expressions
 
 
+#: A kernel spec's plan: what its ``plan`` decides for a node, handed to the rest.
+P = TypeVar("P")
+
+
+class StepBuilder(Protocol):
+    """What a backend's whole-graph program builder offers every plugin's
+    ``KernelSpec.step`` (a backend's own specs may use more of its builder)."""
+
+    def native(self, node: Apply, step: Any, /) -> object:
+        """The node as the plugin's own compiled function (the C backend's contract:
+        c_backend/whole_graph/native.h; ``step`` a ``NativeStep``)."""
+        ...
+
+    def decline(self, node: Apply, /) -> object:
+        """The node as a step calling its kernel (no program step of its own)."""
+        ...
+
+
 @dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(Generic[P]):
     """One op family's kernels on one backend: every decision about them in one place.
 
     - ``plan(node)``: what the kernel will do for ``node`` (any object), or None when it
@@ -300,12 +318,13 @@ class KernelSpec:
     name: str
     backend: str
     op_classes: tuple[type, ...]
+    #: ``factory(node, plan)``, or ``factory(node)`` for a spec without ``plan``
     factory: Callable[..., Callable[[list, list], None]]
-    plan: Callable[[Apply], Any] | None = None
-    sources: Callable[[Apply, Any], list] | None = None
-    step: Callable[[Any, Apply, Any], Any] | None = None
+    plan: Callable[[Apply], P | None] | None = None
+    sources: Callable[[Apply, P], list] | None = None
+    step: Callable[[StepBuilder, Apply, P], object] | None = None
     plugin: str | None = None
-    cannot_fail: Callable[[Apply, Any], bool] | None = None
+    cannot_fail: Callable[[Apply, P], bool] | None = None
     #: True when the kernels take the inputs their op reads on the host
     #: (``Op.host_inputs``) as host values even on a device: placement then leaves them
     #: there. False (the default): every input lives on the kernel's device.
