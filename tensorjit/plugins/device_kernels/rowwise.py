@@ -5,9 +5,10 @@ As for reductions, the input and the (new, C-contiguous) output are seen as
 length-1 axes dropped and neighbouring axes merged (``reductions.split_dims``). A
 work-item handles a chunk of rows (a few chunks per compute unit on a CPU device), each
 in three passes as ``Op.perform`` computes it: the row maximum (NaN wins),
-the sum of ``exp(x - max)`` (accumulated in double for float32 where the device has
-fp64), then the output: ``exp(x - max) / sum`` (the exponentials stored by the second
-pass) or ``x - max - log(sum)``. A row along one (merged) axis is a strided loop; rows
+the sum of ``exp(x - max)`` (accumulated in double where the device has fp64), then the
+output: ``exp(x - max)`` times the reciprocal of the sum (the exponentials stored by the
+second pass) or ``(x - max) - log(sum)`` (the choices every backend's rows share:
+cstyle/rows.py). A row along one (merged) axis is a strided loop; rows
 over several axes that do not merge find each element's offsets by division.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.cstyle import rows as row_semantics
 from tensorjit.plugins.device_kernels.arrays import c_strides
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
 from tensorjit.plugins.device_kernels.groups import group_fold
@@ -76,17 +78,19 @@ def row_source(plan: RowPlan, dk: int, dr: int) -> str:
         text = _loop(dr, body, "@START@", "@STEP@").replace("{", "{{").replace("}", "}}")
         return text.replace("@START@", "{start}").replace("@STEP@", "{step}")
 
+    # (the values each row takes: cstyle/rows.py, shared with the host's row kernels)
     if plan.log:
         second = scheduled(load + " sum += (ACC)exp(v - mx);")
+        value = row_semantics.log_softmax_value("v", "mx", "lse")
         third = [
-            "        T lse = log((T)sum);",
-            f"        {scheduled(load + f' {out} = (v - mx) - lse;')}",
+            f"        T lse = {row_semantics.log_total('sum', 'T')};",
+            f"        {scheduled(load + f' {out} = {value};')}",
         ]
     else:
         second = scheduled(load + f" T e = exp(v - mx); {out} = e; sum += (ACC)e;")
         third = [
-            "        T total = (T)sum;",
-            f"        {scheduled(f'{out} = {out} / total;')}",
+            f"        T r = {row_semantics.softmax_scale('sum', 'T')};",
+            f"        {scheduled(f'{out} = {out} * r;')}",
         ]
     lengths = "".join(f", long n_k{a}" for a in range(dk)) + "".join(
         f", long n_r{a}" for a in range(dr)
@@ -160,7 +164,7 @@ def row_plan(t: Target, node: Apply) -> RowPlan | None:
         return None  # float16 (from small integers) and complex stay on the host
     from tensorjit.tensor.nnet.basic import LogSoftmax
 
-    acc = "float64" if out_dtype == "float32" and t.runtime().fp64 else out_dtype
+    acc = row_semantics.accumulator_dtype(out_dtype, t.runtime().fp64)
     op = cast("Softmax | LogSoftmax", node.op)
     log = isinstance(op, LogSoftmax)
     return RowPlan(t, log, tuple(op.axis), in_dtype, out_dtype, acc)

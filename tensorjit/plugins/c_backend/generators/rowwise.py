@@ -25,6 +25,7 @@ from tensorjit.plugins.c_backend.generators.codegen import (
     helper_sources,
     inline_mode,
 )
+from tensorjit.plugins.cstyle import rows as row_semantics
 from tensorjit.tensor.math import Argmax
 from tensorjit.tensor.nnet.basic import (
     LogSoftmax,
@@ -77,15 +78,15 @@ _KEEP_EXP = "        for (int64_t j = 0; j < len; j++) O(j0 + j) = e[j];\n"
 _SOFTMAX = (
     _ROW_EXP.replace("{keep}", _KEEP_EXP)
     + """
-    {t} r = ({t})(1 / s);
+    {t} r = {scale};
     for (int64_t j = 0; j < n; j++) O(j) *= r;
 """
 )
 _LOG_SOFTMAX = (
     _ROW_EXP.replace("{keep}", "")
     + """
-    {t} ls = ({t})log(s);
-    for (int64_t j = 0; j < n; j++) O(j) = (X(j) - m) - ls;  /* NumPy's order: exact near m */
+    {t} ls = {logged};
+    for (int64_t j = 0; j < n; j++) O(j) = {log_value};
 """
 )
 # The exponentials of a chunk of values x - max <= 0 (or NaN): when none is below
@@ -132,7 +133,7 @@ _BLOCK_SOFTMAX = (
     _BLOCK_EXP
     + """
     {t} r[L];
-    for (int l = 0; l < L; l++) r[l] = ({t})(1 / s[l]);
+    for (int l = 0; l < L; l++) r[l] = {block_scale};
     for (int l = 0; l < rows; l++)
         for (int64_t j = 0; j < n; j++) OB(l, j) = e[j * L + l] * r[l];
 """
@@ -141,9 +142,9 @@ _BLOCK_LOG_SOFTMAX = (
     _BLOCK_EXP
     + """
     {t} ls[L];
-    for (int l = 0; l < rows; l++) ls[l] = ({t})log(s[l]);
+    for (int l = 0; l < rows; l++) ls[l] = {block_logged};
     for (int l = 0; l < rows; l++)
-        for (int64_t j = 0; j < n; j++) OB(l, j) = (XB(l, j) - m[l]) - ls[l];
+        for (int64_t j = 0; j < n; j++) OB(l, j) = {block_log_value};
 """
 )
 # NumPy's argmax: the first maximum, and the first NaN if there is one.
@@ -287,12 +288,21 @@ def _float_names(dtype: str) -> dict[str, str]:
     if dtype not in ("float32", "float64"):
         raise Unsupported(f"dtype {dtype}")
     s = "f" if dtype == "float32" else "d"
+    t = ctype(dtype)
+    # the row semantics every backend shares (cstyle/rows.py); the host has doubles
+    acc = ctype(row_semantics.accumulator_dtype(dtype, has_fp64=True))
     return {
-        "t": ctype(dtype),
+        "t": t,
+        "scale": row_semantics.softmax_scale("s", t),
+        "logged": row_semantics.log_total("s", t),
+        "log_value": row_semantics.log_softmax_value("X(j)", "m", "ls"),
+        "block_scale": row_semantics.softmax_scale("s[l]", t),
+        "block_logged": row_semantics.log_total("s[l]", t),
+        "block_log_value": row_semantics.log_softmax_value("XB(l, j)", "m[l]", "ls[l]"),
         "s": s,
         "exp_padded": _exp_chunk(" " * 8, "e", "padded", s),
         "exp_block": _exp_chunk(" " * 4, "e", "n * L", s),
-        "acc": "double",
+        "acc": acc,
         "chunk": str(ROW_CHUNK),
         "lanes": str(LANES),
         "simd": SIMD,
