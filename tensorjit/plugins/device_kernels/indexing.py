@@ -57,6 +57,7 @@ from tensorjit.plugins.device_kernels.views import (
     padded,
     subtensor_view,
 )
+from tensorjit.tensor.nnet.basic import class_index_error
 
 if TYPE_CHECKING:
     from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor, IncSubtensor
@@ -264,7 +265,7 @@ def check_class_flag(flag: ErrorFlag, name: str, n: int) -> None:
 
     def check() -> None:
         if flag.raised():
-            raise IndexError(f"{name}: class index {flag.bad} is out of range for {n} classes")
+            raise class_index_error(name, flag.bad, n)
 
     defer(check, reset=flag.clear)
 

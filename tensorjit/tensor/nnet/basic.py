@@ -279,6 +279,12 @@ def _check_class_indices(x: Variable, y: Variable, what: str) -> None:
             )
 
 
+def class_index_error(what: str, bad: int | None, n: int) -> IndexError:
+    """The error of a class index outside ``[0, n)``, in the words every kernel uses
+    (Op.perform, the host's C kernels, the device kernels' deferred checks)."""
+    return IndexError(f"{what}: class index {bad} is out of range for {n} classes")
+
+
 def _check_indices_runtime(x: np.ndarray, y: np.ndarray, what: str) -> None:
     if x.shape[:-1] != y.shape:
         raise ValueError(
@@ -287,8 +293,7 @@ def _check_indices_runtime(x: np.ndarray, y: np.ndarray, what: str) -> None:
         )
     n = x.shape[-1]
     if y.size and (y.min() < 0 or y.max() >= n):
-        bad = y[(y < 0) | (y >= n)].flat[0]
-        raise IndexError(f"{what}: class index {bad} is out of range for {n} classes")
+        raise class_index_error(what, y[(y < 0) | (y >= n)].flat[0], n)
 
 
 class SelectClass(Op):
@@ -378,7 +383,7 @@ class OneHot(Op):
         n = int(n)
         if y.size and (y.min() < 0 or y.max() >= n):
             bad = y[(y < 0) | (y >= n)].flat[0]
-            raise IndexError(f"to_one_hot: class index {bad} is out of range for {n} classes")
+            raise class_index_error("to_one_hot", bad, n)
         output_storage[0][0] = (y[..., None] == np.arange(n)).astype(self.dtype)
 
     def grad(self, inputs, output_grads):
