@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from _competitors import limit_threads
+from _competitors import limit_threads, threads_from_argv
 
-limit_threads(1)
+limit_threads(threads_from_argv(default=2))  # (the process gets that many cores)
 
 import numpy as np  # noqa: E402
 from _timing import median_time  # noqa: E402
