@@ -332,8 +332,9 @@ class KernelSpec(Generic[P]):
     #: True when the kernel's only device work is allocating through its runtime's
     #: ``empty`` and launching through its ``launch`` methods, the same launches for the
     #: same input shapes, strides and dtypes (no reads or writes from the host, no
-    #: library calls, no state kept between calls): a device backend's launch plan may
-    #: then record one run and replay its launches (device_kernels/launch_plan.py).
+    #: library calls), besides arrays it keeps between calls and checks it defers, both
+    #: reported to the recording (device_kernels/recording.py): a device backend's launch
+    #: plan may then record one run and replay it (device_kernels/launch_plan.py).
     launches_only: bool = False
 
     def bind(self, node: Apply) -> Kernel | None:

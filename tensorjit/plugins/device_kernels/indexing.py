@@ -42,6 +42,7 @@ from tensorjit.plugins.device_kernels.elementwise import (
     kernel_source,
     launch_map,
 )
+from tensorjit.plugins.device_kernels.recording import note_deferred, note_kept
 from tensorjit.plugins.device_kernels.target import (
     DeviceRuntime,
     Factory,
@@ -87,6 +88,7 @@ class ErrorFlag:
         if self.array is None:
             self.array = self.rt.empty((2,), np.int64)
             self.array.set(np.zeros(2, np.int64))
+        note_kept(self.array)  # (a launch plan hands the replayed launches this flag)
         return self.rt.buffer_args(self.array)
 
     def clear(self) -> None:
@@ -268,6 +270,7 @@ def check_class_flag(flag: ErrorFlag, name: str, n: int) -> None:
             raise class_index_error(name, flag.bad, n)
 
     defer(check, reset=flag.clear)
+    note_deferred(check, flag.clear)  # (a launch plan defers it again on each replay)
 
 
 def check_leading(name: str, x: Any, y: Any) -> None:
@@ -608,9 +611,19 @@ def specs(t: Target) -> list[KernelSpec]:
             advanced_inc_plan,
         ),
     ]
+    # The class selections check their indices in a deferred check (a launch plan
+    # replays them with it); the others read their flag at once or read indices on the
+    # host.
+    replayed = {"select_class", "select_class_grad"}
     return [
         KernelSpec(
-            t.kernel_name(name), t.backend, (op,), factory, plan=partial(plan, t), plugin=t.plugin
+            t.kernel_name(name),
+            t.backend,
+            (op,),
+            factory,
+            plan=partial(plan, t),
+            plugin=t.plugin,
+            launches_only=name in replayed,
         )
         for name, op, factory, plan in table
     ]

@@ -108,6 +108,7 @@ class Root:
     dtype: Any = None
     recorded: Any = None  # the recorded allocation
     fixed: Any = None
+    kept: bool = False  # an array the kernel keeps between calls (``fixed`` is it)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,18 @@ class LaunchTemplate:
     args: list[Any]
     buffers: list[tuple[int, int]]  # (argument position, root)
     offsets: list[tuple[int, int, int]]  # (argument position, root, delta)
+
+
+class Launches(list):
+    """A run of replayed nodes' launch templates, and the checks those nodes defer
+    (``checks``: ``(check, reset)`` in node order; deferred after the launches, since a
+    deferred check runs later in the call anyway)."""
+
+    checks: list[tuple[Any, Any]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = []
 
 
 @dataclass
@@ -301,7 +314,7 @@ class Replay:
 
     program: LaunchPlanProgram
     roots: list[Root]
-    steps: list[list[LaunchTemplate] | PythonStep]
+    steps: list[Launches | PythonStep]
     #: (root, input position | -1, cell, whether its buffer is an argument)
     entries: list[tuple[int, int, list | None, bool]]
     fresh: list[int]  # allocation roots made each call
@@ -363,7 +376,7 @@ class Replay:
                     except Exception:
                         deferred.discard()
                         return None  # nothing overwritten yet: the VM raises it
-                if type(step) is list:
+                if type(step) is Launches:
                     for launch in step:
                         args = launch.args.copy()
                         for position, root in launch.buffers:
@@ -371,6 +384,8 @@ class Replay:
                         for position, root, delta in launch.offsets:
                             args[position] = I64(offs[root] + delta)
                         enqueue(launch.kernel, launch.geometry, args)
+                    for check, reset in step.checks:
+                        deferred.defer(check, reset)
                     continue
                 step = cast(PythonStep, step)
                 inputs = [self._value(source, held, arrays) for source in step.sources]
@@ -446,7 +461,7 @@ class _Builder:
         graph = self.program.graph
         nodes, replayable = graph.nodes, self.program.replayable
         first_commit = _first_commit(nodes, graph)
-        steps: list[list[LaunchTemplate] | PythonStep] = []
+        steps: list[Launches | PythonStep] = []
         step_of_node: list[int] = []
         pending: dict[Variable, list[tuple[PythonStep, int]]] = {}  # Python outputs -> users
         guarded_after_commit = False
@@ -454,12 +469,15 @@ class _Builder:
             run = self.runs.get(k) if replayable[k] else None
             templates = self._templates(node, run) if run is not None else None
             if templates is not None:
-                if steps and type(steps[-1]) is list:
-                    cast(list, steps[-1]).extend(templates)
-                elif templates or k == first_commit:  # (a view launches nothing)
-                    steps.append(templates)
-                # a replayed node reading a Python step's output guards it
+                # (the node overwriting an input starts a run of its own: the checks
+                # deferred before it must run before its launches)
+                if not steps or type(steps[-1]) is not Launches or k == first_commit:
+                    steps.append(Launches())
+                launches = cast(Launches, steps[-1])
+                launches.extend(templates)
                 assert run is not None
+                launches.checks.extend(run.recording.checks)
+                # a replayed node reading a Python step's output guards it
                 for var, value in zip(node.inputs, run.inputs):
                     for source, j in pending.pop(var, []):
                         guarded = source.roots[j]
@@ -468,7 +486,7 @@ class _Builder:
                         source.guards.append((guarded, described))
                         if source.index >= first_commit:
                             guarded_after_commit = True
-                step_of_node.append(max(len(steps) - 1, 0))
+                step_of_node.append(len(steps) - 1)
                 continue
             kernel = graph.kernels[k]
             if k >= first_commit and not kernel.cannot_fail(node):
@@ -561,6 +579,18 @@ class _Builder:
             )
             if address is not None:
                 candidates.setdefault(address, set()).add(len(self.roots) + len(new_roots) - 1)
+        for value in run.recording.kept:  # (an error flag: the same array every call)
+            mine = [r for r in new_roots if r.recorded is value]
+            if mine:
+                mine[0].kept = True  # (allocated on this first use)
+                continue
+            address = arrays.buffer_address(value)
+            if address is None:
+                return None
+            kept = Root(None, byte_offset(value), address, value.shape, value.dtype, value)
+            kept.kept = True
+            new_roots.append(kept)
+            candidates.setdefault(address, set()).add(len(self.roots) + len(new_roots) - 1)
 
         def traced(address: int | None) -> int | None:
             if address is None:
@@ -605,7 +635,7 @@ class _Builder:
         return templates
 
     def _finish(
-        self, steps: list[list[LaunchTemplate] | PythonStep], outputs: list, commit_step: int
+        self, steps: list[Launches | PythonStep], outputs: list, commit_step: int
     ) -> Replay:
         graph = self.program.graph
         entries: list[tuple[int, int, list | None, bool]] = []
@@ -614,7 +644,9 @@ class _Builder:
         position = {var: k for k, var in enumerate(graph.inputs)}
         own = []
         for root, r in enumerate(self.roots):
-            if r.var is None:  # an allocation
+            if r.var is None and r.kept:
+                r.fixed = r.recorded  # the kernel's own array, the same every call
+            elif r.var is None:  # an allocation
                 if root in self.python_reads:
                     fresh.append(root)
                 else:
@@ -636,7 +668,7 @@ class _Builder:
 
 
 def _share_temporaries(
-    roots: list[Root], own: list[int], steps: list[list[LaunchTemplate] | PythonStep]
+    roots: list[Root], own: list[int], steps: list[Launches | PythonStep]
 ) -> None:
     """Give the plan's own temporaries (``own``: allocations only its launches use)
     their arrays, one array serving temporaries of equal size whose launches do not
@@ -644,7 +676,7 @@ def _share_temporaries(
     does."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
-    launches = [launch for step in steps if isinstance(step, list) for launch in step]
+    launches = [launch for step in steps if isinstance(step, Launches) for launch in step]
     for k, launch in enumerate(launches):
         for _, root in launch.buffers:
             first.setdefault(root, k)

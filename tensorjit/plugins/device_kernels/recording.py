@@ -30,10 +30,14 @@ class Launch:
 
 @dataclass
 class Recording:
-    """The arrays a kernel allocated and the launches it made, in order."""
+    """The arrays a kernel allocated and the launches it made, in order; the arrays it
+    keeps from call to call and hands its launches (an error flag); the checks it
+    deferred (core/compile/deferred.py), as ``(check, reset)``."""
 
     allocations: list[Any] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
+    kept: list[Any] = field(default_factory=list)
+    checks: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 def active() -> Recording | None:
@@ -64,3 +68,18 @@ def note_allocation(value: Any) -> None:
     record = getattr(_ACTIVE, "recording", None)
     if record is not None:
         record.allocations.append(value)
+
+
+def note_kept(value: Any) -> None:
+    """Called by a kernel for an array of its own that it hands its launches every call
+    (a replay hands them the same array)."""
+    record = getattr(_ACTIVE, "recording", None)
+    if record is not None and all(value is not kept for kept in record.kept):
+        record.kept.append(value)
+
+
+def note_deferred(check: Any, reset: Any) -> None:
+    """Called by a kernel for each check it defers (a replay defers it again)."""
+    record = getattr(_ACTIVE, "recording", None)
+    if record is not None:
+        record.checks.append((check, reset))
