@@ -5,9 +5,9 @@ Convolutions and pooling (Conv2d, its two gradients, Pool and its two gradients)
 a device through lifters: on a GPU they run there (im2col + the device GEMM, direct
 pooling kernels: convolution.py); on a CPU device such as PoCL the lifter keeps them on
 the host, whose kernels and BLAS run on the same cores faster
-(``config.device_schedule="groups"`` forces the device's shapes there too). A backend
-with a faster form (a cuDNN lifter, say) registers its own lifter for its device before
-these run, or the kernel table picks the form once the node is on the device.
+(``config.device_schedule="groups"`` forces the device's shapes there too). One lifter
+is registered per device and op class, so a faster form for a device (cuDNN, say) is
+chosen by that device's lifter or by its kernel table once the node is there.
 """
 
 from __future__ import annotations
