@@ -8,7 +8,8 @@ a device backend offers, as its whole-graph program, a ``LaunchPlanProgram``:
 - **Record.** The first call with a new *signature* (the shapes, byte strides, dtypes
   and buffer sharing of the device inputs that kernels read) runs the function through
   a VM whose ``launches_only`` kernels (KernelSpec) are recorded (recording.py): the
-  arrays each allocated and the launches it made.
+  arrays each allocated, the launches it made, the arrays of its own it handed them (an
+  error flag) and the checks it deferred.
 - **Plan.** Each recorded launch's buffer arguments are traced back to a *root*: a
   value the call has anyway (an input, a constant, a Python step's output) or one of
   the recorded allocations, with the byte offset from the root's start. Allocations no
@@ -18,7 +19,8 @@ a device backend offers, as its whole-graph program, a ``LaunchPlanProgram``:
   (``Op.host_inputs``) or run on another backend stay *Python steps*: their kernels
   run as in the VM.
 - **Replay.** Later calls with the signature enqueue the recorded launches with this
-  call's buffers and offsets (no per-node Python), run the Python steps between them,
+  call's buffers and offsets (no per-node Python) and defer the recorded checks again,
+  run the Python steps between them,
   and make array headers only for outputs and what Python steps read. A Python step's
   output that a replayed kernel reads is guarded (shape, strides, dtype); when a guard
   fails or a Python step raises, the call is recorded again from the start, which is
