@@ -3,8 +3,11 @@ transposed, sliced, negatively strided) over a buffer of the device's memory poo
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
+
+import numpy as np
 
 from tensorjit.plugins.device_kernels.arrays import StridedDeviceArrays
 from tensorjit.plugins.opencl_backend import DEVICE
@@ -15,6 +18,47 @@ def _array_class() -> type | None:
     # here, so recognising values costs nothing where OpenCL is not used.
     module = sys.modules.get("pyopencl.array")
     return None if module is None else module.Array
+
+
+_FAST_HEADERS = [True]  # pyopencl takes its own fast constructor's arguments
+
+
+def new_array(
+    queue: Any,
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    strides: tuple[int, ...],
+    allocator: Any,
+    data: Any = None,
+    offset: int = 0,
+) -> Any:
+    """A ``pyopencl.array.Array`` header (over ``data``, or a new buffer from
+    ``allocator``). pyopencl's public constructor re-derives and checks the shape with
+    NumPy (~15 us an array, the better part of a small call on a device); the arguments
+    here are already checked, so its fast constructor (what its own views use) is taken
+    where this pyopencl has it, the public one otherwise."""
+    import pyopencl.array as cla
+
+    if _FAST_HEADERS[0]:
+        try:
+            return cla.Array(
+                None,
+                shape,
+                dtype,
+                allocator=allocator,
+                data=data,
+                offset=offset,
+                strides=strides,
+                _fast=True,
+                _size=math.prod(shape),
+                _context=queue.context,
+                _queue=queue,
+            )
+        except TypeError:
+            _FAST_HEADERS[0] = False  # (a pyopencl without it)
+    return cla.Array(
+        queue, shape, dtype, allocator=allocator, data=data, offset=offset, strides=strides
+    )
 
 
 def buffer_id(value: Any) -> int | None:
@@ -44,16 +88,14 @@ class OpenCLArrays(StridedDeviceArrays):
         return buffer_id(value)
 
     def view(self, base: Any, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Any:
-        import pyopencl.array as cla
-
-        return cla.Array(
+        return new_array(
             base.queue,
             tuple(int(n) for n in shape),
             base.dtype,
-            strides=tuple(int(s) for s in strides),
+            tuple(int(s) for s in strides),
+            base.allocator,
             data=base.base_data,
             offset=int(offset),
-            allocator=base.allocator,
         )
 
 

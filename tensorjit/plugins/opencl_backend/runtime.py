@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from tensorjit.plugins.device_kernels.arrays import c_strides
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
+from tensorjit.plugins.opencl_backend.arrays import new_array
 
 _LOCK = threading.Lock()
 _RUNTIME: Runtime | None = None
@@ -235,9 +237,11 @@ class Runtime:
         return limit
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        import pyopencl.array as cla
-
-        value = cla.empty(self.queue, tuple(shape), np.dtype(dtype), allocator=self.allocator)
+        shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
+        if any(n < 0 for n in shape):
+            raise ValueError(f"negative dimensions are not allowed: {shape}")
+        strides = c_strides(shape, dtype.itemsize)
+        value = new_array(self.queue, shape, dtype, strides, self.allocator)
         note_allocation(value)
         return value
 
