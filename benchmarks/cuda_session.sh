@@ -25,3 +25,6 @@ python3 -m venv --system-site-packages .gpu/venv   # CuPy and JAX come from the 
 TENSORJIT_TEST_DEVICE=cuda .gpu/venv/bin/python -m pytest -q -x -rs -p no:cacheprovider \
     tests/plugins/device_suite 2>&1 | tail -60 | tee "$OUT/device_suite.txt" || true
 (cd benchmarks && ../.gpu/venv/bin/python cuda.py) 2>&1 | tee "$OUT/bench.txt" || true
+# launch plans on the GPU: Python per call and launches, plans off and on
+(cd benchmarks && ../.gpu/venv/bin/python launch_plans.py --device cuda --calls 50 \
+    --rounds 2) 2>&1 | tee "$OUT/launch_plans.txt" || true

@@ -17,6 +17,9 @@ from and to the host, and benchmarks/lenet_devices.py's LeNet step with its
 convolutions and pooling on the host (PoCL's default) and on the device.
 
 Run: taskset -c 0,1 .venv/bin/python benchmarks/launch_plans.py [--calls 200] [--rounds 3]
+     [--device opencl|cuda] [--only LABEL]
+(``--device cuda`` on a GPU machine: the driver calls timed are the CUDA runtime's
+launches and copies.)
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from _competitors import limit_threads
 limit_threads(1)
 
 import numpy as np  # noqa: E402
-from opencl import mlp_step, queue, to_device  # noqa: E402
+from opencl import mlp_step  # noqa: E402
 
 import tensorjit  # noqa: E402
 import tensorjit.tensor as T  # noqa: E402
@@ -41,46 +44,49 @@ from tensorjit.tensor.type import TensorType  # noqa: E402
 
 
 class DriverClock:
-    """Counts launches and the time spent inside the driver's calls."""
+    """Counts launches and the time spent inside the driver's calls (the device
+    runtime's launches and its copies between host and device); ``finish()`` waits for
+    the device."""
 
-    def __init__(self) -> None:
-        import pyopencl
-
-        from tensorjit.plugins.opencl_backend.runtime import Runtime
-
+    def __init__(self, device: str) -> None:
         self.seconds = 0.0
         self.launches = 0
-        enqueue, copy = Runtime.enqueue, pyopencl.enqueue_copy
+        if device == "cuda":
+            from tensorjit.plugins.cuda_backend.runtime import Runtime, runtime
 
-        def timed_enqueue(rt: Any, *args: Any) -> None:
-            self.launches += 1
+            timed: list[tuple[Any, str]] = [(Runtime, "to_device"), (Runtime, "to_host")]
+            self.finish: Callable[[], None] = lambda: runtime().synchronize()
+        else:
+            import pyopencl
+
+            from tensorjit.plugins.opencl_backend.runtime import Runtime, runtime
+
+            timed = [(pyopencl, "enqueue_copy")]
+            self.finish = lambda: runtime().queue.finish()
+        for owner, name in [(Runtime, "enqueue"), *timed]:
+            setattr(owner, name, self._timed(getattr(owner, name), name == "enqueue"))
+
+    def _timed(self, call: Callable, launch: bool) -> Callable:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.launches += launch
             start = time.perf_counter()
             try:
-                enqueue(rt, *args)
+                return call(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - start
 
-        def timed_copy(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return copy(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-
-        Runtime.enqueue = timed_enqueue  # type: ignore[method-assign]
-        pyopencl.enqueue_copy = timed_copy
+        return timed
 
 
 def measure(clock: DriverClock, call: Callable[[int], Any], calls: int) -> tuple[float, ...]:
     """Medians per call: launches, Python us, call us."""
-    q = queue()
     launches, python, total = [], [], []
     for i in range(calls):
         clock.seconds, clock.launches = 0.0, 0
         start = time.perf_counter()
         call(i)
         returned = time.perf_counter()
-        q.finish()
+        clock.finish()
         end = time.perf_counter()
         launches.append(clock.launches)
         python.append(returned - start - clock.seconds)
@@ -88,12 +94,15 @@ def measure(clock: DriverClock, call: Callable[[int], Any], calls: int) -> tuple
     return (float(np.median(launches)), np.median(python) * 1e6, np.median(total) * 1e6)
 
 
-def plus_one(where: str) -> Callable[[int], Any]:
-    with config.change_flags(device="opencl"):
+def plus_one(device: str, where: str) -> Callable[[int], Any]:
+    from tensorjit.core.hooks import get_plugin_system
+
+    with config.change_flags(device=device):
         if where == "device":
-            a = TensorType("float32", (None,), device="opencl")("a")
+            a = TensorType("float32", (None,), device=device)("a")
             f = tensorjit.function([a], Out(a + 1, return_internal_type=True))
-            value = to_device(np.ones(10, "float32"))
+            kind = get_plugin_system().registries.backends.array_kind(device)
+            value = kind.from_host(np.ones(10, "float32"))
             return lambda i: f(value)
         a = T.vector("a", dtype="float32")
         f = tensorjit.function([a], a + 1)
@@ -101,28 +110,30 @@ def plus_one(where: str) -> Callable[[int], Any]:
         return lambda i: f(host)
 
 
-def lenet(schedule: str) -> Callable[[int], Any]:
-    """benchmarks/lenet_devices.py's step (batch 64, 28x28) on OpenCL."""
+def lenet(device: str, schedule: str) -> Callable[[int], Any]:
+    """benchmarks/lenet_devices.py's step (batch 64, 28x28) on the device."""
     from tensorjit.testing.models import lenet_parameters, lenet_step
 
     rng = np.random.default_rng(0)
-    step = lenet_step("opencl", lenet_parameters(rng, (6, 16), 28), schedule)
+    step = lenet_step(device, lenet_parameters(rng, (6, 16), 28), schedule)
     x = rng.standard_normal((64, 1, 28, 28)).astype("float32")
     y = rng.integers(0, 10, 64).astype("int32")
     return lambda i: step(x, y)
 
 
-WORKLOADS: dict[str, Callable[[], Callable[[int], Any]]] = {
-    "MLP step, givens": lambda: (lambda f: lambda i: f(i % 100))(
-        mlp_step("float32", "opencl", "givens")
-    ),
-    "MLP step, host minibatch": lambda: (lambda step: lambda i: step(i % 100))(
-        mlp_step("float32", "opencl", "minibatch")
-    ),
-    "a+1, 10 elements, device in/out": lambda: plus_one("device"),
-    "a+1, 10 elements, host in/out": lambda: plus_one("host"),
-    "LeNet step (conv/pool on the host)": lambda: lenet("auto"),
-    "LeNet step (conv/pool on OpenCL)": lambda: lenet("groups"),
+def mlp(device: str, form: str) -> Callable[[int], Any]:
+    step = mlp_step("float32", device, form)
+    return lambda i: step(i % 100)
+
+
+# label -> workload(device): a call of step i
+WORKLOADS: dict[str, Callable[[str], Callable[[int], Any]]] = {
+    "MLP step, givens": lambda device: mlp(device, "givens"),
+    "MLP step, host minibatch": lambda device: mlp(device, "minibatch"),
+    "a+1, 10 elements, device in/out": lambda device: plus_one(device, "device"),
+    "a+1, 10 elements, host in/out": lambda device: plus_one(device, "host"),
+    "LeNet step (conv/pool: auto)": lambda device: lenet(device, "auto"),
+    "LeNet step (conv/pool on the device)": lambda device: lenet(device, "groups"),
 }
 
 
@@ -131,8 +142,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="", help="workloads whose label contains this")
+    parser.add_argument("--device", default="opencl", choices=("opencl", "cuda"))
     args = parser.parse_args()
-    clock = DriverClock()
+    clock = DriverClock(args.device)
+    print(f"device {args.device}")
     print("per call, medians; plans off -> on (each round alternates the two functions)")
     print(f"{'workload':<34} {'launches':>11} {'Python us':>15} {'call us':>15}")
     for label, build in WORKLOADS.items():
@@ -141,7 +154,7 @@ def main() -> None:
         calls = {}
         for plans in (False, True):
             with config.change_flags(device_launch_plans=plans):
-                calls[plans] = build()
+                calls[plans] = build(args.device)
             for i in range(5):
                 calls[plans](i)  # compile, record, warm
         rows: dict[bool, list[tuple[float, ...]]] = {False: [], True: []}
