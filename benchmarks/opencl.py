@@ -11,8 +11,8 @@
 - Compile time of the MLP step on OpenCL: cold (empty kernel caches, a fresh process)
   and warm (the same caches, another fresh process).
 
-Medians of repeats (benchmarks/_timing.py). PoCL runs kernels on all the cores it is
-given (``taskset`` below pins the run); the C backend and NumPy run one thread.
+Medians of repeats (benchmarks/_timing.py). ``limit_threads(1)`` holds the process to
+one core, so the C backend, NumPy and PoCL's kernels all run on one core.
 
 Run: .venv/bin/pip install -e ".[opencl]" && taskset -c 0,1 .venv/bin/python benchmarks/opencl.py
      [--sizes 6,7] [--dtypes float64,float32] [--parts figure7,gemm,mlp,compile]
