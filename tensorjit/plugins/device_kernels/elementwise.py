@@ -196,6 +196,14 @@ def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...
     return tuple(out)
 
 
+def broadcast_strides(value: Any, shape: tuple[int, ...]) -> list[int]:
+    """``value``'s byte strides read as an operand of an output of ``shape`` (the same
+    number of axes): 0 along an axis it is broadcast over."""
+    return [
+        0 if n == 1 and size != 1 else s for n, size, s in zip(value.shape, shape, value.strides)
+    ]
+
+
 def launch_map(
     plan: ElemwisePlan, values: list[Any], out: Any, where: str, kernels: tuple | None = None
 ) -> None:
@@ -222,11 +230,7 @@ def launch_map(
     if staged is not None:
         launch_tiled(plan, values, out, staged)
         return
-    strides = []
-    for v in operands:
-        for a, size in enumerate(out.shape):
-            step = 0 if v.shape[a] == 1 and size != 1 else v.strides[a]
-            strides.append(I64(step))
+    strides = [I64(step) for v in operands for step in broadcast_strides(v, out.shape)]
     shape = [I64(s) for s in out.shape]
     rt.launch_chunks(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
 
@@ -314,9 +318,11 @@ def staged_operands(plan: ElemwisePlan, values: list[Any], out: Any) -> tuple[bo
         staged.append(across)
     if not any(staged):
         return None
-    source = tiled_source(plan, tuple(staged))
-    tiled = uses_groups(t, out.shape[-2], lambda: [t.runtime().kernel(source, "tj_tiled")])
-    return tuple(staged) if tiled else None
+
+    def kernels() -> list[Any]:  # (rendered only where the groups shape is wanted)
+        return [t.runtime().kernel(tiled_source(plan, tuple(staged)), "tj_tiled")]
+
+    return tuple(staged) if uses_groups(t, out.shape[-2], kernels) else None
 
 
 def launch_tiled(plan: ElemwisePlan, values: list[Any], out: Any, staged: tuple[bool, ...]) -> None:
@@ -326,13 +332,10 @@ def launch_tiled(plan: ElemwisePlan, values: list[Any], out: Any, staged: tuple[
     rows, cols = out.shape[-2:]
     tiles_r, tiles_c = -(-rows // TILE), -(-cols // TILE)
     args = [I64(rows), I64(cols), I64(tiles_r), I64(tiles_c)]
-    for value, one in zip(values, plan.single):
-        steps = []
-        for a in range(-out.ndim, 0):
-            broadcast = one or (value.shape[a] == 1 and out.shape[a] != 1)
-            steps.append(0 if broadcast else value.strides[a])
+    for value in values:
+        steps = broadcast_strides(value, out.shape)
         if out.ndim == 2:
-            steps.insert(0, 0)
+            steps.insert(0, 0)  # (no batch axis)
         args += [*rt.buffer_args(value), *(I64(v) for v in steps)]
     args += rt.buffer_args(out)
     rt.launch_groups(kernel, batch * tiles_r * tiles_c, GROUP_SIZE, *args)

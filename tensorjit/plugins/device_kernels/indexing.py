@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tensorjit.core.compile.deferred import defer
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
@@ -42,13 +41,14 @@ from tensorjit.plugins.device_kernels.elementwise import (
     kernel_source,
     launch_map,
 )
-from tensorjit.plugins.device_kernels.recording import note_deferred, note_kept
+from tensorjit.plugins.device_kernels.recording import defer, note_kept
 from tensorjit.plugins.device_kernels.target import (
     DeviceRuntime,
     Factory,
     Planner,
     Target,
     node_label,
+    table_specs,
     tensor_type,
 )
 from tensorjit.plugins.device_kernels.tuning import work_items
@@ -269,8 +269,7 @@ def check_class_flag(flag: ErrorFlag, name: str, n: int) -> None:
         if flag.raised():
             raise class_index_error(name, flag.bad, n)
 
-    defer(check, reset=flag.clear)
-    note_deferred(check, flag.clear)  # (a launch plan defers it again on each replay)
+    defer(check, flag.clear)  # (noted by a launch plan's recording: replays defer it again)
 
 
 def check_leading(name: str, x: Any, y: Any) -> None:
@@ -614,16 +613,4 @@ def specs(t: Target) -> list[KernelSpec]:
     # The class selections check their indices in a deferred check (a launch plan
     # replays them with it); the others read their flag at once or read indices on the
     # host.
-    replayed = {"select_class", "select_class_grad"}
-    return [
-        KernelSpec(
-            t.kernel_name(name),
-            t.backend,
-            (op,),
-            factory,
-            plan=partial(plan, t),
-            plugin=t.plugin,
-            launches_only=name in replayed,
-        )
-        for name, op, factory, plan in table
-    ]
+    return table_specs(t, table, launches_only={"select_class", "select_class_grad"})

@@ -124,8 +124,8 @@ class Replay:
     fresh: list[int]  # allocation roots made each call
     outputs: list[tuple[str, Any]]  # per output, as PythonStep.sources
     first_commit: int  # steps before it may decline (len(steps) when none overwrites)
-    constants: list[tuple[int, Any]] = field(default_factory=list)  # (root, value)
-    #: the plan's own temporaries: (root, array, its buffer argument, its offset)
+    #: the arrays the same every call (the plan's temporaries, kernels' kept arrays,
+    #: device constants): (root, array, its buffer argument, its offset)
     fixed: list[tuple[int, Any, Any, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -157,10 +157,6 @@ class Replay:
             if is_buffer:
                 bufs[root], off = rt.buffer_args(value)
                 offs[root] = int(off)
-        for root, value in self.constants:
-            held[root] = value
-            bufs[root], off = rt.buffer_args(value)
-            offs[root] = int(off)
         roots = self.roots
         for root in self.fresh:
             r = roots[root]
@@ -443,7 +439,6 @@ class _Builder:
     ) -> Replay:
         graph = self.program.graph
         entries: list[tuple[int, int, list | None, bool]] = []
-        constants: list[tuple[int, Any]] = []
         fresh: list[int] = []
         position = {var: k for k, var in enumerate(graph.inputs)}
         own = []
@@ -462,13 +457,11 @@ class _Builder:
                 else:
                     entries.append((root, -1, self.program.storage[r.var], is_buffer))
             elif isinstance(r.var, Constant) and r.address is not None:
-                constants.append((root, self.program.storage[r.var][0]))
+                r.fixed = self.program.storage[r.var][0]  # (a device constant)
         _share_temporaries(self.roots, own, steps)
         for r in self.roots:
             r.recorded = None
-        return Replay(
-            self.program, self.roots, steps, entries, fresh, outputs, commit_step, constants
-        )
+        return Replay(self.program, self.roots, steps, entries, fresh, outputs, commit_step)
 
 
 def _share_temporaries(

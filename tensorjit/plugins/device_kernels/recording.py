@@ -9,10 +9,12 @@ outside ``recording()``, and recording costs a thread-local lookup per launch.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from tensorjit.core.compile import deferred
 
 _ACTIVE = threading.local()
 
@@ -78,8 +80,10 @@ def note_kept(value: Any) -> None:
         record.kept.append(value)
 
 
-def note_deferred(check: Any, reset: Any) -> None:
-    """Called by a kernel for each check it defers (a replay defers it again)."""
+def defer(check: Callable[[], None], reset: Callable[[], None]) -> None:
+    """Defer ``check`` in this call (core/compile/deferred.py), and note it in the
+    recording, if one is open: a replay defers it again."""
+    deferred.defer(check, reset)
     record = getattr(_ACTIVE, "recording", None)
     if record is not None:
         record.checks.append((check, reset))

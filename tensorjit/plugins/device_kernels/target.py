@@ -25,12 +25,14 @@ strides, offset)``: a new header over ``base``'s buffer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Container, Hashable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tensorjit.core.devices import ArrayKind
 from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 
 if TYPE_CHECKING:
@@ -132,6 +134,26 @@ class Target:
 
 #: A family's plan function: ``plan(target, node)``, None where it does not cover the node.
 Planner = Callable[[Target, Apply], object]
+
+
+def table_specs(
+    t: Target, table: Sequence[tuple[str, type, Factory, Planner]], launches_only: Container[str]
+) -> list[KernelSpec]:
+    """A family's kernel specs on ``t`` from rows (name, op class, factory, planner);
+    ``launches_only``: the names whose kernels a launch plan may replay
+    (``KernelSpec.launches_only``)."""
+    return [
+        KernelSpec(
+            t.kernel_name(name),
+            t.backend,
+            (op,),
+            factory,
+            plan=partial(planner, t),
+            plugin=t.plugin,
+            launches_only=name in launches_only,
+        )
+        for name, op, factory, planner in table
+    ]
 
 
 def node_label(node: Apply) -> str:

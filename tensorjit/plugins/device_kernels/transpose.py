@@ -71,8 +71,12 @@ def transposing(t: Target, out: Any, value: Any) -> bool:
     item = value.dtype.itemsize
     if value.strides[-2] != item or value.strides[-1] == item:
         return False
-    source = transpose_source(t, value.dtype.name, out.dtype.name)
-    return uses_groups(t, out.shape[-2], lambda: [t.runtime().kernel(source, "tj_transpose")])
+
+    def kernels() -> list[Any]:  # (rendered only where the groups shape is wanted)
+        source = transpose_source(t, value.dtype.name, out.dtype.name)
+        return [t.runtime().kernel(source, "tj_transpose")]
+
+    return uses_groups(t, out.shape[-2], kernels)
 
 
 def transpose_into(t: Target, out: Any, value: Any) -> None:

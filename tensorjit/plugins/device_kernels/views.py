@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -28,6 +27,7 @@ from tensorjit.plugins.device_kernels.target import (
     Planner,
     Target,
     node_label,
+    table_specs,
     tensor_type,
 )
 
@@ -295,16 +295,5 @@ def specs(t: Target) -> list[KernelSpec]:
         ("alloc", Alloc, alloc_factory, alloc_plan),
         ("second", Second, second_factory, second_plan),
     ]
-    return [
-        KernelSpec(
-            t.kernel_name(name),
-            t.backend,
-            (op,),
-            factory,
-            plan=partial(plan, t),
-            plugin=t.plugin,
-            # (a value read on the host makes the node a launch plan's Python step)
-            launches_only=True,
-        )
-        for name, op, factory, plan in table
-    ]
+    # (a value read on the host makes the node a launch plan's Python step)
+    return table_specs(t, table, launches_only={name for name, *_ in table})

@@ -294,7 +294,11 @@ def test_the_schedule_in_force_when_called_is_the_one_that_runs():
                 np.testing.assert_array_equal(host(got), host(want))
 
 
-@pytest.mark.skipif(BACKEND != "opencl", reason="reads the OpenCL runtime's memory pool")
+@pytest.mark.skipif(
+    BACKEND != "opencl",
+    reason=f"reads the OpenCL runtime's memory pool; this run tests {BACKEND} (the default "
+    "run, on OpenCL, checks it)",
+)
 def test_a_plan_holds_no_buffer_of_the_call_it_was_recorded_from():
     import gc
 
