@@ -156,6 +156,7 @@ class Runtime:
         self.modules: dict[str, Any] = {}
         self.kernels: dict[tuple[str, str], Any] = {}
         self.formats: dict[int, str] = {}  # id(kernel) -> its prepared argument format
+        self.group_limits: dict[int, int] = {}  # id(kernel) -> its threads per block limit
         self.lock = threading.Lock()
 
     @property
@@ -300,8 +301,11 @@ class Runtime:
     def group_limit(self, kernel: Any) -> int:
         """The most threads a block of ``kernel`` may have (its registers can make it
         less than the device's)."""
-        attribute = self.driver.function_attribute.MAX_THREADS_PER_BLOCK
-        return int(kernel.get_attribute(attribute))
+        limit = self.group_limits.get(id(kernel))  # (kernels are cached: ids stay)
+        if limit is None:
+            attribute = self.driver.function_attribute.MAX_THREADS_PER_BLOCK
+            limit = self.group_limits[id(kernel)] = int(kernel.get_attribute(attribute))
+        return limit
 
     def synchronize(self) -> None:
         self.make_current()
