@@ -405,12 +405,13 @@ class _Builder:
             buffers: list[tuple[int, int]] = []
             offsets: list[tuple[int, int, int]] = []
             for position, arg in enumerate(args):
-                traced_root = traced(rt.buffer_arg_address(arg))
-                if traced_root is None:
-                    if rt.buffer_arg_address(arg) is not None:
-                        return None
-                    continue
-                root = traced_root
+                address = rt.buffer_arg_address(arg)
+                if address is None:
+                    continue  # (not a buffer)
+                found = traced(address)
+                if found is None:
+                    return None  # a buffer of nothing the node was given or allocated
+                root = found
                 buffers.append((position, root))
                 args[position] = None  # (replaced each call: the recorded one is let go)
                 # ``buffer_args`` passes a byte offset after the buffer; a buffer alone
