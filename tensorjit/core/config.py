@@ -219,6 +219,15 @@ _OPTIONS = [
         "sets the threads of the BLAS the products call (NumPy's OpenBLAS)",
         _auto_or_threads,
     ),
+    ConfigOption(
+        "scan_record_residuals",
+        True,
+        "whether a scan's gradient has the forward loop record the per-step values its "
+        "backward loop reads and would otherwise compute again (gates, products with the "
+        "recurrent weights): a row per step and value of memory instead of the forward's "
+        "work done twice (tensorjit/scan/residuals.py); read when the gradient is built",
+        _bool,
+    ),
     ConfigOption("allow_gc", True, "free temporaries after their last use", _bool),
     ConfigOption(
         "whole_graph",

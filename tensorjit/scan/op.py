@@ -427,6 +427,8 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
     window. Gradients of the non-sequences accumulate in carries.
     """
     import tensorjit.tensor as T
+    from tensorjit.core.config import config
+    from tensorjit.scan.residuals import residuals
     from tensorjit.tensor.subtensor import inc_subtensor, set_subtensor
 
     aug, aug_outs, info = _history_scan(op, inputs)
@@ -511,7 +513,7 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
         b_nonseq_inner.append(v)
     other_carries = [a_ins[i] for i in a_carry_idx]
     n_diff_out = n_hist + n_nit
-    cloned, _ = clone_replace(list(a_outs[:n_diff_out]), repl)
+    cloned, clones = clone_replace(list(a_outs[:n_diff_out]), repl)
     leftovers = [v for v in other_carries if v in set(_ancestors(cloned))]
     if leftovers:
         raise NotImplementedError(
@@ -562,6 +564,16 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
         var = cloned[n_hist + k]
         if var.owner is not None and var not in recorded:
             recorded[var] = add_seq(var, nit_outs[k], "z_t")
+    if aug is op and grads and config.scan_record_residuals:
+        per_step = [repl[a_ins[i]] for i in a_seq_idx]
+        per_step += [repl[a_ins[i]] for idx in a_tap_idx for i in idx]
+        boundary = {*b_seq_inner, *windows.values(), *b_nonseq_inner, *recorded}
+        found = residuals(clones, grads, boundary, per_step)
+        if found:
+            for clone, rows in zip(
+                (c for _, c in found), _with_residuals(op, inputs, [f for f, _ in found])
+            ):
+                recorded[clone] = add_seq(clone, rows, "residual_t")
     if recorded and grads:
         grads, _ = clone_replace(list(grads), recorded)
     g_seq = grads[: len(seq_wrt)]
@@ -641,6 +653,28 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
     for (w, _), g in zip(nonseq_wrt, final_accs):
         result[base + w] = g
     return result
+
+
+def _with_residuals(op: Scan, inputs: list[Variable], extra: list[Variable]) -> list[Variable]:
+    """The stacked rows of ``extra`` (inner values of ``op``'s step), from a loop that
+    computes what ``op`` computes and records them too. It has ``op``'s inputs and inner
+    variables, so ``scan_merge_subsumed`` lets it replace ``op``: the forward runs once."""
+    n_kept = op.n_mit + op.n_nit
+    outs = op.inner_outputs
+    rec = Scan(
+        op.inner_inputs,
+        [*outs[:n_kept], *extra, *outs[n_kept:]],
+        op.n_seqs,
+        op.mit_taps,
+        op.n_nit + len(extra),
+        op.n_carry,
+        op.n_nonseqs,
+        op.truncate_gradient,
+        op.name,
+    )
+    rec_outs = rec(*inputs)
+    rec_outs = rec_outs if isinstance(rec_outs, list) else [rec_outs]
+    return rec_outs[n_kept : n_kept + len(extra)]
 
 
 def _gdtype(var: Variable) -> str:

@@ -11,6 +11,9 @@ mutated) and replaces the old node's outputs with variables of exactly the same 
 - ``scan_push_out_sums``, ``scan_push_out_seqs``, ``scan_push_out_nits`` (tag
   ``scan_push_out``, module ``pushout``): work that does not need the recurrence leaves
   the loop, before or after it.
+- ``scan_merge_subsumed`` (a graph rewrite, first): a loop whose outputs another loop
+  over the same inputs also computes (the forward loop a gradient extended with
+  residuals, next to the original) is read from that one: the loop runs once.
 - ``scan_keep_last_state``: an output with history of which only ``out[-1]`` is read
   (directly, or as ``out[lag:][-1]``, the form ``scan()`` returns) becomes a state
   carried from step to step: the loop keeps ``lag`` rows instead of ``lag + n_steps``.
@@ -27,7 +30,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.graph.traversal import ancestors, clone_replace, toposort
-from tensorjit.core.rewrites.basic import node_rewriter
+from tensorjit.core.rewrites.basic import GraphRewriter, node_rewriter
 from tensorjit.core.rewrites.db import RewriteDB
 from tensorjit.scan.loop import Carry, Loop, with_type
 from tensorjit.scan.op import Scan
@@ -253,6 +256,77 @@ def scan_keep_last_state(fgraph: FunctionGraph, node: Apply):
     return result
 
 
+class ScanMergeSubsumed(GraphRewriter):
+    """Loops over the same inputs, one computing every output of the other: the
+    smaller's outputs are read from the larger (``_subsumed_outputs``)."""
+
+    name = "scan_merge_subsumed"
+
+    def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
+        by_steps: dict[Variable, list[Apply]] = {}
+        for node in fgraph.toposort():
+            if isinstance(node.op, Scan):
+                by_steps.setdefault(node.inputs[0], []).append(node)
+        for nodes in by_steps.values():
+            merged: set[Apply] = set()
+            for small in nodes:
+                for big in nodes:
+                    if big is small or big in merged:
+                        continue
+                    pairs = _subsumed_outputs(small, big)
+                    if pairs and apply_replacements(pairs, reason=self.name):
+                        merged.add(small)
+                        break
+
+
+def _bindings(loop: Loop) -> dict[Variable, tuple]:
+    """Each inner input -> what the loop binds it to (compared by identity)."""
+    bound: dict[Variable, tuple] = {v: ("seq", id(s)) for v, s in loop.seqs}
+    bound.update((v, ("nonseq", id(w))) for v, w in loop.nonseqs)
+    for m in loop.mits:
+        for k, v in enumerate(m.ins):
+            bound[v] = ("tap", id(m.init), m.taps, id(m.out), k)
+    for c in loop.carries:
+        bound[c.inner] = ("carry", id(c.init), id(c.out))
+    return bound
+
+
+def _output_keys(loop: Loop) -> list[tuple[tuple, int]]:
+    """(what an output is, its index) for each output of the loop."""
+    keys = [(("mit", id(m.out), m.taps, id(m.init)), m.old) for m in loop.mits]
+    keys += [(("nit", id(o)), k) for o, k in loop.nits]
+    keys += [(("carry", id(c.inner), id(c.out), id(c.init)), c.old) for c in loop.carries]
+    return keys
+
+
+def _subsumed_outputs(small: Apply, big: Apply) -> list[tuple[Variable, Variable]] | None:
+    """(small's output, big's same output) pairs when ``big`` computes every output of
+    ``small``: the same inner output variables, their inner inputs bound to the same
+    outer values, the same number of steps. None otherwise, or where big reads small."""
+    if small.op.truncate_gradient != big.op.truncate_gradient:
+        return None
+    a, b = Loop.of(small), Loop.of(big)
+    bound_b = _bindings(b)
+    used = set(ancestors(a.inner_outputs()))
+    for var, binding in _bindings(a).items():
+        if var in used and bound_b.get(var) != binding:
+            return None
+    index_b: dict[tuple, int] = {}
+    for key, k in _output_keys(b):
+        index_b.setdefault(key, k)
+    pairs = []
+    for key, k in _output_keys(a):
+        if key not in index_b:
+            return None
+        old, new = small.outputs[k], big.outputs[index_b[key]]
+        if old.type != new.type:
+            return None
+        pairs.append((old, new))
+    if small in toposort(big.inputs):
+        return None
+    return pairs
+
+
 # ======================================================================= registration
 # (name, rewriter, phase, tags besides "fast_run" and "scan"), in the order they run
 # within a phase: a history read only at its end becomes a state before accumulations
@@ -274,3 +348,13 @@ def register(db: RewriteDB) -> None:
         db.register(
             name, rewriter, phase, "fast_run", "scan", *tags, position=position, plugin=PLUGIN
         )
+    # After the core's merge (position -1), before any rewrite rebuilds a loop.
+    db.register(
+        "scan_merge_subsumed",
+        ScanMergeSubsumed(),
+        "canonicalize",
+        "fast_run",
+        "scan",
+        position=-0.5,
+        plugin=PLUGIN,
+    )

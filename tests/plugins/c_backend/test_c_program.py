@@ -400,7 +400,7 @@ def test_large_outputs_reuse_the_memory_of_freed_ones():
     pool.release_pool()
     x = T.vector("x")
     f, g = both([x], T.exp(x) + 1)
-    big = RNG.standard_normal(1 << 18)  # 2 MiB: above the pool's 1 MiB threshold
+    big = RNG.standard_normal(1 << 18)  # 2 MiB: above the pool's 128 KiB threshold
     first = f(big)
     address = first.ctypes.data
     assert first.flags.owndata and first.base is None
@@ -477,10 +477,10 @@ def test_pool_keeps_the_latest_freed_blocks_when_full():
     pool.release_pool()
     x = T.vector("x")
     f, _ = both([x], x + 1)
-    sizes = [(1 << 17) + k for k in range(6)]  # six sizes above 1 MiB, each freed once
+    sizes = [(1 << 17) + k for k in range(18)]  # 18 sizes above 128 KiB, each freed once
     for n in sizes:
         f(np.ones(n))
-    assert pool.pool_info() == (4, 8 * sum(sizes[-4:]))  # the four freed last
+    assert pool.pool_info() == (16, 8 * sum(sizes[-16:]))  # the sixteen freed last
     address = None
     for _ in range(3):  # a loop's size keeps its block
         out = f(np.ones(sizes[0]))

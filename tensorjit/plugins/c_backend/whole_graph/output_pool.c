@@ -17,8 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define TJ_POOL_MIN ((size_t)1 << 20)
-#define TJ_POOL_BLOCKS 4
+#define TJ_POOL_MIN ((size_t)128 << 10)
+#define TJ_POOL_BLOCKS 16
 #define TJ_POOL_BYTES ((size_t)256 << 20)
 #define TJ_HUGE_PAGE ((size_t)2 << 20)
 #define TJ_HEADER 64 /* bytes before the data, the header's place */

@@ -1694,9 +1694,8 @@ static PyObject *tj_loop(PyObject *self, PyObject *args)
                 }
                 dims[0] = n;
                 memcpy(dims + 1, PyArray_DIMS(value), PyArray_NDIM(value) * sizeof(npy_intp));
-                PyArray_Descr *descr = PyArray_DESCR(value);
-                Py_INCREF(descr);
-                stacked = (PyArrayObject *)PyArray_Empty(PyArray_NDIM(value) + 1, dims, descr, 0);
+                stacked = (PyArrayObject *)tj_empty(PyArray_NDIM(value) + 1, dims,
+                                                    PyArray_TYPE(value));
                 if (stacked == NULL) {
                     Py_DECREF(results);
                     goto done;
