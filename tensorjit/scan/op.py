@@ -568,7 +568,7 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
         per_step = [repl[a_ins[i]] for i in a_seq_idx]
         per_step += [repl[a_ins[i]] for idx in a_tap_idx for i in idx]
         boundary = {*b_seq_inner, *windows.values(), *b_nonseq_inner, *recorded}
-        found = residuals(clones, grads, boundary, per_step)
+        found = residuals(clones, grads, boundary, per_step, b_nonseq_inner)
         if found:
             for clone, rows in zip(
                 (c for _, c in found), _with_residuals(op, inputs, [f for f, _ in found])

@@ -8,10 +8,12 @@ the state's products with the recurrent weights, a third of the training step. R
 by the forward loop (as outputs without recurrence), those values cost a row written per
 step and read back once.
 
-A value is recorded when the gradient reads it and recomputing it would run an op other
-than the elementwise and view ops (a product, a reduction, a convolution) on a per-step
-input; values cheap to derive from recorded ones (``1 - z`` of a recorded ``z``) are
-recomputed, fused into the backward step's kernels.
+A value is recorded when the gradient reads it, recomputing it would run an op other
+than the elementwise and view ops (a product, a reduction, a convolution) on a value
+that changes from step to step, and its shape is the same at every step (the rows of
+one stacked output: a shape read from the step's values, such as a boolean mask's
+length, rules it out). Values cheap to derive from recorded ones (``1 - z`` of a
+recorded ``z``) are recomputed, fused into the backward step's kernels.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def residuals(
     gradients: Sequence[Variable],
     boundary: Iterable[Variable],
     per_step: Iterable[Variable],
+    invariant: Iterable[Variable],
 ) -> list[tuple[Variable, Variable]]:
     """``(forward inner variable, its clone)`` pairs the backward step should read from a
     recorded row, in the clones' topological order.
@@ -42,10 +45,12 @@ def residuals(
     ``clones``: forward inner variable -> its clone in the backward step (inner inputs
     map to the backward's own inputs); ``gradients``: the backward step's values;
     ``boundary``: the backward step's inner inputs; ``per_step``: those of them that
-    change from step to step (sequences and the forward's history rows).
+    change from step to step (sequences and the forward's history rows), with rows of
+    one shape; ``invariant``: those every step reads unchanged (non-sequences).
     """
     boundary = set(boundary)
     per_step = set(per_step)
+    invariant = set(invariant)
     forward_of = {
         clone: fwd
         for fwd, clone in clones.items()
@@ -66,14 +71,47 @@ def residuals(
     chosen: list[Variable] = []
     for value in sorted(read, key=position.__getitem__):
         nodes = toposort([value], boundary | set(chosen))
-        if _costly(nodes) and _reads_any(nodes, per_step | set(chosen)):
+        if _costly_per_step(nodes, per_step | set(chosen)) and _same_shape_every_step(
+            value, boundary, invariant
+        ):
             chosen.append(value)
     return [(forward_of[c], c) for c in chosen]
 
 
-def _costly(nodes: Iterable[Apply]) -> bool:
-    return any(not isinstance(n.op, CHEAP_OPS) for n in nodes)
+def _costly_per_step(nodes: Sequence[Apply], varying: set[Variable]) -> bool:
+    """Whether a node other than the cheap ones reads (through ``nodes``, in topological
+    order) a value that changes from step to step: a product of non-sequences alone is
+    the loop-invariant work the scan rewrites hoist, not worth a row per step."""
+    varying = set(varying)
+    for n in nodes:
+        if any(i in varying for i in n.inputs):
+            if not isinstance(n.op, CHEAP_OPS):
+                return True
+            varying.update(n.outputs)
+    return False
 
 
-def _reads_any(nodes: Iterable[Apply], values: set[Variable]) -> bool:
-    return any(i in values for n in nodes for i in n.inputs)
+class _ShapeScratch:
+    """What ``shape_of`` memoizes its entries on, outside a FunctionGraph."""
+
+
+def _same_shape_every_step(
+    value: Variable, boundary: set[Variable], invariant: set[Variable]
+) -> bool:
+    """Whether ``value``'s inferred shape reads the step's inputs only through their
+    shapes (the rows of a sequence or a history all have one shape) and the values of
+    non-sequences: then every step's value has the same shape."""
+    from tensorjit.tensor.rewriting.shape import shape_of
+
+    try:
+        entries = shape_of(_ShapeScratch(), value)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - an op's infer_shape failed here: do not record
+        return False
+    if entries is None:
+        return False
+    for n in toposort(list(entries), boundary):
+        if isinstance(n.op, Shape):
+            continue
+        if any(i in boundary and i not in invariant for i in n.inputs):
+            return False
+    return True

@@ -105,8 +105,49 @@ def test_residuals_are_the_costly_values_the_gradient_reads():
     (clone,), clones = clone_replace([out], {x: step_x, h: step_h})
     g = T.vector("g")
     grads = tensorjit.grad(None, [step_h], known_grads={clone: g})
-    found = residuals(clones, grads, {step_x, step_h, g, U, V}, {step_x, step_h})
+    found = residuals(clones, grads, {step_x, step_h, g, U, V}, {step_x, step_h}, {U, V})
     assert [fwd for fwd, _ in found] == [z]
+
+
+def cost_and_gradient(step, record: bool, args: list):
+    with tensorjit.config.change_flags(scan_record_residuals=record):
+        x, h0, W = T.matrix("x"), T.vector("h0"), T.matrix("W")
+        hs, _ = scan(step, sequences=[x], outputs_info=[h0], non_sequences=[W])
+        cost = (hs**2).sum()
+        f = tensorjit.function([x, h0, W], [cost, tensorjit.grad(cost, W)])
+    return f, f(*args)
+
+
+def test_a_value_whose_shape_follows_the_data_is_recomputed_not_recorded():
+    """A boolean mask's selection has another length each step: the rows of one stacked
+    output cannot hold it, so the backward step computes it again."""
+
+    def step(xt, h, W):
+        v = T.dot(W, h)
+        return T.tanh(xt + T.sum(T.tanh(v[v > 0])) * h)
+
+    args = [RNG.normal(size=(6, 3)), RNG.normal(size=3), RNG.normal(size=(8, 3))]
+    f, recorded = cost_and_gradient(step, True, args)
+    _, recomputed = cost_and_gradient(step, False, args)
+    for a, b in zip(recorded, recomputed):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_a_product_of_non_sequences_scaled_per_step_is_not_recorded():
+    """dot(W.T, W) * x_t[0]: the product is loop-invariant work (hoisted), the per-step
+    part elementwise: recording it would store a matrix per step and save nothing."""
+
+    def step(xt, h, W):
+        a = T.dot(W.T, W) * xt[0]
+        return T.tanh(T.dot(a, h))
+
+    args = [RNG.normal(size=(5, 3)), RNG.normal(size=3), 0.3 * RNG.normal(size=(4, 3))]
+    f, recorded = cost_and_gradient(step, True, args)
+    _, recomputed = cost_and_gradient(step, False, args)
+    for a, b in zip(recorded, recomputed):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    forward = scans(f)[0]
+    assert all(o.type.ndim < 3 for o in forward.outputs), forward.outputs
 
 
 def test_loops_over_different_sequences_are_not_merged():
