@@ -50,6 +50,8 @@ class Dialect:
     - ``function_qualifier``: what precedes the per-element helper function;
     - ``restrict``: the no-alias pointer qualifier (C99 ``restrict``; CUDA's C++ spells
       it ``__restrict__``);
+    - ``signed_wraps``: whether signed integer arithmetic is defined to wrap (the host's
+      C is compiled with -fwrapv); where not, integer sums accumulate unsigned;
     - ``flat_loop``: the loop (or launch) over ``{n}`` contiguous elements with index
       ``{i}``: a plain loop in C, a work-item's chunk in OpenCL, a grid-stride loop in
       CUDA (the work per thread is the dialect's tunable);
@@ -68,6 +70,7 @@ class Dialect:
     global_qualifier: str = ""
     function_qualifier: str = "static inline"
     restrict: str = "restrict"
+    signed_wraps: bool = False
     flat_loop: str = "for (int64_t {i} = 0; {i} < {n}; {i}++)"
     preamble: str = ""
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.cstyle import reductions
 from tensorjit.plugins.device_kernels.arrays import byte_offset
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
@@ -230,25 +231,13 @@ class ReducePlan:
     acc_dtype: str
 
 
-_SIGNED_TO_UNSIGNED = {"int8": "uint8", "int16": "uint16", "int32": "uint32", "int64": "uint64"}
-
-
-def accumulator_dtype(kind: str, in_dtype: str, out_dtype: str, fp64: bool) -> str:
-    if kind in ("all", "any"):
-        return "bool"
-    if kind in ("max", "min"):
-        return in_dtype
-    if out_dtype == "float32" and fp64:
-        return "float64"  # sums of many float32 stay within float tolerance of NumPy's
-    return _SIGNED_TO_UNSIGNED.get(out_dtype, out_dtype)
-
-
 def _identity(D: DeviceDialect, kind: str, dtype: str) -> str:
+    """Where a work-item's partial result starts: the kind's neutral element, and for max
+    and min (which have none) the type's extreme, which any element replaces."""
     t = D.type_name(dtype)
-    if kind in ("sum", "any"):
-        return f"({t})0"
-    if kind in ("prod", "all"):
-        return f"({t})1"
+    neutral = reductions.neutral(kind)
+    if neutral is not None:
+        return f"({t}){neutral}"
     if dtype in ("float32", "float64"):
         return ("-" if kind == "max" else "") + "INFINITY"
     if dtype == "bool":
@@ -259,32 +248,10 @@ def _identity(D: DeviceDialect, kind: str, dtype: str) -> str:
     return f"{macro}_MAX"
 
 
-def _combine_expr(kind: str, dtype: str) -> str:
-    """C expression combining accumulators ``a`` and ``b`` (NaN wins max and min)."""
-    isfloat = dtype in ("float32", "float64")
-    if kind == "sum":
-        return "a + b"
-    if kind == "prod":
-        return "a * b"
-    if kind == "all":
-        return "a && b"
-    if kind == "any":
-        return "a || b"
-    cmp = ">=" if kind == "max" else "<="
-    if isfloat:
-        return f"(a {cmp} b || a != a) ? a : b"
-    return f"(a {cmp} b) ? a : b"
-
-
 def _load_expr(plan: ReducePlan) -> str:
     """C expression turning an input element ``v`` into an accumulator."""
     D = plan.target.dialect
-    acc = D.type_name(plan.acc_dtype)
-    if plan.kind in ("all", "any"):
-        return "(uchar)(v != 0)"
-    if plan.kind in ("max", "min"):
-        return "v"
-    return f"({acc})({D.type_name(plan.out_dtype)})v"
+    return reductions.term(plan.kind, "v", plan.in_dtype, plan.out_dtype, plan.acc_dtype, D.convert)
 
 
 def _run_function(D: DeviceDialect, ident: str) -> list[str]:
@@ -406,7 +373,7 @@ def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
         f"#define ACC {acc}",
         f"#define TOUT {tout}",
         f"#define TJ_B {BLOCK}",
-        f"{fn} ACC tj_op(ACC a, ACC b) {{ return {_combine_expr(plan.kind, plan.acc_dtype)}; }}",
+        f"{fn} ACC tj_op(ACC a, ACC b) {{ return {reductions.combine(plan.kind)}; }}",
         f"{fn} ACC tj_load(TIN v) {{ return {_load_expr(plan)}; }}",
         *_run_function(D, ident),
     ]
@@ -455,7 +422,8 @@ def reduce_plan(t: Target, node: Apply) -> ReducePlan | None:
     in_dtype, out_dtype = tensor_type(node.inputs[0]).dtype, tensor_type(node.outputs[0]).dtype
     if not _dtypes_supported(t, in_dtype, out_dtype):
         return None  # complex, float16: the host runs them
-    acc = accumulator_dtype(op.kind, in_dtype, out_dtype, t.runtime().fp64)
+    D, fp64 = t.dialect, t.runtime().fp64
+    acc = reductions.accumulator_dtype(op.kind, in_dtype, out_dtype, fp64, D.signed_wraps)
     return ReducePlan(t, op.kind, tuple(op.axis), in_dtype, out_dtype, acc)
 
 

@@ -129,6 +129,17 @@ def test_explicit_sum_dtype_and_mean():
     np.testing.assert_allclose(mean_x, a.mean(), rtol=1e-12)
 
 
+def test_each_element_enters_a_narrower_sum_as_the_result_dtype_holds_it():
+    """NumPy casts each element to the sum's dtype before adding it (cstyle/reductions.py):
+    2**24 + 1 is 2**24 in float32, so [2**24 + 1, -2**24] sums to 0 in float32, not 1."""
+    x = device_tensor(1, "float64")
+    f = on_device([x], T.sum(x, dtype="float32"))
+    value = np.array([2.0**24 + 1, -(2.0**24)])
+    out = f(value)
+    assert out.dtype == np.float32
+    assert out == np.sum(value, dtype="float32") == 0
+
+
 def test_nan_propagates_through_max_and_min_and_counts_as_true():
     x = device_tensor(2)
     f = on_device([x], [T.max(x, axis=1), T.min(x, axis=0), T.all(x, axis=1), T.any(x)])

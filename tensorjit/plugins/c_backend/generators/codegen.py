@@ -549,6 +549,7 @@ C_DIALECT = Dialect(
     preamble=PREAMBLE,
     function_qualifier="TJ_INLINE",
     flat_loop=SIMD + "for (int64_t {i} = 0; {i} < {n}; {i}++)",
+    signed_wraps=True,  # compiler.py's -fwrapv
 )
 SUPPORTED_NAMES = supported_names(C_DIALECT)
 

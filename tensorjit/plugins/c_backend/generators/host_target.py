@@ -74,6 +74,7 @@ HOST_DIALECT = DeviceDialect(
     global_qualifier="",
     function_qualifier="static inline",
     restrict="restrict",
+    signed_wraps=True,  # compiled as the C backend's kernels are (-fwrapv)
     powi=powi,
     flat_loop=FLAT_LOOP,
     preamble=PREAMBLE,

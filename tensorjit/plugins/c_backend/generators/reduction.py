@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from tensorjit.plugins.c_backend.build import parallel
 from tensorjit.plugins.c_backend.generators.coalesce import merge_into_last
 from tensorjit.plugins.c_backend.generators.codegen import (
+    C_DIALECT,
     PREAMBLE,
     SIMD,
     Unsupported,
@@ -38,22 +39,12 @@ from tensorjit.plugins.c_backend.generators.codegen import (
     helper_sources,
     inline_mode,
 )
+from tensorjit.plugins.cstyle import reductions
 
-REDUCE_KINDS = ("sum", "prod", "max", "min", "all", "any")
+REDUCE_KINDS = reductions.KINDS
 LANES = 32  # accumulators of a contiguous run
 SHORT_LANES = 8  # of its remainder (and of rows shorter than LANES)
 COLUMN_BLOCK = 256  # output accumulators of the columns loop
-
-# How two partial results a (earlier) and b (later) combine; NaN wins max and min.
-COMBINE = {
-    "sum": "a + b",
-    "prod": "a * b",
-    "max": "((a >= b) | (a != a)) ? a : b",
-    "min": "((a <= b) | (a != a)) ? a : b",
-    "all": "a && b",
-    "any": "a || b",
-}
-IDENTITY = {"sum": "0", "prod": "1", "all": "1", "any": "0"}  # max/min: the first element
 
 
 @dataclass(frozen=True)
@@ -79,13 +70,10 @@ def identity_reading(dtype: str, ndim: int, mapped: str = "x0") -> Reading:
 
 
 def accumulator_dtype(kind: str, in_dtype: str, out_dtype: str) -> str:
-    if kind in ("sum", "prod"):
-        return "float64" if out_dtype == "float32" else out_dtype
-    if kind in ("all", "any"):
-        return "bool"
-    if in_dtype != out_dtype:
+    """The shared rule (cstyle/reductions.py) for this CPU (it has doubles)."""
+    if kind in reductions.EXTREMES and in_dtype != out_dtype:
         raise Unsupported(f"{kind} from {in_dtype} to {out_dtype}")
-    return in_dtype
+    return reductions.accumulator_dtype(kind, in_dtype, out_dtype, True, C_DIALECT.signed_wraps)
 
 
 class _Writer:
@@ -125,21 +113,19 @@ class _Writer:
 
     def term(self, value: str) -> str:
         """An element as the accumulator combines it."""
-        if self.kind in ("sum", "prod"):
-            return convert(value, self.reading.dtype, self.acc_dtype)
-        if self.kind in ("all", "any"):
-            return f"(({value}) != 0)"
-        return value
+        dtype = self.reading.dtype
+        return reductions.term(self.kind, value, dtype, self.out_dtype, self.acc_dtype, convert)
 
     def combine(self, a: str, b: str) -> str:
-        return "(" + COMBINE[self.kind].replace("a", "§").replace("b", b).replace("§", a) + ")"
+        return "(" + reductions.combine(self.kind, a, b) + ")"
 
     def store(self, acc: str = "acc") -> str:
         return convert(acc, self.acc_dtype, self.out_dtype)
 
     def start(self, first: str) -> str:
-        """An accumulator's first value; ``first``: the group's first element."""
-        return IDENTITY.get(self.kind, first)
+        """An accumulator's first value; ``first``: the group's first element (max and
+        min start from it: they have no neutral element)."""
+        return reductions.neutral(self.kind) or first
 
 
 def reduce_source(
@@ -186,7 +172,7 @@ def _run_function(w: _Writer) -> list[str]:
     params, setup, element = _run_operands(w)
     if w.kind in BETTER:
         return _extreme_run_function(w, params, setup, element)
-    lane_start = IDENTITY[w.kind]
+    lane_start = reductions.neutral(w.kind)
     tail = w.term(element.replace("K", "i"))
     lines = [
         f"static {w.tacc} tj_run({w.tacc} acc, int64_t n, {', '.join(params)}) {{",
@@ -449,7 +435,9 @@ def _parallel_entry(w: _Writer, part_kernel: str) -> str:
     if w.n_kept:
         steps["out"] = " * ".join([f"sizeof({w.tout})"] + [f"n{a}" for a in range(1, w.n_kept)])
     else:
-        combine = parallel.Combine("out", w.tacc, COMBINE[w.kind], part_kernel, w.tout, w.store())
+        combine = parallel.Combine(
+            "out", w.tacc, reductions.combine(w.kind), part_kernel, w.tout, w.store()
+        )
     return parallel.split_outer(
         "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN, combine=combine
     )
