@@ -4,8 +4,9 @@ The C backend (host), and the OpenCL and CUDA backends render elementwise work f
 the same scalar graphs; only the dialect differs (type names, math function names,
 literals, what a helper is called). ``scalar.py`` is the renderer, ``dialect.py`` the
 data a dialect gives; ``reductions.py`` and ``rows.py`` what a reduction and a softmax
-row compute (each backend renders its own loops around them). Host-only tricks (streaming stores, the vectorised libm
-replacements, GNU statement expressions) belong to the C backend's dialect.
+row compute (each backend renders its own loops around them). Host-only tricks
+(streaming stores, the vectorised libm replacements, GNU statement expressions) belong
+to the C backend's dialect.
 """
 
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
