@@ -13,7 +13,8 @@ choices from here:
   accumulator's (NumPy casts each element to the result dtype: ``x.sum(dtype=...)``);
   all and any read it as ``!= 0`` (``term``);
 - partial results combine branch-free, NaN winning max and min as in NumPy's
-  ``maximum.reduce`` (``combine``); sums, products, all and any start from their neutral
+  ``maximum.reduce``; a sum or product into a bool result is NumPy's add or multiply of
+  booleans: or, and (``combine``); sums, products, all and any start from their neutral
   element (``neutral``; max and min have none that NaN-propagation keeps: a schedule
   starts them from an element, or from the type's extreme where it has no element yet).
 """
@@ -66,8 +67,11 @@ def term(
     return convert(convert(value, in_dtype, out_dtype), out_dtype, acc_dtype)
 
 
-def combine(kind: str, a: str = "a", b: str = "b") -> str:
-    """C: partial result ``a`` (the earlier elements) combined with ``b``."""
+def combine(kind: str, acc_dtype: str, a: str = "a", b: str = "b") -> str:
+    """C: partial result ``a`` (the earlier elements) combined with ``b``, both of
+    ``acc_dtype`` (a bool held in a byte would count, and wrap at 256, if added)."""
+    if acc_dtype == "bool" and kind in ("sum", "prod"):
+        kind = "any" if kind == "sum" else "all"
     return _COMBINE[kind].format(a=a, b=b)
 
 

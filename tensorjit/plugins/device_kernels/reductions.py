@@ -242,10 +242,8 @@ def _identity(D: DeviceDialect, kind: str, dtype: str) -> str:
         return ("-" if kind == "max" else "") + "INFINITY"
     if dtype == "bool":
         return "(uchar)0" if kind == "max" else "(uchar)1"
-    macro = t.upper()
-    if kind == "max":
-        return "(" + t + ")0" if t.startswith("u") else f"{macro}_MIN"
-    return f"{macro}_MAX"
+    info = np.iinfo(dtype)  # a literal, not a limits.h macro: each C names them its way
+    return D.literal(np.asarray(info.min if kind == "max" else info.max, dtype=dtype))
 
 
 def _load_expr(plan: ReducePlan) -> str:
@@ -367,13 +365,14 @@ def reduce_source(plan: ReducePlan, dk: int, dr: int) -> str:
     D, g, fn = t.dialect, t.dialect.global_qualifier, t.dialect.function_qualifier
     tin, acc, tout = (D.type_name(d) for d in (plan.in_dtype, plan.acc_dtype, plan.out_dtype))
     ident = _identity(D, plan.kind, plan.acc_dtype)
+    combine = reductions.combine(plan.kind, plan.acc_dtype)
     lines = [
         t.preamble({plan.in_dtype, plan.acc_dtype, plan.out_dtype}),
         f"#define TIN {tin}",
         f"#define ACC {acc}",
         f"#define TOUT {tout}",
         f"#define TJ_B {BLOCK}",
-        f"{fn} ACC tj_op(ACC a, ACC b) {{ return {reductions.combine(plan.kind)}; }}",
+        f"{fn} ACC tj_op(ACC a, ACC b) {{ return {combine}; }}",
         f"{fn} ACC tj_load(TIN v) {{ return {_load_expr(plan)}; }}",
         *_run_function(D, ident),
     ]
@@ -501,16 +500,16 @@ def reduce_value(plan: ReducePlan, x: Any, where: str) -> Any:
     out_shape = tuple(n for a, n in enumerate(x.shape) if a not in plan.axis)
     out = rt.empty(out_shape, plan.out_dtype)
     outputs = prod(out_shape)
-    if outputs == 0:
-        return out
-    layout = _layout(x, plan.axis, reorder=True)
-    kept, red, _, count = layout
-    if count == 0 and plan.kind in ("max", "min"):
+    if plan.kind in reductions.EXTREMES and prod(x.shape[a] for a in plan.axis) == 0:
         ufunc = "maximum" if plan.kind == "max" else "minimum"
         raise ValueError(
             f"{where}: zero-size array to reduction operation {ufunc} which has no identity "
             f"(input shape {x.shape}, axis {plan.axis})"
         )
+    if outputs == 0:
+        return out
+    layout = _layout(x, plan.axis, reorder=True)
+    kept, red, _, count = layout
     source = reduce_source(plan, len(kept), len(red))
 
     def grouped() -> list[Any]:

@@ -90,7 +90,9 @@ def test_a_large_float32_sum_is_accurate():
     [
         ("int32", KINDS),
         ("int8", ["sum", "prod", "max", "min"]),
+        ("int16", ["sum", "max", "min"]),  # a type whose C limits are spelled SHRT_*
         ("uint8", ["sum", "max", "min", "any"]),
+        ("uint64", ["sum", "max", "min"]),
         ("bool", ["sum", "max", "min", "all", "any"]),
     ],
 )
@@ -127,6 +129,24 @@ def test_explicit_sum_dtype_and_mean():
     assert s16.dtype == np.int16
     np.testing.assert_allclose(mean_y, b.mean(axis=0), rtol=1e-5)
     np.testing.assert_allclose(mean_x, a.mean(), rtol=1e-12)
+
+
+def test_a_sum_into_bool_is_an_or_and_a_product_an_and():
+    """NumPy adds booleans as or: 256 true elements sum to True (a byte that counted
+    them would wrap to 0)."""
+    x = device_tensor(1, "int8")
+    f = on_device([x], [T.sum(x, dtype="bool"), T.prod(x, dtype="bool")])
+    for value in (np.ones(256, "int8"), np.ones(2048, "int8"), np.zeros(300, "int8")):
+        s, p = f(value)
+        assert s == np.sum(value, dtype=bool) and p == np.prod(value, dtype=bool)
+
+
+def test_an_integer_mean_is_summed_in_float64():
+    """NumPy's mean of integers accumulates in float64: values near 2**62 do not wrap."""
+    x = device_tensor(1, "int64")
+    f = on_device([x], T.mean(x))
+    value = np.full(3, 2**62, dtype="int64")
+    np.testing.assert_allclose(f(value), value.mean(), rtol=1e-15)
 
 
 def test_each_element_enters_a_narrower_sum_as_the_result_dtype_holds_it():
@@ -193,6 +213,8 @@ def test_max_of_an_empty_range_is_numpys_error(kind):
     assert f(np.empty((3, 0))).shape == (0,)  # nothing to reduce into: fine
     with pytest.raises(ValueError, match="zero-size array"):
         f(np.empty((0, 3)))
+    with pytest.raises(ValueError, match="zero-size array"):
+        f(np.empty((0, 0)))  # nothing to reduce into either: still NumPy's error
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int32", "bool"])

@@ -117,7 +117,7 @@ class _Writer:
         return reductions.term(self.kind, value, dtype, self.out_dtype, self.acc_dtype, convert)
 
     def combine(self, a: str, b: str) -> str:
-        return "(" + reductions.combine(self.kind, a, b) + ")"
+        return "(" + reductions.combine(self.kind, self.acc_dtype, a, b) + ")"
 
     def store(self, acc: str = "acc") -> str:
         return convert(acc, self.acc_dtype, self.out_dtype)
@@ -436,7 +436,7 @@ def _parallel_entry(w: _Writer, part_kernel: str) -> str:
         steps["out"] = " * ".join([f"sizeof({w.tout})"] + [f"n{a}" for a in range(1, w.n_kept)])
     else:
         combine = parallel.Combine(
-            "out", w.tacc, reductions.combine(w.kind), part_kernel, w.tout, w.store()
+            "out", w.tacc, reductions.combine(w.kind, w.acc_dtype), part_kernel, w.tout, w.store()
         )
     return parallel.split_outer(
         "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN, combine=combine
