@@ -93,6 +93,7 @@ def test_a_large_float32_sum_is_accurate():
         ("int16", ["sum", "max", "min"]),  # a type whose C limits are spelled SHRT_*
         ("uint8", ["sum", "max", "min", "any"]),
         ("uint64", ["sum", "max", "min"]),
+        ("int64", ["max", "min"]),  # start values at the type's extremes
         ("bool", ["sum", "max", "min", "all", "any"]),
     ],
 )
