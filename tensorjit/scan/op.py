@@ -571,7 +571,7 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
         found = residuals(clones, grads, boundary, per_step, b_nonseq_inner)
         if found:
             for clone, rows in zip(
-                (c for _, c in found), _with_residuals(op, inputs, [f for f, _ in found])
+                (c for _, c in found), _with_residuals(outputs[0].owner, [f for f, _ in found])
             ):
                 recorded[clone] = add_seq(clone, rows, "residual_t")
     if recorded and grads:
@@ -655,26 +655,18 @@ def scan_grad(op: Scan, inputs: list[Variable], outputs: list[Variable], output_
     return result
 
 
-def _with_residuals(op: Scan, inputs: list[Variable], extra: list[Variable]) -> list[Variable]:
-    """The stacked rows of ``extra`` (inner values of ``op``'s step), from a loop that
-    computes what ``op`` computes and records them too. It has ``op``'s inputs and inner
-    variables, so ``scan_merge_subsumed`` lets it replace ``op``: the forward runs once."""
-    n_kept = op.n_mit + op.n_nit
-    outs = op.inner_outputs
-    rec = Scan(
-        op.inner_inputs,
-        [*outs[:n_kept], *extra, *outs[n_kept:]],
-        op.n_seqs,
-        op.mit_taps,
-        op.n_nit + len(extra),
-        op.n_carry,
-        op.n_nonseqs,
-        op.truncate_gradient,
-        op.name,
-    )
-    rec_outs = rec(*inputs)
-    rec_outs = rec_outs if isinstance(rec_outs, list) else [rec_outs]
-    return rec_outs[n_kept : n_kept + len(extra)]
+def _with_residuals(node: Apply, extra: list[Variable]) -> list[Variable]:
+    """The stacked rows of ``extra`` (inner values of ``node``'s step), from a loop that
+    computes what ``node`` computes and records them too. It has ``node``'s inputs and
+    inner variables, so ``scan_merge_subsumed`` lets it replace ``node``: the forward
+    runs once."""
+    from tensorjit.scan.loop import Loop
+
+    loop = Loop.of(node)
+    first = len(loop.mits) + len(loop.nits)
+    loop.nits += [(v, None) for v in extra]
+    _, outs = loop.build()
+    return outs[first : first + len(extra)]
 
 
 def _gdtype(var: Variable) -> str:

@@ -561,18 +561,15 @@ def mean(
     x = as_tensor_variable(x)
     axes = normalize_axis(axis, x.type.ndim, "mean")
     dtype = None if dtype is None else normalize_dtype(dtype)
-    if dtype is None and np.dtype(x.type.dtype).kind in "biu":
-        # NumPy sums an integer mean in float64: an int64 sum of values near 2**62 wraps
-        total = sum(x, axis=axes, keepdims=keepdims, dtype="float64", acc_dtype=acc_dtype)
-    else:
-        total = sum(x, axis=axes, keepdims=keepdims, dtype=dtype, acc_dtype=acc_dtype)
+    # NumPy sums an integer mean in float64 (an int64 sum of values near 2**62 wraps)
+    integer = dtype is None and np.dtype(x.type.dtype).kind in "biu"
+    sum_dtype = "float64" if integer else dtype
+    total = sum(x, axis=axes, keepdims=keepdims, dtype=sum_dtype, acc_dtype=acc_dtype)
     count = _count(x, axes)
     if dtype is not None and np.dtype(dtype).kind not in "fc":
         # NumPy: an integer mean is computed in float64, then truncated to dtype
         count = constant(np.int64(1)) if count is None else count
         return cast(true_div(total, cast(count, "float64")), dtype)
-    if np.dtype(total.type.dtype).kind not in "fc":
-        total = cast(total, "float64")
     if count is None:
         return total
     return true_div(total, cast(count, total.type.dtype))
