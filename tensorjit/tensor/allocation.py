@@ -233,6 +233,9 @@ class _MatrixMaker(Op):
     def __init__(self, dtype: Any = None):
         self.dtype = normalize_dtype(dtype)
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(3)  # the sizes and the offset
+
     def __str__(self) -> str:
         return f"{type(self).__name__}{{{self.dtype}}}"
 
@@ -330,6 +333,9 @@ class ARange(Op):
 
     def __str__(self) -> str:
         return f"ARange{{{self.dtype}}}"
+
+    def host_inputs(self, node: Apply) -> range:
+        return range(3)  # the bounds and the step
 
     def make_node(self, start: Any, stop: Any, step: Any) -> Apply:
         inputs = [_arange_bound(v, what) for v, what in _named_bounds(start, stop, step)]

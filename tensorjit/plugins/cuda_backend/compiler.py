@@ -21,7 +21,10 @@ import threading
 from dataclasses import dataclass
 from functools import cache
 
-OPTIONS = ("-std=c++17",)
+# --fmad=false: both compilers fuse a multiply and an add into one fma by default, even
+# across statements, which rounds once where NumPy (and the host's -ffp-contract=off)
+# rounds twice: an elementwise a * b + c, an arange's start + i * step would differ.
+OPTIONS = ("-std=c++17", "--fmad=false")
 # The oldest architecture CUDA 12 and 13 both target: PTX for it loads on any newer GPU.
 DEFAULT_ARCH = "compute_75"
 _LOCK = threading.Lock()

@@ -12,6 +12,7 @@ family:
 - ``indexing``: set/inc subtensor, advanced gather/scatter, class selection;
 - ``reductions``: Reduce and Argmax over any axes;
 - ``rowwise``: softmax and log-softmax;
+- ``construct``: join, eye, tri, arange, one-hot, cumulative sums and products;
 - ``random``: MRG31k3p giving the host's stream;
 - ``convolution``: Conv2d and its gradients, pooling and its gradients.
 
@@ -39,6 +40,7 @@ FAMILIES = (
     "reductions",
     "rowwise",
     "indexing",
+    "construct",
     "random",
     "convolution",
 )

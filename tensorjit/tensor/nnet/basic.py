@@ -365,6 +365,9 @@ class OneHot(Op):
     def __init__(self, dtype: str):
         self.dtype = dtype
 
+    def host_inputs(self, node: Apply) -> range:
+        return range(1, 2)  # the number of classes
+
     def make_node(self, y: Any, n_classes: Any) -> Apply:
         y, n = as_tensor_variable(y), as_tensor_variable(n_classes)
         if np.dtype(y.type.dtype).kind not in "iu":

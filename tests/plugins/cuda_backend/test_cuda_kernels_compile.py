@@ -22,6 +22,7 @@ from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
 from tensorjit.plugins.cuda_backend.dialect import SUPPORTED_NAMES
 from tensorjit.plugins.cuda_backend.target import CUDA
 from tensorjit.plugins.device_kernels import (
+    construct,
     convolution,
     elementwise,
     indexing,
@@ -160,7 +161,25 @@ def convolution_programs() -> dict[str, set[str]]:
     return programs
 
 
+def construct_programs() -> dict[str, set[str]]:
+    programs = {}
+    for dtype in [*FLOATS, "int64", "int32", "int8", "uint8", "bool"]:
+        for kind in ("eye", "tri"):
+            programs[construct.matrix_source(CUDA, kind, dtype)] = {"tj_matrix"}
+        if dtype != "bool":
+            programs[construct.arange_source(CUDA, dtype)] = {"tj_arange"}
+        for y_dtype in ("int64", "int32", "uint8"):
+            programs[construct.one_hot_source(CUDA, 2, y_dtype, dtype)] = {"tj_one_hot"}
+    for src, dst in [*((d, d) for d in FLOATS), ("int32", "int64"), ("bool", "int64")]:
+        for mode in ("add", "mul"):
+            for axis in (0, 2):
+                source = construct.cumulative_source(CUDA, 3, axis, mode, src, dst)
+                programs[source] = {"tj_cumulative"}
+    return programs
+
+
 FAMILIES = {
+    "construct": construct_programs,
     "convolution": convolution_programs,
     "elementwise": elementwise_programs,
     "reductions": reduction_programs,
@@ -243,3 +262,16 @@ def test_device_cuda1_names_the_cuda_device_and_its_ordinal():
         assert (default_device(), default_ordinal(), chosen_ordinal()) == ("cuda", 1, 1)
     with config.change_flags(device="cuda", cuda_device=2):
         assert (default_device(), chosen_ordinal()) == ("cuda", 2)
+
+
+@pytest.mark.parametrize("choice", ["nvcc", "nvrtc"])
+def test_a_multiply_then_add_is_rounded_twice_as_numpy_does(choice):
+    # CUDA's compilers fuse them into one fma by default, across statements too (one
+    # rounding): an arange's start + i * step, a fused map's a * b + c would differ
+    # from NumPy's and the host's in the last bit.
+    reason = compiler_reason(choice)
+    if reason is not None:
+        pytest.skip(f"{choice} is not installed on this machine: {reason}")
+    with ptx_only_device(), config.change_flags(cuda_compiler=choice):
+        ptx = compile_ptx(construct.arange_source(CUDA, "float32"), "compute_75")
+    assert "mul.rn.f32" in ptx and "fma.rn" not in ptx

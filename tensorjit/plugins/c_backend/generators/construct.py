@@ -27,6 +27,7 @@ from tensorjit.plugins.c_backend.generators.codegen import (
     covered_by,
     ctype,
 )
+from tensorjit.plugins.cstyle import construct as rules
 from tensorjit.tensor.allocation import ARange, Eye, Second, Tri
 from tensorjit.tensor.extra_ops import CumOp, Sort
 from tensorjit.tensor.math import Alloc
@@ -130,50 +131,35 @@ def _copy_source(ndim: int, srcs: list[str], dst: str) -> tuple[str, str, tuple[
 
 
 def _matrix_source(kind: str, dtype: str) -> tuple[str, str, tuple[str, ...]]:
-    """``tj_eye``/``tj_tri(n, m, k, out)``; k is clamped to [-n - 1, m + 1] by the caller."""
+    """``tj_eye``/``tj_tri(n, m, k, out)``: every cell by the shared rule (k clamped by
+    the caller, so nothing overflows)."""
     t = ctype(dtype)
-    if kind == "eye":
-        body = [
-            f"    {t} *o = ({t} *)out;",
-            "    for (int64_t i = 0; i < n * m; i++) o[i] = 0;",
-            "    for (int64_t i = k < 0 ? -k : 0; i < n && i + k < m; i++) o[i * m + i + k] = 1;",
-        ]
-    else:  # ones where j <= i + k
-        body = [
-            "    for (int64_t i = 0; i < n; i++) {",
-            f"        {t} *r = ({t} *)out + i * m;",
-            "        int64_t lim = i + k + 1, j = 0;",
-            "        if (lim < 0) lim = 0;",
-            "        if (lim > m) lim = m;",
-            "        for (; j < lim; j++) r[j] = 1;",
-            "        for (; j < m; j++) r[j] = 0;",
-            "    }",
-        ]
+    cell = rules.matrix_cell(kind, "i", "j", "k")
+    body = [
+        f"    {t} *o = ({t} *)out;",
+        "    for (int64_t i = 0; i < n; i++)",
+        f"        for (int64_t j = 0; j < m; j++) o[i * m + j] = ({t})({cell});",
+    ]
     params = [("int64_t", "n"), ("int64_t", "m"), ("int64_t", "k"), ("char *", "out")]
     source, cdef = _module(_function("void", f"tj_{kind}", params, body))
     return source, cdef, (f"tj_{kind}",)
 
 
-# NumPy's fill: the first two values are set, the rest are start + i * (second - start)
-# computed in the output dtype. No fused multiply-add, which would round differently.
-_NO_FMA = """#pragma STDC FP_CONTRACT OFF
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-"""
-
-
 def _arange_source(dtype: str) -> tuple[str, str, tuple[str, ...]]:
+    """``tj_arange(n, first, second, out)``: NumPy's fill (the shared rule)."""
     t = ctype(dtype)
+    element = rules.arange_element("i", "first", "second", t, np.dtype(dtype).kind == "f")
     body = [
         f"    {t} *o = ({t} *)out;",
-        f"    const {t} delta = ({t})(next - start);",
-        "    o[0] = start;",
-        "    if (n > 1) o[1] = next;",
-        f"    for (int64_t i = 2; i < n; i++) o[i] = ({t})(start + i * delta);",
+        "    o[0] = first;",
+        "    if (n > 1) o[1] = second;",
+        "    for (int64_t i = 2; i < n; i++) {",
+        *(f"        {line}" for line in element),
+        "        o[i] = v_;",
+        "    }",
     ]
-    params = [("int64_t", "n"), (t, "start"), (t, "next"), ("char *", "out")]
-    source, cdef = _module(_function("void", "tj_arange", params, body), header=_NO_FMA)
+    params = [("int64_t", "n"), (t, "first"), (t, "second"), ("char *", "out")]
+    source, cdef = _module(_function("void", "tj_arange", params, body))
     return source, cdef, ("tj_arange",)
 
 
@@ -181,10 +167,9 @@ def _one_hot_source(ndim: int, index: str, dtype: str) -> tuple[str, str, tuple[
     """``tj_one_hot``: 0, or 1 if y is unaligned or holds a bad class index (perform then
     raises its error); the output is C-contiguous."""
     ti, t = ctype(index), ctype(dtype)
-    below = "v < 0 || " if np.dtype(index).kind == "i" else ""
     inner = [
         f"const {ti} v = *(const {ti} *)py;",
-        f"if ({below}(uint64_t)v >= (uint64_t)n) return 1;",
+        f"if ({rules.class_out_of_range('v', 'n', index)}) return 1;",
         "for (int64_t j = 0; j < n; j++) o[j] = 0;",
         "o[v] = 1;",
         "o += n;",
@@ -200,7 +185,7 @@ def _one_hot_source(ndim: int, index: str, dtype: str) -> tuple[str, str, tuple[
 def _cum_source(ndim: int, axis: int, mode: str, src: str, dst: str) -> tuple:
     """``tj_cum``: out[i] = out[i - 1] OP x[i] along ``axis``, in the output dtype."""
     ts, td = ctype(src), ctype(dst)
-    op = "+" if mode == "add" else "*"
+    op = rules.CUMULATIVE[mode]
     x = convert(f"*(const {ts} *)px", src, dst)
     if axis == ndim - 1:  # a running value in a register along each row
         row = [
@@ -559,16 +544,10 @@ def _join_run(node: Apply, ffi: Any, lib: Any) -> Run:
         return True
 
     def run(inputs: list, output_storage: list) -> None:
-        first = inputs[0].shape
-        before, after = first[:axis], first[axis + 1 :]
-        total = 0
-        for x in inputs:
-            s = x.shape
-            if (axis and s[:axis] != before) or s[axis + 1 :] != after:
-                perform(node, inputs, output_storage)  # NumPy's error
-                return
-            total += s[axis]
-        shape = (*before, total, *after)
+        shape = rules.join_shape([x.shape for x in inputs], axis)
+        if shape is None:
+            perform(node, inputs, output_storage)  # NumPy's error
+            return
         prev = output_storage[0][0]
         if (
             ndim > 1
@@ -597,17 +576,17 @@ def _matrix_run(node: Apply, ffi: Any, lib: Any) -> Run:
     fn = getattr(lib, f"tj_{type(op).__name__.lower()}")
     dtype = node.outputs[0].type.numpy_dtype
     from_buffer = ffi.from_buffer
-    # np.tri computes arange(-k, m - k) in int64: beyond that it raises OverflowError.
-    k_limit = -(2**63) if isinstance(op, Tri) else None
+    kind = type(op).__name__.lower()
 
     def run(inputs: list, output_storage: list) -> None:
         n, m, k = int(inputs[0]), int(inputs[1]), int(inputs[2])
-        if n < 0 or m < 0 or (k_limit is not None and (k <= k_limit or m - k >= -k_limit)):
+        clamped = rules.matrix_offset(kind, n, m, k)
+        if clamped is None:
             perform(node, inputs, output_storage)  # NumPy's error
             return
         out = output_buffer(output_storage[0][0], (n, m), dtype, inputs)
         if n and m:
-            fn(n, m, min(max(k, -n - 1), m + 1), from_buffer(out))  # clamped: no overflow
+            fn(n, m, clamped, from_buffer(out))
         output_storage[0][0] = out
 
     return run
@@ -619,31 +598,16 @@ def _arange_run(node: Apply, ffi: Any, lib: Any) -> Run:
     fn = lib.tj_arange
     dtype = node.outputs[0].type.numpy_dtype
     from_buffer = ffi.from_buffer
-    integer = dtype.kind != "f"
-    lo, hi = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if integer else (0, 0)
-    limit = float(2**62)
 
     def run(inputs: list, output_storage: list) -> None:
-        start, stop, step = inputs[0].item(), inputs[1].item(), inputs[2].item()
-        if step == 0:
-            perform(node, inputs, output_storage)  # perform's error
+        fill = rules.arange_fill(*(v.item() for v in inputs), dtype.name)
+        if fill is None:
+            perform(node, inputs, output_storage)  # NumPy's error
             return
-        # NumPy's length: ceil((stop - start) / step) in Python arithmetic
-        q = (stop - start) / step
-        if not -limit < q < limit:  # NaN, infinite or far too long: NumPy's error
-            perform(node, inputs, output_storage)
-            return
-        n = max(math.ceil(q), 0)
-        nxt = start + step
-        if integer:
-            if (n > 0 and not lo <= start <= hi) or (n > 1 and not lo <= nxt <= hi):
-                perform(node, inputs, output_storage)  # NumPy's overflow error
-                return
-        else:
-            start, nxt = float(start), float(nxt)
+        n, first, second = fill
         out = output_buffer(output_storage[0][0], (n,), dtype, inputs)
         if n:
-            fn(n, start, nxt if n > 1 else start, from_buffer(out))
+            fn(n, first, second, from_buffer(out))
         output_storage[0][0] = out
 
     return run
