@@ -3,8 +3,9 @@
 The C backend (host), and the OpenCL and CUDA backends render elementwise work from
 the same scalar graphs; only the dialect differs (type names, math function names,
 literals, what a helper is called). ``scalar.py`` is the renderer, ``dialect.py`` the
-data a dialect gives; ``reductions.py`` and ``rows.py`` what a reduction and a softmax
-row compute (each backend renders its own loops around them). Host-only tricks
+data a dialect gives; ``reductions.py``, ``rows.py``, ``indexing.py`` and
+``construct.py`` what a reduction, a softmax row, an integer-vector index and an array
+built whole compute (each backend renders its own loops around them). Host-only tricks
 (streaming stores, the vectorised libm replacements, GNU statement expressions) belong
 to the C backend's dialect.
 """

@@ -32,6 +32,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
+from tensorjit.plugins.cstyle import indexing as rules
 from tensorjit.plugins.device_kernels.arrays import copy_to_new
 from tensorjit.plugins.device_kernels.dialect import DeviceDialect
 from tensorjit.plugins.device_kernels.elementwise import (
@@ -360,12 +361,13 @@ def index_operands(D: DeviceDialect, p: int) -> list[str]:
     return [f"{G} char *i{j}, long o_i{j}, long s_i{j}, long len{j}, long sa{j}" for j in range(p)]
 
 
-def read_index(D: DeviceDialect, j: int, k: str, dtype: str) -> list[str]:
-    """C lines setting ``v<j>``: entry ``k`` of index vector ``j``, negatives wrapped."""
-    return [
-        f"long v{j} = (long)({load(D, f'i{j}', f'o_i{j} + {k} * s_i{j}', dtype)});",
-        f"if (v{j} < 0) v{j} += len{j};",
-    ]
+def read_index(D: DeviceDialect, j: int, k: str, dtype: str, bad: str | None = None) -> list[str]:
+    """C lines setting ``v<j>``: entry ``k`` of index vector ``j``, negatives wrapped;
+    with ``bad``, a statement run for an index out of range (else they were checked)."""
+    lines = [f"long v{j} = (long)({load(D, f'i{j}', f'o_i{j} + {k} * s_i{j}', dtype)});"]
+    if bad is not None:
+        lines.append(f"if ({rules.index_out_of_range(f'v{j}', f'len{j}')}) {bad}")
+    return [*lines, rules.wrap_index(f"v{j}", f"len{j}")]
 
 
 @cache
@@ -380,8 +382,8 @@ def gather_source(t: Target, idx_dtypes: tuple[str, ...], rest: int, x_dtype: st
     body = ["    long k = e / width, b_x = o_x;", "    int bad = 0;"]
     body += unravel("e - k * width", sizes, strides)
     for j, dtype in enumerate(idx_dtypes):
-        body += read_index(D, j, "k", dtype)
-        body.append(f"if (v{j} < 0 || v{j} >= len{j}) bad = 1; else b_x += v{j} * sa{j};")
+        body += read_index(D, j, "k", dtype, bad="bad = 1;")
+        body.append(f"b_x += v{j} * sa{j};")
     head = t.preamble({x_dtype})
     lines = [
         f"{D.kernel_qualifier} void tj_gather(long total, long chunk, long width, "
@@ -396,16 +398,6 @@ def gather_source(t: Target, idx_dtypes: tuple[str, ...], rest: int, x_dtype: st
         "}",
     ]
     return program(head, lines)
-
-
-def update(D: DeviceDialect, dest: str, value: str, dtype: str, set_value: bool) -> str:
-    """The C assignment writing ``value`` to, or adding it to, ``dest``."""
-    t = D.type_name(dtype)
-    if set_value:
-        return f"{dest} = ({t})({value});"
-    if dtype == "bool":
-        return f"{dest} = ({t})({dest} || {value});"  # NumPy's add of booleans: or
-    return f"{dest} = ({t})({dest} + {value});"
 
 
 @cache
@@ -441,7 +433,7 @@ def scatter_source(
         "        long at = b_d;",
         *(f"        {line}" for line in inner),
         f"        {G} {tx} *p = ({G} {tx} *)(d + at);",
-        f"        {update(D, '*p', value, x_dtype, set_value)}",
+        f"        {rules.update('*p', value, tx, x_dtype, set_value)}",
         "    }",
         "}",
         "}",
@@ -462,11 +454,11 @@ def host_index_rules(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[A
 
 def index_length(t: Target, node: Apply, x_shape: tuple, vectors: Sequence[Any]) -> int:
     """The broadcast length of the index vectors (a length 1 broadcasts)."""
-    lengths = {v.shape[0] for v in vectors} - {1}
-    if len(lengths) > 1:
+    length = rules.broadcast_length([v.shape[0] for v in vectors])
+    if length is None:
         host_index_rules(t, node, x_shape, vectors)  # raises the host's IndexError
         raise IndexError(f"{node_label(node)}: index arrays of shapes do not broadcast together")
-    return lengths.pop() if lengths else 1
+    return length
 
 
 def index_args(rt: DeviceRuntime, vectors: Sequence[Any], m: int, x: Any) -> list[Any]:
@@ -528,18 +520,9 @@ def advanced_subtensor_factory(node: Apply, plan: AdvancedPlan) -> Callable[[lis
 def check_value(node: Apply, y: Any, region: tuple) -> None:
     """The value must broadcast to the region, a length 1 only where its type says
     so (as AdvancedIncSubtensor.perform)."""
-    name, static = node_label(node), tensor_type(node.inputs[1]).shape
-    if y.ndim > len(region):
-        raise ValueError(f"{name}: value of shape {y.shape} has more dimensions than {region}")
-    for j in range(1, y.ndim + 1):
-        n, m = y.shape[-j], region[-j]
-        if n == m or (n == 1 and static[-j] == 1):
-            continue
-        detail = " (its type does not declare that length 1 broadcastable)" if n == 1 else ""
-        raise ValueError(
-            f"{name}: value of shape {y.shape} does not match the indexed region's shape "
-            f"{region}{detail}"
-        )
+    problem = rules.value_mismatch(y.shape, region, tensor_type(node.inputs[1]).shape)
+    if problem is not None:
+        raise ValueError(f"{node_label(node)}: {problem}")
 
 
 def advanced_inc_plan(t: Target, node: Apply) -> AdvancedPlan | None:

@@ -22,20 +22,40 @@ from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend.build import compiler
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.plugins.c_backend.generators.codegen import Unsupported, covered_by, ctype
+from tensorjit.plugins.cstyle import indexing as rules
 from tensorjit.tensor.linalg import ExtractDiag
 from tensorjit.tensor.subtensor import AdvancedIncSubtensor, AdvancedSubtensor
 
 Run = Callable[[list, list], None]
 OPS = (AdvancedSubtensor, AdvancedIncSubtensor, ExtractDiag)
 
-_SOURCE = """#include <stdint.h>
+
+def _with_rules(template: str) -> str:
+    """``template`` with the shared index rules (cstyle/indexing.py) written in (they
+    hold no braces but the ``{T}`` type field, filled with the template's own)."""
+    rows = {
+        "OUT_OF_RANGE_J": rules.index_out_of_range("j", "n_rows"),
+        "WRAP_J": rules.wrap_index("j", "n_rows"),
+        "OUT_OF_RANGE_I": rules.index_out_of_range("i", "rows"),
+        "OUT_OF_RANGE_COL": rules.index_out_of_range("j", "cols"),
+        "WRAP_I": rules.wrap_index("i", "rows"),
+        "WRAP_COL": rules.wrap_index("j", "cols"),
+        "ADD_ROW": rules.update("o[k]", "v[k]", "{T}", "", False),
+        "ADD_PAIR": rules.update("out[i * so0 + j * so1]", "y[k * ys]", "{T}", "", False),
+    }
+    for name, text in rows.items():
+        template = template.replace("{" + name + "}", text)
+    return template
+
+
+_SOURCE = _with_rules("""#include <stdint.h>
 #include <string.h>
 
 /* 0 if every index is in [-n_rows, n_rows), else 1 + the position of the first bad one */
 static int64_t tj_check(int64_t n_idx, int64_t n_rows, const {I} *idx) {{
     for (int64_t i = 0; i < n_idx; i++) {{
         int64_t j = (int64_t)idx[i];
-        if (j < -n_rows || j >= n_rows) return i + 1;
+        if {OUT_OF_RANGE_J} return i + 1;
     }}
     return 0;
 }}
@@ -48,7 +68,7 @@ int64_t tj_take(int64_t n_idx, int64_t n_rows, int64_t row, const char *x, const
     const size_t bytes = (size_t)row * sizeof({T});
     for (int64_t i = 0; i < n_idx; i++) {{
         int64_t j = (int64_t)idx[i];
-        if (j < 0) j += n_rows;
+        {WRAP_J}
         memcpy(out + i * bytes, x + j * bytes, bytes);
     }}
     return 0;
@@ -63,15 +83,15 @@ int64_t tj_scatter(int64_t n_idx, int64_t n_rows, int64_t row, char *out_, const
     const {T} *y = (const {T} *)y_;
     for (int64_t i = 0; i < n_idx; i++) {{
         int64_t j = (int64_t)idx[i];
-        if (j < 0) j += n_rows;
+        {WRAP_J}
         {T} *o = out + j * row;
         const {T} *v = y + i * row;
         if (set) memcpy(o, v, (size_t)row * sizeof({T}));
-        else for (int64_t k = 0; k < row; k++) o[k] += v[k];
+        else for (int64_t k = 0; k < row; k++) {ADD_ROW}
     }}
     return 0;
 }}
-"""
+""")
 _CDEF = """
 int64_t tj_take(int64_t, int64_t, int64_t, const char *, const char *, char *);
 int64_t tj_scatter(int64_t, int64_t, int64_t, char *, const char *, const char *, int);
@@ -80,7 +100,7 @@ int64_t tj_scatter(int64_t, int64_t, int64_t, char *, const char *, const char *
 
 # Two index vectors on a matrix. Element strides (in elements of T) address any layout;
 # an index vector of length 1 broadcasts (step 0). Indices are int64 (converted first).
-_PAIR_SOURCE = """#include <stdint.h>
+_PAIR_SOURCE = _with_rules("""#include <stdint.h>
 
 /* 0 if every (r, c) is in range (negative ones count from the end), else 1 + the
    position of the first bad pair */
@@ -88,7 +108,7 @@ static int64_t tj_pair_check(int64_t n, int64_t rows, int64_t cols, const int64_
                              int64_t rs, const int64_t *c, int64_t cs) {{
     for (int64_t k = 0; k < n; k++) {{
         int64_t i = r[k * rs], j = c[k * cs];
-        if (i < -rows || i >= rows || j < -cols || j >= cols) return k + 1;
+        if ({OUT_OF_RANGE_I} || {OUT_OF_RANGE_COL}) return k + 1;
     }}
     return 0;
 }}
@@ -103,8 +123,8 @@ int64_t tj_pair_take(int64_t n, int64_t rows, int64_t cols, const char *x_, int6
     {T} *out = ({T} *)out_;
     for (int64_t k = 0; k < n; k++) {{
         int64_t i = r[k * rs], j = c[k * cs];
-        if (i < 0) i += rows;
-        if (j < 0) j += cols;
+        {WRAP_I}
+        {WRAP_COL}
         out[k] = x[i * sx0 + j * sx1];
     }}
     return 0;
@@ -120,14 +140,14 @@ int64_t tj_pair_scatter(int64_t n, int64_t rows, int64_t cols, char *out_, int64
     const {T} *y = (const {T} *)y_;
     for (int64_t k = 0; k < n; k++) {{
         int64_t i = r[k * rs], j = c[k * cs];
-        if (i < 0) i += rows;
-        if (j < 0) j += cols;
+        {WRAP_I}
+        {WRAP_COL}
         if (set) out[i * so0 + j * so1] = y[k * ys];
-        else out[i * so0 + j * so1] += y[k * ys];
+        else {ADD_PAIR}
     }}
     return 0;
 }}
-"""
+""")
 _PAIR_CDEF = """
 int64_t tj_pair_take(int64_t, int64_t, int64_t, const char *, int64_t, int64_t,
                      const char *, int64_t, const char *, int64_t, char *);
@@ -268,6 +288,7 @@ def factory(node: Apply) -> Run:
     scatter = lib.tj_scatter
     op = node.op
     set_flag = 1 if op.set_instead_of_inc else 0
+    value_shape = node.inputs[1].type.shape
 
     def run(inputs: list, output_storage: list) -> None:
         x, y, idx = inputs
@@ -278,8 +299,7 @@ def factory(node: Apply) -> Run:
             y_rows = None
         if (
             y_rows is None
-            or y.ndim > len(region)
-            or (y.shape != region and not _broadcast_is_declared(node, y, region))
+            or rules.value_mismatch(y.shape, region, value_shape) is not None
             or x.shape[0] == 0
             or not x.flags.c_contiguous
         ):
@@ -322,8 +342,8 @@ def _pair_factory(node: Apply) -> Run:
     item = dtype.itemsize
 
     def indices(r: np.ndarray, c: np.ndarray):
-        n = max(len(r), len(c))
-        if len(r) not in (n, 1) or len(c) not in (n, 1):
+        n = rules.broadcast_length([len(r), len(c)])
+        if n is None:
             return None
         r64 = np.ascontiguousarray(r, dtype=np.int64)
         c64 = np.ascontiguousarray(c, dtype=np.int64)
@@ -395,16 +415,6 @@ def _pair_factory(node: Apply) -> Run:
         output_storage[0][0] = out
 
     return run
-
-
-def _broadcast_is_declared(node: Apply, y: np.ndarray, region: tuple) -> bool:
-    """A length-1 dimension of the value may broadcast only if its type says so (the
-    reference kernel explains any other mismatch)."""
-    static = node.inputs[1].type.shape
-    for j in range(1, y.ndim + 1):
-        if y.shape[-j] != region[-j] and not (y.shape[-j] == 1 and static[-j] == 1):
-            return False
-    return True
 
 
 factory.kernel_name = "indexing"
