@@ -75,6 +75,20 @@ def _store(t: Target, dtype: str, pointer: str, index: str, value: str) -> str:
     return f"(({G} {T} *)({pointer}))[{index}] = ({T})({value});"
 
 
+def flat_kernel(t: Target, name: str, params: str, body: list[str], dtypes: set[str]) -> str:
+    """A program of one flat kernel ``name(total, chunk, params)`` running ``body`` for
+    each element ``e`` of its work-item's chunk."""
+    D = t.dialect
+    lines = [
+        f"{D.kernel_qualifier} void {name}(long total, long chunk, {params}) {{",
+        *flat_loop(D, "e", "total"),
+        *body,
+        "}",
+        "}",
+    ]
+    return program(t.preamble(dtypes), lines)
+
+
 # ---------------------------------------------------------------- Join
 def join_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.shape_ops import Join
@@ -107,17 +121,12 @@ def join_factory(node: Apply, plan: Target) -> Run:
 @cache
 def matrix_source(t: Target, kind: str, dtype: str) -> str:
     """``out[i, j]`` of an (n, m) eye or tri, C-contiguous (``k`` clamped)."""
-    D, G = t.dialect, t.dialect.global_qualifier
-    lines = [
-        f"{D.kernel_qualifier} void tj_matrix(long total, long chunk, long m, long k, "
-        f"{G} char *out, long o_out) {{",
-        *flat_loop(D, "e", "total"),
+    params = f"long m, long k, {t.dialect.global_qualifier} char *out, long o_out"
+    body = [
         "    const long i = e / m, j = e - i * m;",
         f"    {_store(t, dtype, 'out + o_out', 'e', rules.matrix_cell(kind, 'i', 'j', 'k'))}",
-        "}",
-        "}",
     ]
-    return program(t.preamble({dtype}), lines)
+    return flat_kernel(t, "tj_matrix", params, body, {dtype})
 
 
 @dataclass(frozen=True)
@@ -161,18 +170,14 @@ def arange_source(t: Target, dtype: str) -> str:
     floating = np.dtype(dtype).kind == "f"
     bound = D.type_name(dtype) if floating else "long"
     element = rules.arange_element("e", "first", "second", D.type_name(dtype), floating)
-    lines = [
-        f"{D.kernel_qualifier} void tj_arange(long total, long chunk, {bound} first, "
-        f"{bound} second, {G} char *out, long o_out) {{",
-        *flat_loop(D, "e", "total"),
+    params = f"{bound} first, {bound} second, {G} char *out, long o_out"
+    body = [
         f"    if (e < 2) {{ {_store(t, dtype, 'out + o_out', 'e', 'e ? second : first')} "
         "continue; }",
         *element,
         f"    {_store(t, dtype, 'out + o_out', 'e', 'v_')}",
-        "}",
-        "}",
     ]
-    return program(t.preamble({dtype}), lines)
+    return flat_kernel(t, "tj_arange", params, body, {dtype})
 
 
 def arange_plan(t: Target, node: Apply) -> SourcePlan | None:
@@ -218,11 +223,9 @@ def one_hot_source(t: Target, ndim: int, index_dtype: str, dtype: str) -> str:
     sizes = [f"n{a}" for a in range(ndim)]
     strides = {"y": [f"sy{a}" for a in range(ndim)]}
     extra = "".join(f", long {s}" for s in [*sizes, *strides["y"]])
-    lines = [
-        f"{D.kernel_qualifier} void tj_one_hot(long total, long chunk, long n, "
-        f"{G} char *y, long o_y, {G} char *out, long o_out, {G} char *flag, long o_flag"
-        f"{extra}) {{",
-        *flat_loop(D, "e", "total"),
+    params = f"long n, {G} char *y, long o_y, {G} char *out, long o_out, {G} char *flag, "
+    params += f"long o_flag{extra}"
+    body = [
         "    const long row = e / n, c = e - row * n;",
         "    long b_y = o_y;",
         *unravel("row", sizes, strides),
@@ -231,10 +234,8 @@ def one_hot_source(t: Target, ndim: int, index_dtype: str, dtype: str) -> str:
         f"        (({G} long *)(flag + o_flag))[1] = (long)v; *({G} long *)(flag + o_flag) = 1;",
         "    }",
         f"    {_store(t, dtype, 'out + o_out', 'e', 'v == c')}",
-        "}",
-        "}",
     ]
-    return program(t.preamble({dtype}), lines)
+    return flat_kernel(t, "tj_one_hot", params, body, {dtype})
 
 
 def one_hot_plan(t: Target, node: Apply) -> SourcePlan | None:
@@ -271,7 +272,7 @@ def one_hot_factory(node: Apply, plan: SourcePlan) -> Run:
 # ---------------------------------------------------------------- CumOp
 @cache
 def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst: str) -> str:
-    """Line ``l`` (an element of the other axes) of a running sum or product along
+    """Line ``e`` (an element of the other axes) of a running sum or product along
     ``axis``, walked in order; the output is C-contiguous."""
     D, G = t.dialect, t.dialect.global_qualifier
     others = [a for a in range(ndim) if a != axis]
@@ -284,22 +285,18 @@ def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst:
     def element(offset: str) -> str:
         return D.convert(load(D, "x", offset, src), src, dst)
 
-    lines = [
-        f"{D.kernel_qualifier} void tj_cumulative(long total, long chunk, long len, long sxa, "
-        f"long soa, {G} char *x, long o_x, {G} char *out, long o_out{extra}) {{",
-        *flat_loop(D, "line", "total"),
+    params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
+    body = [
         "    long b_x = o_x, b_o = o_out;",
-        *unravel("line", sizes, strides),
+        *unravel("e", sizes, strides),
         f"    {td} acc = {element('b_x')};",
         f"    *({G} {td} *)(out + b_o) = acc;",
         "    for (long j = 1; j < len; j++) {",
         f"        acc = ({td})(acc {op} {element('b_x + j * sxa')});",
         f"        *({G} {td} *)(out + b_o + j * soa) = acc;",
         "    }",
-        "}",
-        "}",
     ]
-    return program(t.preamble({src, dst}), lines)
+    return flat_kernel(t, "tj_cumulative", params + extra, body, {src, dst})
 
 
 def cumulative_plan(t: Target, node: Apply) -> SourcePlan | None:
