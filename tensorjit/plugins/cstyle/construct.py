@@ -75,12 +75,20 @@ def arange_element(index: str, first: str, second: str, ctype: str, floating: bo
             f"const {ctype} p_ = ({ctype}){index} * d_;",
             f"const {ctype} v_ = ({ctype})({first} + p_);",
         ]
-    # (in 64 bits: a narrow type's product wraps to the same value, a wide one's is in
-    # range because every value of the arange is)
+    # In unsigned 64 bits, whose arithmetic wraps in every C dialect: the value is then
+    # right modulo 2**64, hence in any integer type (each value of the arange is in
+    # range, so no wrapped intermediate is ever seen); bounds arrive as 64-bit integers
+    # holding the value's bit pattern (``arange_bound``).
     return [
-        f"const long d_ = (long)({second}) - (long)({first});",
-        f"const {ctype} v_ = ({ctype})((long)({first}) + {index} * d_);",
+        f"const unsigned long d_ = (unsigned long)({second}) - (unsigned long)({first});",
+        f"const {ctype} v_ = ({ctype})((unsigned long)({first}) + (unsigned long){index} * d_);",
     ]
+
+
+def arange_bound(value: int) -> int:
+    """An integer arange's first or second value as a signed 64-bit integer of the same
+    bit pattern (a uint64 from 2**63 on is negative here)."""
+    return (value + 2**63) % 2**64 - 2**63
 
 
 def class_out_of_range(value: str, n: str, index_dtype: str) -> str:

@@ -47,7 +47,13 @@ def accumulator_dtype(
         return in_dtype
     if out_dtype == "float32" and has_fp64:
         return "float64"
-    return out_dtype if signed_wraps else _UNSIGNED.get(out_dtype, out_dtype)
+    return wrapping_dtype(out_dtype, signed_wraps)
+
+
+def wrapping_dtype(dtype: str, signed_wraps: bool) -> str:
+    """The dtype integer arithmetic of ``dtype`` wraps in as NumPy's does: ``dtype``
+    itself, or its unsigned twin where the dialect's signed overflow is undefined."""
+    return dtype if signed_wraps else _UNSIGNED.get(dtype, dtype)
 
 
 def term(

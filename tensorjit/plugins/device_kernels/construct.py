@@ -27,7 +27,9 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
+from tensorjit.plugins.cstyle import Unsupported
 from tensorjit.plugins.cstyle import construct as rules
+from tensorjit.plugins.cstyle.reductions import wrapping_dtype
 from tensorjit.plugins.device_kernels.elementwise import copy_into, device_can_run
 from tensorjit.plugins.device_kernels.indexing import (
     ErrorFlag,
@@ -70,6 +72,19 @@ def _perform_on_host(t: Target, node: Apply, inputs: list, output_storage: list)
     output_storage[0][0] = t.arrays.from_host(storage[0][0])
 
 
+def renders(t: Target, node: Apply) -> bool:
+    """Whether ``node`` lives on ``t``'s device and its dialect spells every dtype the node
+    uses (a float16 or complex node stays on the host)."""
+    if not device_can_run(t, node):
+        return False
+    try:
+        for var in (*node.inputs, *node.outputs):
+            t.dialect.type_name(tensor_type(var).dtype)
+    except Unsupported:
+        return False
+    return True
+
+
 def _store(t: Target, dtype: str, pointer: str, index: str, value: str) -> str:
     G, T = t.dialect.global_qualifier, t.dialect.type_name(dtype)
     return f"(({G} {T} *)({pointer}))[{index}] = ({T})({value});"
@@ -93,7 +108,7 @@ def flat_kernel(t: Target, name: str, params: str, body: list[str], dtypes: set[
 def join_plan(t: Target, node: Apply) -> Target | None:
     from tensorjit.tensor.shape_ops import Join
 
-    return t if type(node.op) is Join and device_can_run(t, node) else None
+    return t if type(node.op) is Join and renders(t, node) else None
 
 
 def join_factory(node: Apply, plan: Target) -> Run:
@@ -138,7 +153,7 @@ class SourcePlan:
 def matrix_plan(t: Target, node: Apply) -> SourcePlan | None:
     from tensorjit.tensor.allocation import Eye, Tri
 
-    if type(node.op) not in (Eye, Tri) or not device_can_run(t, node):
+    if type(node.op) not in (Eye, Tri) or not renders(t, node):
         return None
     kind = type(node.op).__name__.lower()
     return SourcePlan(t, matrix_source(t, kind, tensor_type(node.outputs[0]).dtype))
@@ -183,7 +198,7 @@ def arange_source(t: Target, dtype: str) -> str:
 def arange_plan(t: Target, node: Apply) -> SourcePlan | None:
     from tensorjit.tensor.allocation import ARange
 
-    if type(node.op) is not ARange or not device_can_run(t, node):
+    if type(node.op) is not ARange or not renders(t, node):
         return None
     dtype = tensor_type(node.outputs[0]).dtype
     kind = np.dtype(dtype).kind
@@ -207,6 +222,8 @@ def arange_factory(node: Apply, plan: SourcePlan) -> Run:
             _perform_on_host(t, node, inputs, output_storage)  # NumPy's error
             return
         n, first, second = fill
+        if bound is I64:
+            first, second = rules.arange_bound(first), rules.arange_bound(second)
         out = rt.empty((n,), dtype)
         launch_flat(rt, kernel, n, bound(first), bound(second), *rt.buffer_args(out))
         output_storage[0][0] = out
@@ -241,7 +258,7 @@ def one_hot_source(t: Target, ndim: int, index_dtype: str, dtype: str) -> str:
 def one_hot_plan(t: Target, node: Apply) -> SourcePlan | None:
     from tensorjit.tensor.nnet.basic import OneHot
 
-    if type(node.op) is not OneHot or not device_can_run(t, node):
+    if type(node.op) is not OneHot or not renders(t, node):
         return None
     y = tensor_type(node.inputs[0])
     return SourcePlan(t, one_hot_source(t, y.ndim, y.dtype, tensor_type(node.outputs[0]).dtype))
@@ -280,20 +297,22 @@ def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst:
     strides = {"x": [f"sx{a}" for a in others], "o": [f"so{a}" for a in others]}
     extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["o"]])
     td = D.type_name(dst)
+    wraps = wrapping_dtype(dst, D.signed_wraps)  # (signed overflow is undefined here)
+    ta = D.type_name(wraps)
     op = rules.CUMULATIVE[mode]
 
     def element(offset: str) -> str:
-        return D.convert(load(D, "x", offset, src), src, dst)
+        return D.convert(D.convert(load(D, "x", offset, src), src, dst), dst, wraps)
 
     params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
     body = [
         "    long b_x = o_x, b_o = o_out;",
         *unravel("e", sizes, strides),
-        f"    {td} acc = {element('b_x')};",
-        f"    *({G} {td} *)(out + b_o) = acc;",
+        f"    {ta} acc = {element('b_x')};",
+        f"    *({G} {td} *)(out + b_o) = ({td})acc;",
         "    for (long j = 1; j < len; j++) {",
-        f"        acc = ({td})(acc {op} {element('b_x + j * sxa')});",
-        f"        *({G} {td} *)(out + b_o + j * soa) = acc;",
+        f"        acc = ({ta})(acc {op} {element('b_x + j * sxa')});",
+        f"        *({G} {td} *)(out + b_o + j * soa) = ({td})acc;",
         "    }",
     ]
     return flat_kernel(t, "tj_cumulative", params + extra, body, {src, dst})
@@ -302,7 +321,7 @@ def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst:
 def cumulative_plan(t: Target, node: Apply) -> SourcePlan | None:
     from tensorjit.tensor.extra_ops import CumOp
 
-    if type(node.op) is not CumOp or not device_can_run(t, node):
+    if type(node.op) is not CumOp or not renders(t, node):
         return None
     x, out = tensor_type(node.inputs[0]), tensor_type(node.outputs[0])
     op = cast("CumOp", node.op)

@@ -182,3 +182,44 @@ def test_cumulative_of_an_empty_array():
     x = device_var("x", (None, None))
     f = on_device([x], T.cumsum(x, axis=0))
     assert np.asarray(f(to_device(np.zeros((0, 3))))).shape == (0, 3)
+
+
+# ---------------------------------------------------------------- edges a review found
+def test_arange_of_uint64_from_two_to_the_63():
+    a, b, c = T.scalar("a", "uint64"), T.scalar("b", "uint64"), T.scalar("c", "uint64")
+    f = on_device([a, b, c], T.arange(a, b, c, dtype="uint64"), mode=FAST_DEVICE)
+    want = np.arange(2**63, 2**63 + 10, 3, dtype="uint64")
+    np.testing.assert_array_equal(f(2**63, 2**63 + 10, 3), want)
+
+
+@pytest.mark.parametrize("mode", [FAST_DEVICE, None], ids=["fast", "debug"])
+def test_integer_arange_at_the_ends_of_int64_and_past_int32(mode):
+    a, b, c = T.lscalar("a"), T.lscalar("b"), T.lscalar("c")
+    kwargs = {} if mode is None else {"mode": mode}
+    wide = on_device([a, b, c], T.arange(a, b, c), **kwargs)
+    ends = (-(2**63), 2**63 - 1, 2**62)
+    np.testing.assert_array_equal(wide(*ends), np.arange(*ends))
+    narrow = on_device([a, b, c], T.arange(a, b, c, dtype="int32"), **kwargs)
+    with pytest.raises(OverflowError):
+        narrow(2**31 - 1, 2**31 + 2, 1)  # (NumPy's error: the second value is not an int32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "complex128"])
+def test_dtypes_a_device_can_not_spell_are_still_computed(dtype):
+    # (a host input: placement leaves these nodes on the host)
+    x = T.matrix("x", dtype=dtype)
+    f = on_device([x], [T.concatenate([x, x], axis=1), T.cumsum(x, axis=0)])
+    value = (rng.standard_normal((3, 4)) * 4).astype(dtype)
+    joined, total = f(value)
+    np.testing.assert_array_equal(joined, np.concatenate([value, value], axis=1))
+    np.testing.assert_allclose(total, np.cumsum(value, axis=0), rtol=1e-3)
+
+
+def test_integer_running_sums_and_products_wrap_as_numpys():
+    x = device_var("x", (None, None), "int64")
+    f = on_device([x], [T.cumsum(x, axis=1), T.cumprod(x, axis=0)])
+    value = np.array([[2**62, 2**62, 2**62], [3**39, 7, -(2**61)]], dtype="int64")
+    total, product = f(to_device(value))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(total, np.cumsum(value, axis=1))
+        np.testing.assert_array_equal(product, np.cumprod(value, axis=0))

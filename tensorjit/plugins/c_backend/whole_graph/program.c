@@ -1034,11 +1034,18 @@ static int tj_arange(const tj_step *s, PyObject **v)
     npy_intp start = tj_index((PyArrayObject *)v[s->ops[0]]);
     npy_intp stop = tj_index((PyArrayObject *)v[s->ops[1]]);
     npy_intp step = tj_index((PyArrayObject *)v[s->ops[2]]), n, k;
-    if (step == 0)
+    const npy_intp far = (npy_intp)1 << 62;
+    /* a zero step, bounds whose length arithmetic could overflow, or values outside the
+       output's type: declined, the kernel raises NumPy's error (cstyle/construct.py) */
+    if (step == 0 || start < -far || start > far || stop < -far || stop > far || step < -far ||
+        step > far)
         return TJ_DECLINED;
     n = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
     if (n < 0)
         n = 0;
+    if (s->typenum == NPY_INT && ((n > 0 && (start < INT32_MIN || start > INT32_MAX)) ||
+                                  (n > 1 && (start + step < INT32_MIN || start + step > INT32_MAX))))
+        return TJ_DECLINED;
     PyArrayObject *out = (PyArrayObject *)tj_take(s, 1, &n, s->typenum);
     if (out == NULL)
         return TJ_ERROR;
