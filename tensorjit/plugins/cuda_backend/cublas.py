@@ -28,13 +28,13 @@ from tensorjit.plugins.cuda_backend.blas_calls import (
     gemv_call,
     ger_call,
 )
+from tensorjit.plugins.device_kernels import blas_kernels
 from tensorjit.plugins.device_kernels.arrays import copy_to_new, is_c_contiguous
 from tensorjit.plugins.device_kernels.blas_plan import BlasPlan, BlasPlanner
 from tensorjit.plugins.device_kernels.elementwise import (
     copy_into,
     device_can_run,
 )
-from tensorjit.plugins.device_kernels.target import node_label
 
 FLOATS = {"float32": ("S", "float"), "float64": ("D", "double")}
 OPS = {"N": 0, "T": 1}
@@ -278,82 +278,42 @@ def ready() -> bool:
     return True
 
 
-def _apart(value: Any, out: Any) -> Any:
-    t = _target()
-    return copy_to_new(t, value) if t.arrays.may_share_memory(value, out) else value
+class CublasGemm:
+    """cuBLAS as the shared BLAS factories' ``GemmProvider``
+    (device_kernels/blas_kernels.py): a library's calls, which launch plans do not
+    record. cuBLAS computes ``out = alpha x y + beta out``, so an addend that is not the
+    target is copied into it first."""
 
+    launches_only = False
 
-def dot_factory(node: Apply, plan: BlasPlan) -> Any:
-    from tensorjit.tensor.math import Dot
+    @property
+    def target(self) -> Any:
+        return _target()
 
-    where = node_label(node)
-
-    def run(inputs: list, output_storage: list) -> None:
-        x, y = inputs
-        Dot.check_shapes(x, y, where)
+    def product(
+        self, plan: BlasPlan, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any
+    ) -> None:
         handle = cublas(_target().runtime())
-        out = handle.rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
-        alpha, beta = handle.constant(plan.dtype, 1.0), handle.constant(plan.dtype, 0.0)
-        product_into(handle, plan.dtype, out, x, y, alpha, beta)
-        output_storage[0][0] = out
-
-    return run
-
-
-def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
-    def run(inputs: list, output_storage: list) -> None:
-        node.op.check_shapes(inputs)
-        z, alpha, x, y, beta = inputs
-        handle = cublas(_target().runtime())
-        if plan.inplace:
-            out = z
-            x, y = _apart(x, out), _apart(y, out)
-        else:
-            out = handle.rt.empty(z.shape, plan.dtype)
-            if BlasPlan.is_input(plan.beta) or float(plan.beta) != 0.0:
-                copy_into(_target(), out, z)
+        if c is not out and (BlasPlan.is_input(plan.beta) or float(plan.beta) != 0.0):
+            copy_into(_target(), out, c)
         a = _scalar(handle, plan.dtype, plan.alpha, alpha)
         b = _scalar(handle, plan.dtype, plan.beta, beta)
         product_into(handle, plan.dtype, out, x, y, a, b)
-        output_storage[0][0] = out
 
-    return run
-
-
-def ger_factory(node: Apply, plan: BlasPlan) -> Any:
-    def run(inputs: list, output_storage: list) -> None:
-        node.op.check_shapes(inputs)
-        z, alpha, x, y = inputs
+    def ger(self, plan: BlasPlan, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
+        if not out.size:
+            return
+        if z is not out:
+            copy_into(_target(), out, z)
         handle = cublas(_target().runtime())
-        if plan.inplace:
-            out = z
-            x, y = _apart(x, out), _apart(y, out)
-        else:
-            out = copy_to_new(_target(), z)
-        if out.size:
-            x, y = addressable(x), addressable(y)
-            scalar = _scalar(handle, plan.dtype, plan.alpha, alpha)
-            target = out if column_major(matrix(out)) else copy_to_new(_target(), out)
-            call = ger_call(matrix(target), x.pointer, step(x), y.pointer, step(y))
-            handle.ger(plan.dtype, call, scalar)
-            if target is not out:
-                copy_into(_target(), out, target)
-        output_storage[0][0] = out
-
-    return run
+        x, y = addressable(x), addressable(y)
+        scalar = _scalar(handle, plan.dtype, plan.alpha, alpha)
+        target = out if column_major(matrix(out)) else copy_to_new(_target(), out)
+        call = ger_call(matrix(target), x.pointer, step(x), y.pointer, step(y))
+        handle.ger(plan.dtype, call, scalar)
+        if target is not out:
+            copy_into(_target(), out, target)
 
 
 def specs() -> list[KernelSpec]:
-    from tensorjit.tensor.blas import Gemm, Ger
-    from tensorjit.tensor.linalg import MatMul
-    from tensorjit.tensor.math import Dot
-
-    def spec(name: str, op: type, factory: Any, plan: Any) -> KernelSpec:
-        return KernelSpec(f"cuda:{name}", "cuda", (op,), factory, plan=plan, plugin="cuda_backend")
-
-    return [
-        spec("dot", Dot, dot_factory, PLANS.dot_plan),
-        spec("matmul", MatMul, dot_factory, PLANS.matmul_plan),
-        spec("gemm", Gemm, gemm_factory, PLANS.gemm_plan),
-        spec("ger", Ger, ger_factory, PLANS.gemm_plan),
-    ]
+    return blas_kernels.specs(CublasGemm(), PLANS)

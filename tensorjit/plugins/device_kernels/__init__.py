@@ -19,8 +19,9 @@ family:
 ``transpose`` (not a family: no op of its own) gives the copies of ``elementwise`` a
 tiled path for values whose fast axis is the second-to-last.
 
-GEMM differs per device (OpenCL: our packed kernels; CUDA: cuBLAS), so it stays in each
-backend's package.
+How a product is computed differs per device (OpenCL: our packed kernels; CUDA: cuBLAS):
+each backend gives a ``GemmProvider``, and ``blas_kernels`` makes its Dot, MatMul, Gemm
+and Ger kernels (the plans are ``blas_plan``'s, which the host's BLAS selection uses too).
 """
 
 from __future__ import annotations

@@ -29,14 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
-from tensorjit.plugins.device_kernels.arrays import copy_to_new
+from tensorjit.plugins.device_kernels import blas_kernels
 from tensorjit.plugins.device_kernels.blas_plan import BlasPlan, BlasPlanner
 from tensorjit.plugins.device_kernels.elementwise import device_can_run
-from tensorjit.plugins.device_kernels.target import node_label
-from tensorjit.plugins.opencl_backend import BACKEND
-from tensorjit.plugins.opencl_backend.arrays import OPENCL_ARRAYS
+from tensorjit.plugins.device_kernels.target import Target
 from tensorjit.plugins.opencl_backend.dialect import OPENCL_DIALECT as D
 from tensorjit.plugins.opencl_backend.dialect import preamble
 from tensorjit.plugins.opencl_backend.runtime import Runtime, runtime
@@ -404,77 +401,23 @@ def _product(prog: Program, out: Any, c: Any, x: Any, y: Any, alpha: Scalar, bet
         gemv_into(prog, o, c, as_row(x), operand(y), alpha, beta)
 
 
-def dot_factory(node: Apply, plan: BlasPlan) -> Any:
-    from tensorjit.tensor.math import Dot
+@dataclass(frozen=True)
+class PackedGemm:
+    """Our kernels as the shared BLAS factories' ``GemmProvider``
+    (device_kernels/blas_kernels.py): they only launch, so launch plans record them."""
 
-    where, prog = node_label(node), _program(plan)
-    scalars = _scalars(plan, None, None)
+    target: Target = OPENCL
+    launches_only: bool = True
 
-    def run(inputs: list, output_storage: list) -> None:
-        x, y = inputs
-        Dot.check_shapes(x, y, where)
-        out = prog.rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
-        _product(prog, out, out, x, y, *scalars)
-        output_storage[0][0] = out
+    def product(
+        self, plan: BlasPlan, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any
+    ) -> None:
+        _product(_program(plan), out, c, x, y, *_scalars(plan, alpha, beta))
 
-    return run
-
-
-def _apart(value: Any, out: Any) -> Any:
-    """``value``, or a copy where it overlaps ``out`` (which the kernel writes)."""
-    return copy_to_new(OPENCL, value) if OPENCL_ARRAYS.may_share_memory(value, out) else value
-
-
-def gemm_factory(node: Apply, plan: BlasPlan) -> Any:
-    prog = _program(plan)
-
-    def run(inputs: list, output_storage: list) -> None:
-        node.op.check_shapes(inputs)
-        z, alpha, x, y, beta = inputs
-        out = z if plan.inplace else prog.rt.empty(z.shape, plan.dtype)
-        if plan.inplace:  # only packing reads x and y before z is written
-            x, y = _apart(x, out), _apart(y, out)
-        _product(prog, out, z, x, y, *_scalars(plan, alpha, beta))
-        output_storage[0][0] = out
-
-    return run
-
-
-def ger_factory(node: Apply, plan: BlasPlan) -> Any:
-    prog = _program(plan)
-
-    def run(inputs: list, output_storage: list) -> None:
-        node.op.check_shapes(inputs)
-        z, alpha, x, y = inputs
-        out = z if plan.inplace else prog.rt.empty(z.shape, plan.dtype)
-        if plan.inplace:
-            x, y = _apart(x, out), _apart(y, out)
+    def ger(self, plan: BlasPlan, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
         scalar = _scalars(plan, alpha, None)[0]
-        ger_into(prog, operand(out), operand(z), operand(x), operand(y), scalar)
-        output_storage[0][0] = out
-
-    return run
+        ger_into(_program(plan), operand(out), operand(z), operand(x), operand(y), scalar)
 
 
 def specs() -> list[KernelSpec]:
-    from tensorjit.tensor.blas import Gemm, Ger
-    from tensorjit.tensor.linalg import MatMul
-    from tensorjit.tensor.math import Dot
-
-    def spec(name: str, op: type, factory: Any, plan: Any) -> KernelSpec:
-        return KernelSpec(
-            f"opencl:{name}",
-            BACKEND,
-            (op,),
-            factory,
-            plan=plan,
-            plugin="opencl_backend",
-            launches_only=True,
-        )
-
-    return [
-        spec("dot", Dot, dot_factory, PLANS.dot_plan),
-        spec("matmul", MatMul, dot_factory, PLANS.matmul_plan),
-        spec("gemm", Gemm, gemm_factory, PLANS.gemm_plan),
-        spec("ger", Ger, ger_factory, PLANS.gemm_plan),
-    ]
+    return blas_kernels.specs(PackedGemm(), PLANS)

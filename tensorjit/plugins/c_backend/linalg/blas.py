@@ -34,6 +34,7 @@ from tensorjit.plugins.c_backend.build import compiler
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.plugins.c_backend.linalg import penalised
 from tensorjit.plugins.c_backend.linalg.skinny import skinny_source
+from tensorjit.plugins.device_kernels.blas_plan import BlasPlanner
 from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.math import Dot
 
@@ -453,23 +454,17 @@ config.watch("threads", _use_skinny_kernels)
 
 
 # ---------------------------------------------------------------- selection
-def _float_dtype(*variables) -> str | None:
-    dtype = variables[0].type.dtype
-    if dtype in DTYPES and all(v.type.dtype == dtype for v in variables):
-        return dtype
-    return None
+# Which products run on BLAS, decided as for every device (device_kernels/blas_plan.py):
+# one float dtype for every operand and the output, alpha and beta scalars.
+PLANS = BlasPlanner(lambda node: True)
 
 
 def supported(node: Apply) -> bool:
     op = node.op
     if type(op) is Dot:
-        return _float_dtype(*node.inputs, node.outputs[0]) is not None
-    if type(op) is Gemm:
-        z, alpha, x, y, beta = node.inputs
-        return _float_dtype(z, x, y) is not None and alpha.type.ndim == beta.type.ndim == 0
-    if type(op) is Ger:
-        z, alpha, x, y = node.inputs
-        return _float_dtype(z, x, y) is not None and alpha.type.ndim == 0
+        return PLANS.dot_plan(node) is not None
+    if type(op) in (Gemm, Ger):
+        return PLANS.gemm_plan(node) is not None
     return False
 
 

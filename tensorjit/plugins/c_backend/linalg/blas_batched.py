@@ -18,7 +18,7 @@ OPS = (MatMul, TensorDot)
 
 
 def supported(node: Apply) -> bool:
-    return type(node.op) in OPS and blas._float_dtype(*node.inputs, node.outputs[0]) is not None
+    return type(node.op) in OPS and blas.PLANS.float_dtype(node, list(node.inputs)) is not None
 
 
 def _gemm_call(node: Apply):
