@@ -59,3 +59,18 @@ def value_mismatch(shape: tuple, region: tuple, static: tuple) -> str | None:
         detail = " (its type does not declare that length 1 broadcastable)" if n == 1 else ""
         return f"value of shape {shape} does not match the indexed region's shape {region}{detail}"
     return None
+
+
+def c_macros() -> str:
+    """The rules above as C macros, for hand-written C that indexes (the host's
+    whole-graph program): ``TJ_INDEX_OUT_OF_RANGE(j, n)``, ``TJ_WRAP_INDEX(j, n)``,
+    ``TJ_INDEX_ADD(dest, value, T)``."""
+    return "\n".join(
+        [
+            "/* generated from plugins/cstyle/indexing.py: the shared indexing rules */",
+            f"#define TJ_INDEX_OUT_OF_RANGE(j, n) {index_out_of_range('(j)', '(n)')}",
+            f"#define TJ_WRAP_INDEX(j, n) {wrap_index('j', 'n')}",
+            f"#define TJ_INDEX_ADD(dest, value, T) {update('dest', 'value', 'T', '', False)}",
+            "",
+        ]
+    )

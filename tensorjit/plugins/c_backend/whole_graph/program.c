@@ -36,6 +36,7 @@ _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "npy_intp must be 64 bits");
 
 #include "step_kinds.h" /* enum TJ_ELEMWISE, ...: generated from steps.py */
 #include "native.h"     /* tj_native_fn: the plugins' native steps */
+#include "index_rules.h" /* TJ_INDEX_OUT_OF_RANGE, ...: cstyle/indexing.py */
 /* What a step returns: done, declined (the per-node path explains), a class index out
    of range (declined too, unless the call already overwrote a value), or an error set. */
 enum { TJ_DONE = 0, TJ_DECLINED = 1, TJ_BAD_CLASS = 2, TJ_ERROR = -1 };
@@ -1079,7 +1080,7 @@ static npy_intp tj_pair_count(PyArrayObject *x, PyArrayObject *r, PyArrayObject 
         return -1;
     for (k = 0; k < n; k++) {
         npy_intp i = tj_entry(r, k), j = tj_entry(c, k);
-        if (i < -rows || i >= rows || j < -cols || j >= cols)
+        if (TJ_INDEX_OUT_OF_RANGE(i, rows) || TJ_INDEX_OUT_OF_RANGE(j, cols))
             return -1;
     }
     return n;
@@ -1089,10 +1090,8 @@ static char *tj_pair_address(PyArrayObject *x, PyArrayObject *r, PyArrayObject *
                              npy_intp k)
 {
     npy_intp i = tj_entry(r, k), j = tj_entry(c, k);
-    if (i < 0)
-        i += PyArray_DIMS(x)[0];
-    if (j < 0)
-        j += PyArray_DIMS(x)[1];
+    TJ_WRAP_INDEX(i, PyArray_DIMS(x)[0])
+    TJ_WRAP_INDEX(j, PyArray_DIMS(x)[1])
     return PyArray_BYTES(x) + i * PyArray_STRIDES(x)[0] + j * PyArray_STRIDES(x)[1];
 }
 
@@ -1117,7 +1116,10 @@ static int tj_pair_take(const tj_step *s, PyObject **v)
     for (k = 0; k < n; k++) {                                                             \
         T *o = (T *)tj_pair_address(target, r, c, k);                                     \
         T value = *(const T *)(PyArray_BYTES(g) + (g_steps ? k * g_stride : 0));          \
-        *o = set ? value : *o + value;                                                    \
+        if (set)                                                                          \
+            *o = value;                                                                   \
+        else                                                                              \
+            TJ_INDEX_ADD(*o, value, T)                                                    \
     }
 
 /* The inc/set of x[rows, cols] by g (a vector of the pairs' length, or one value where

@@ -47,6 +47,7 @@ from tensorjit.plugins.c_backend.generators import indexing, kernels, rowwise
 from tensorjit.plugins.c_backend.linalg import blas, penalised
 from tensorjit.plugins.c_backend.whole_graph import native, steps
 from tensorjit.plugins.c_backend.whole_graph.steps import ANY_OBJECT, Step, StepKind
+from tensorjit.plugins.cstyle import indexing as index_rules
 from tensorjit.tensor.blas import Gemm
 from tensorjit.tensor.math import Dot
 from tensorjit.tensor.subtensor import AdvancedSubtensor
@@ -79,8 +80,13 @@ def whole_graph(plan: GraphPlan) -> Program | None:
 
 
 _LOCAL_INCLUDE = re.compile(r'^#include "([\w.]+)".*$', re.MULTILINE)
-# Included files generated from the step kinds' table (steps.py).
-_GENERATED = {"step_kinds.h": steps.c_declarations, "step_dispatch.h": steps.c_dispatch}
+# Included files generated from the step kinds' table (steps.py) and the shared indexing
+# rules (cstyle/indexing.py).
+_GENERATED = {
+    "step_kinds.h": steps.c_declarations,
+    "step_dispatch.h": steps.c_dispatch,
+    "index_rules.h": index_rules.c_macros,
+}
 
 
 @functools.cache  # read once per process, not per compiled function
