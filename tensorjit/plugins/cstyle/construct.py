@@ -10,7 +10,9 @@ host's loops (c_backend/generators/construct.py) and the devices' work-items
   multiply-add); ``eye`` and ``tri`` are conditions on a cell's row and column with the
   offset clamped so that no arithmetic overflows; a one-hot cell is ``y == class`` with
   the class index checked first; a running sum or product adds or multiplies each
-  element, converted to the output dtype, to the previous result along the axis.
+  element, converted to the output dtype, to the previous result along the axis;
+- a sort orders by ``<`` with NaNs last, in their input order; a stable kind
+  (``STABLE_SORTS``) also keeps -0.0 and 0.0, which compare equal, in their input order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 CUMULATIVE = {"add": "+", "mul": "*"}  # CumOp's mode -> the C operator
+STABLE_SORTS = ("stable", "mergesort")  # the kinds NumPy sorts stably
 MATRIX_CELL = {"eye": "{j} - {i} == {k}", "tri": "{j} - {i} <= {k}"}
 # An arange's length beyond this is NumPy's error (it could not allocate it anyway).
 _ARANGE_LIMIT = float(2**62)

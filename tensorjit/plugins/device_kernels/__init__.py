@@ -12,7 +12,7 @@ family:
 - ``indexing``: set/inc subtensor, advanced gather/scatter, class selection;
 - ``reductions``: Reduce and Argmax over any axes;
 - ``rowwise``: softmax and log-softmax;
-- ``construct``: join, eye, tri, arange, one-hot, cumulative sums and products;
+- ``construct``: join, eye, tri, arange, one-hot, cumulative sums and products, sort;
 - ``random``: MRG31k3p giving the host's stream;
 - ``convolution``: Conv2d and its gradients, pooling and its gradients.
 

@@ -1,5 +1,5 @@
-"""Arrays built whole on a device: Join (concatenate), Eye, Tri, ARange, OneHot, and
-the running sums and products of CumOp.
+"""Arrays built whole on a device: Join (concatenate), Eye, Tri, ARange, OneHot, the
+running sums and products of CumOp, and Sort.
 
 What each computes, and when a call is NumPy's error, is decided in
 ``cstyle/construct.py`` for the host's kernels too; here is the devices' schedule:
@@ -9,7 +9,10 @@ What each computes, and when a call is NumPy's error, is decided in
 - Eye, Tri, ARange and OneHot give each output element to one work-item (flat kernels);
 - CumOp gives each line along the axis to one work-item, which walks it in order: the
   same additions in the same order as NumPy's, hence the same values (a parallel scan
-  would round differently), at the price of one work-item for a single long line.
+  would round differently), at the price of one work-item for a single long line;
+- Sort too gives each line to one work-item: a heapsort in place in the output (no
+  scratch memory), O(n log n) on one work-item: right everywhere, fast on a CPU device
+  with many lines; a GPU wants a parallel sort of long lines.
 
 Sizes, offsets and bounds are scalars read on the host (``Op.host_inputs``). An error
 (a bad size, a class index out of range) is raised by ``Op.perform`` on host copies of
@@ -50,7 +53,7 @@ from tensorjit.plugins.device_kernels.target import (
 from tensorjit.plugins.device_kernels.views import array_views
 
 if TYPE_CHECKING:
-    from tensorjit.tensor.extra_ops import CumOp
+    from tensorjit.tensor.extra_ops import CumOp, Sort
     from tensorjit.tensor.shape_ops import Join
 
 I64 = np.int64
@@ -349,9 +352,105 @@ def cumulative_factory(node: Apply, plan: SourcePlan) -> Run:
     return run
 
 
+# ---------------------------------------------------------------- Sort
+@cache
+def sort_source(t: Target, ndim: int, axis: int, dtype: str, stable: bool) -> str:
+    """Line ``e`` (an element of the other axes) sorted along ``axis`` into the
+    C-contiguous output: its values (NaNs moved last, in input order) heapsorted in place
+    there; for a stable kind, the run of zeros rewritten in input order (rules)."""
+    D, G, fq = t.dialect, t.dialect.global_qualifier, t.dialect.function_qualifier
+    T = D.type_name(dtype)
+    floating = np.dtype(dtype).kind == "f"
+    others = [a for a in range(ndim) if a != axis]
+    sizes = [f"n{a}" for a in others]
+    strides = {"x": [f"sx{a}" for a in others], "o": [f"so{a}" for a in others]}
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["o"]])
+    x = f"*(const {G} {T} *)(x + b_x + j * sxa)"
+    sift = f"""{fq} void tj_sift({G} {T} *o, long st, long root, long n) {{
+    const {T} v = o[root * st];
+    for (;;) {{
+        long c = 2 * root + 1;
+        if (c >= n) break;
+        if (c + 1 < n && o[c * st] < o[(c + 1) * st]) c++;
+        if (!(v < o[c * st])) break;
+        o[root * st] = o[c * st];
+        root = c;
+    }}
+    o[root * st] = v;
+}}
+"""
+    if floating:
+        gather = [
+            "    long m = 0;",
+            "    for (long j = 0; j < len; j++) {",
+            f"        const {T} v = {x};",
+            "        if (v == v) o[m++ * st] = v;",
+            "    }",
+            "    for (long j = 0, k = m; k < len; j++) {",
+            f"        const {T} v = {x};",
+            "        if (v != v) o[k++ * st] = v;",
+            "    }",
+        ]
+    else:
+        gather = ["    const long m = len;", f"    for (long j = 0; j < len; j++) o[j * st] = {x};"]
+    body = [
+        "    long b_x = o_x, b_o = o_out;",
+        *unravel("e", sizes, strides),
+        f"    {G} {T} *o = ({G} {T} *)(out + b_o);",
+        f"    const long st = soa / (long)sizeof({T});",
+        *gather,
+        "    for (long r = m / 2 - 1; r >= 0; r--) tj_sift(o, st, r, m);",
+        "    for (long end = m - 1; end > 0; end--) {",
+        f"        const {T} top = o[0]; o[0] = o[end * st]; o[end * st] = top;",
+        "        tj_sift(o, st, 0, end);",
+        "    }",
+    ]
+    if floating and stable:
+        body += [
+            "    long z = 0;",
+            "    while (z < m && o[z * st] != 0) z++;",
+            f"    for (long j = 0; j < len && z < m; j++) {{ const {T} v = {x}; "
+            "if (v == 0) o[z++ * st] = v; }",
+        ]
+    params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
+    kernel = flat_kernel(t, "tj_sort", params + extra, body, {dtype})
+    head = t.preamble({dtype})
+    return head + sift + kernel[len(head) :]
+
+
+def sort_plan(t: Target, node: Apply) -> SourcePlan | None:
+    from tensorjit.tensor.extra_ops import Sort
+
+    if type(node.op) is not Sort or not renders(t, node):
+        return None
+    op, x = cast("Sort", node.op), tensor_type(node.inputs[0])
+    stable = op.kind in rules.STABLE_SORTS
+    return SourcePlan(t, sort_source(t, x.ndim, op.axis, x.dtype, stable))
+
+
+def sort_factory(node: Apply, plan: SourcePlan) -> Run:
+    rt = plan.target.runtime()
+    kernel = rt.kernel(plan.source, "tj_sort")
+    axis, dtype = cast("Sort", node.op).axis, tensor_type(node.outputs[0]).dtype
+
+    def run(inputs: list, output_storage: list) -> None:
+        (x,) = inputs
+        out = rt.empty(x.shape, dtype)
+        if out.size:
+            others = [a for a in range(x.ndim) if a != axis]
+            args = [I64(x.shape[axis]), I64(x.strides[axis]), I64(out.strides[axis])]
+            args += [*rt.buffer_args(x), *rt.buffer_args(out)]
+            args += longs([*(x.shape[a] for a in others), *(x.strides[a] for a in others)])
+            args += longs([out.strides[a] for a in others])
+            launch_flat(rt, kernel, out.size // x.shape[axis], *args)
+        output_storage[0][0] = out
+
+    return run
+
+
 def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.allocation import ARange, Eye, Tri
-    from tensorjit.tensor.extra_ops import CumOp
+    from tensorjit.tensor.extra_ops import CumOp, Sort
     from tensorjit.tensor.nnet.basic import OneHot
     from tensorjit.tensor.shape_ops import Join
 
@@ -362,6 +461,7 @@ def specs(t: Target) -> list[KernelSpec]:
         ("arange", ARange, arange_factory, arange_plan),
         ("one_hot", OneHot, one_hot_factory, one_hot_plan),
         ("cumulative", CumOp, cumulative_factory, cumulative_plan),
+        ("sort", Sort, sort_factory, sort_plan),
     ]
     # OneHot reads its error flag at once; the others only launch (a scalar read on the
     # host makes the node a launch plan's Python step).

@@ -11,7 +11,7 @@ import pytest
 import tensorjit.tensor as T
 from tensorjit.tensor import nnet
 from tensorjit.tensor.allocation import ARange, Eye, Tri
-from tensorjit.tensor.extra_ops import CumOp
+from tensorjit.tensor.extra_ops import CumOp, Sort
 from tensorjit.tensor.nnet.basic import OneHot
 from tensorjit.tensor.shape_ops import Join
 from tensorjit.testing.device_under_test import (
@@ -223,3 +223,30 @@ def test_integer_running_sums_and_products_wrap_as_numpys():
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(total, np.cumsum(value, axis=1))
         np.testing.assert_array_equal(product, np.cumprod(value, axis=0))
+
+
+# ---------------------------------------------------------------- sort
+@pytest.mark.parametrize("kind", ["quicksort", "stable"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int8", "bool"])
+def test_sort_along_each_axis_of_strided_inputs(kind, axis, dtype):
+    x = device_var("x", (None, None), dtype)
+    f = on_device([x], T.sort(x, axis=axis, kind=kind))
+    runs_on_device(f, Sort, "sort")
+    value = (rng.standard_normal((37, 9)) * 10).astype(dtype)
+    want = np.sort(value, axis=axis, kind=kind)
+    for layout, arg in layouts_of(value):
+        out = f(arg)
+        assert out.dtype == dtype, layout
+        np.testing.assert_array_equal(out, want, err_msg=layout)
+
+
+def test_sort_puts_nans_last_and_a_stable_sort_keeps_signed_zeros_in_order():
+    x = device_var("x", (None,))
+    f = on_device([x], T.sort(x, kind="stable"))
+    value = np.array([3.0, np.nan, -0.0, 1.0, 0.0, -np.inf, np.nan, -0.0, 2.0])
+    out = np.asarray(f(to_device(value)))
+    want = np.sort(value, kind="stable")
+    np.testing.assert_array_equal(out, want)
+    assert list(np.signbit(out[:5])) == list(np.signbit(want[:5]))
+    assert np.asarray(f(to_device(np.zeros(0)))).shape == (0,)

@@ -175,6 +175,9 @@ def construct_programs() -> dict[str, set[str]]:
             for axis in (0, 2):
                 source = construct.cumulative_source(CUDA, 3, axis, mode, src, dst)
                 programs[source] = {"tj_cumulative"}
+    for dtype in [*FLOATS, "int64", "int8", "bool"]:
+        for stable in (False, True):
+            programs[construct.sort_source(CUDA, 2, 0, dtype, stable)] = {"tj_sort"}
     return programs
 
 

@@ -36,6 +36,7 @@ C_COVERS = [
     "arange",
     "one_hot",
     "cumulative",
+    "sort",
     "dot",
     "gemm",
     "ger",

@@ -418,7 +418,7 @@ def _plan(node: Apply) -> tuple[str, str, tuple[str, ...]]:
         x = node.inputs[0].type
         return _cum_source(x.ndim, op.axis, op.mode, x.dtype, out.dtype)
     if isinstance(op, Sort):
-        return _sort_source(out.ndim, out.dtype, op.kind in ("stable", "mergesort"))
+        return _sort_source(out.ndim, out.dtype, op.kind in rules.STABLE_SORTS)
     raise Unsupported(type(op).__name__)
 
 
