@@ -556,6 +556,28 @@ def _numpy_index(entries: tuple, values: list) -> tuple:
     return tuple(index)
 
 
+def _selects_anything(
+    info: list, values: list, x_var: Variable, idx_vars: list, op: Op, x_shape: tuple
+) -> bool:
+    """Whether the advanced indices broadcast to a non-empty shape; the IndexError NumPy
+    raises where they do not broadcast at all (before any bounds check)."""
+    shapes = []
+    for e, axis, ks in info:
+        if e == "a":
+            shapes.append(np.shape(values[ks[0]]))
+        elif e == "b":
+            m = np.asarray(values[ks[0]])
+            if m.shape == tuple(x_shape[axis : axis + m.ndim]):
+                shapes.append((int(np.count_nonzero(m)),))
+    try:
+        return bool(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64)) if shapes else True
+    except ValueError:
+        raise IndexError(
+            f"{op}: shape mismatch: the index arrays of {x_var.describe()} with shapes "
+            f"{', '.join(str(s) for s in shapes)} can not be broadcast together"
+        ) from None
+
+
 def check_runtime_index(
     op: Op, x_var: Variable, idx_vars: list, x_shape: tuple, entries: tuple, values: list
 ) -> tuple:
@@ -565,12 +587,15 @@ def check_runtime_index(
     x_var = before_transfers(x_var)  # the user's variables, not their device copies
     idx_vars = [before_transfers(v) for v in idx_vars]
     info, dims, adv_ndim = _layout(entries, [np.ndim(v) for v in values], len(x_shape))
+    # NumPy first broadcasts the index arrays; indices that select nothing (a broadcast
+    # to length 0) are never checked against the axis
+    selects = _selects_anything(info, values, x_var, idx_vars, op, x_shape)
     adv_shapes = []
     for e, axis, ks in info:
         if e in ("i", "a"):
             v = np.asarray(values[ks[0]])
             n = x_shape[axis]
-            if v.size:
+            if v.size and (e == "i" or selects):
                 bad = v[(v < -n) | (v >= n)]
                 if bad.size:
                     raise IndexError(

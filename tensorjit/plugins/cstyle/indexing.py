@@ -64,7 +64,8 @@ def value_mismatch(shape: tuple, region: tuple, static: tuple) -> str | None:
 def c_macros() -> str:
     """The rules above as C macros, for hand-written C that indexes (the host's
     whole-graph program): ``TJ_INDEX_OUT_OF_RANGE(j, n)``, ``TJ_WRAP_INDEX(j, n)``,
-    ``TJ_INDEX_ADD(dest, value, T)``."""
+    ``TJ_INDEX_ADD(dest, value, T)`` (a numeric add: not for bool, whose add is or;
+    the program's pair steps take float and integer values only)."""
     return "\n".join(
         [
             "/* generated from plugins/cstyle/indexing.py: the shared indexing rules */",

@@ -236,6 +236,23 @@ def test_gather_by_row_and_column_vectors_broadcasts_a_length_1_vector():
             np.testing.assert_array_equal(got, value[r, c], err_msg=layout)
 
 
+@pytest.mark.parametrize("mode", [FAST_DEVICE, None], ids=["fast", "debug"])
+def test_index_vectors_that_broadcast_to_nothing_are_not_checked(mode):
+    # NumPy broadcasts the index arrays first: x[[], [7]] selects nothing, so 7 is never
+    # checked against the axis (and the inc writes nothing).
+    x = device_var("x", (None, None))
+    rows, cols = device_var("rows", (None,), "int64"), device_var("cols", (None,), "int64")
+    kwargs = {} if mode is None else {"mode": mode}
+    f = on_device([x, rows, cols], [x[rows, cols], T.inc_subtensor(x[rows, cols], 1.0)], **kwargs)
+    value = rng.standard_normal((4, 5))
+    empty, seven = np.zeros(0, "int64"), np.array([7])
+    got, updated = f(to_device(value), to_device(empty), to_device(seven))
+    assert np.asarray(got).shape == (0,)
+    np.testing.assert_array_equal(updated, value)
+    with pytest.raises(IndexError, match="7"):
+        f(to_device(value), to_device(np.array([0, 1])), to_device(seven))
+
+
 def test_p_arange_y_runs_on_the_device():
     p, y = device_var("p", (None, None)), device_var("y", (None,), "int64")
     f = on_device([p, y], p[T.arange(y.shape[0]), y])
