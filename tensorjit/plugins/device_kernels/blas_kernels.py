@@ -16,7 +16,13 @@ from tensorjit.core.graph.basic import Apply
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.device_kernels.blas_plan import BlasPlan, BlasPlanner
 from tensorjit.plugins.device_kernels.indexing import private_copy
-from tensorjit.plugins.device_kernels.target import Target, node_label
+from tensorjit.plugins.device_kernels.target import (
+    Factory,
+    Planner,
+    Target,
+    node_label,
+    table_specs,
+)
 
 if TYPE_CHECKING:
     from tensorjit.tensor.blas import Gemm, Ger
@@ -112,22 +118,14 @@ def specs(provider: GemmProvider, plans: BlasPlanner) -> list[KernelSpec]:
     from tensorjit.tensor.linalg import MatMul
     from tensorjit.tensor.math import Dot
 
-    t = provider.target
-    table: list[tuple[str, type, Any, Any]] = [
-        ("dot", Dot, dot_factory(provider), plans.dot_plan),
-        ("matmul", MatMul, dot_factory(provider), plans.matmul_plan),
-        ("gemm", Gemm, gemm_factory(provider), plans.gemm_plan),
-        ("ger", Ger, ger_factory(provider), plans.gemm_plan),
+    def planner(plan: Callable[[Apply], BlasPlan | None]) -> Planner:
+        return lambda _target, node: plan(node)  # (the planner knows its device)
+
+    table: list[tuple[str, type, Factory, Planner]] = [
+        ("dot", Dot, dot_factory(provider), planner(plans.dot_plan)),
+        ("matmul", MatMul, dot_factory(provider), planner(plans.matmul_plan)),
+        ("gemm", Gemm, gemm_factory(provider), planner(plans.gemm_plan)),
+        ("ger", Ger, ger_factory(provider), planner(plans.gemm_plan)),
     ]
-    return [
-        KernelSpec(
-            t.kernel_name(name),
-            t.backend,
-            (op,),
-            factory,
-            plan=plan,
-            plugin=t.plugin,
-            launches_only=provider.launches_only,
-        )
-        for name, op, factory, plan in table
-    ]
+    names = {name for name, *_ in table} if provider.launches_only else set()
+    return table_specs(provider.target, table, launches_only=names)
