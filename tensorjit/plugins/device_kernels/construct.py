@@ -93,9 +93,11 @@ def _store(t: Target, dtype: str, pointer: str, index: str, value: str) -> str:
     return f"(({G} {T} *)({pointer}))[{index}] = ({T})({value});"
 
 
-def flat_kernel(t: Target, name: str, params: str, body: list[str], dtypes: set[str]) -> str:
+def flat_kernel(
+    t: Target, name: str, params: str, body: list[str], dtypes: set[str], helpers: str = ""
+) -> str:
     """A program of one flat kernel ``name(total, chunk, params)`` running ``body`` for
-    each element ``e`` of its work-item's chunk."""
+    each element ``e`` of its work-item's chunk (``helpers``: functions it calls)."""
     D = t.dialect
     lines = [
         f"{D.kernel_qualifier} void {name}(long total, long chunk, {params}) {{",
@@ -104,7 +106,56 @@ def flat_kernel(t: Target, name: str, params: str, body: list[str], dtypes: set[
         "}",
         "}",
     ]
-    return program(t.preamble(dtypes), lines)
+    return program(t.preamble(dtypes) + helpers, lines)
+
+
+def line_kernel(
+    t: Target, name: str, ndim: int, axis: int, body: list[str], dtypes: set[str], helpers: str = ""
+) -> str:
+    """A kernel giving each line along ``axis`` (element ``e`` of the other axes) to one
+    work-item: ``body`` finds its ``len`` elements at byte ``b_x`` of ``x`` (step
+    ``sxa``) and writes them at byte ``b_o`` of the C-contiguous ``out`` (step ``soa``).
+    ``line_factory`` launches it."""
+    G = t.dialect.global_qualifier
+    others = [a for a in range(ndim) if a != axis]
+    sizes = [f"n{a}" for a in others]
+    strides = {"x": [f"sx{a}" for a in others], "o": [f"so{a}" for a in others]}
+    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["o"]])
+    params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
+    head = ["    long b_x = o_x, b_o = o_out;", *unravel("e", sizes, strides)]
+    return flat_kernel(t, name, params + extra, [*head, *body], dtypes, helpers)
+
+
+def line_factory(name: str) -> Callable[[Apply, SourcePlan], Run]:
+    """The factory running ``line_kernel`` ``name`` over every line along the op's
+    ``axis`` into a new output of ``x``'s shape."""
+
+    def factory(node: Apply, plan: SourcePlan) -> Run:
+        rt = plan.target.runtime()
+        kernel = rt.kernel(plan.source, name)
+        axis, dtype = cast("CumOp | Sort", node.op).axis, tensor_type(node.outputs[0]).dtype
+
+        def run(inputs: list, output_storage: list) -> None:
+            (x,) = inputs
+            out = rt.empty(x.shape, dtype)
+            if out.size:
+                others = [a for a in range(x.ndim) if a != axis]
+                args = [I64(x.shape[axis]), I64(x.strides[axis]), I64(out.strides[axis])]
+                args += [*rt.buffer_args(x), *rt.buffer_args(out)]
+                args += longs([*(x.shape[a] for a in others), *(x.strides[a] for a in others)])
+                args += longs([out.strides[a] for a in others])
+                launch_flat(rt, kernel, out.size // x.shape[axis], *args)
+            output_storage[0][0] = out
+
+        return run
+
+    return factory
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    target: Target
+    source: str
 
 
 # ---------------------------------------------------------------- Join
@@ -145,12 +196,6 @@ def matrix_source(t: Target, kind: str, dtype: str) -> str:
         f"    {_store(t, dtype, 'out + o_out', 'e', rules.matrix_cell(kind, 'i', 'j', 'k'))}",
     ]
     return flat_kernel(t, "tj_matrix", params, body, {dtype})
-
-
-@dataclass(frozen=True)
-class SourcePlan:
-    target: Target
-    source: str
 
 
 def matrix_plan(t: Target, node: Apply) -> SourcePlan | None:
@@ -292,13 +337,8 @@ def one_hot_factory(node: Apply, plan: SourcePlan) -> Run:
 # ---------------------------------------------------------------- CumOp
 @cache
 def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst: str) -> str:
-    """Line ``e`` (an element of the other axes) of a running sum or product along
-    ``axis``, walked in order; the output is C-contiguous."""
+    """A running sum or product along ``axis``, each line walked in order."""
     D, G = t.dialect, t.dialect.global_qualifier
-    others = [a for a in range(ndim) if a != axis]
-    sizes = [f"n{a}" for a in others]
-    strides = {"x": [f"sx{a}" for a in others], "o": [f"so{a}" for a in others]}
-    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["o"]])
     td = D.type_name(dst)
     wraps = wrapping_dtype(dst, D.signed_wraps)  # (signed overflow is undefined here)
     ta = D.type_name(wraps)
@@ -307,10 +347,7 @@ def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst:
     def element(offset: str) -> str:
         return D.convert(D.convert(load(D, "x", offset, src), src, dst), dst, wraps)
 
-    params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
     body = [
-        "    long b_x = o_x, b_o = o_out;",
-        *unravel("e", sizes, strides),
         f"    {ta} acc = {element('b_x')};",
         f"    *({G} {td} *)(out + b_o) = ({td})acc;",
         "    for (long j = 1; j < len; j++) {",
@@ -318,7 +355,7 @@ def cumulative_source(t: Target, ndim: int, axis: int, mode: str, src: str, dst:
         f"        *({G} {td} *)(out + b_o + j * soa) = ({td})acc;",
         "    }",
     ]
-    return flat_kernel(t, "tj_cumulative", params + extra, body, {src, dst})
+    return line_kernel(t, "tj_cumulative", ndim, axis, body, {src, dst})
 
 
 def cumulative_plan(t: Target, node: Apply) -> SourcePlan | None:
@@ -331,27 +368,6 @@ def cumulative_plan(t: Target, node: Apply) -> SourcePlan | None:
     return SourcePlan(t, cumulative_source(t, x.ndim, op.axis, op.mode, x.dtype, out.dtype))
 
 
-def cumulative_factory(node: Apply, plan: SourcePlan) -> Run:
-    rt = plan.target.runtime()
-    kernel = rt.kernel(plan.source, "tj_cumulative")
-    axis, dtype = cast("CumOp", node.op).axis, tensor_type(node.outputs[0]).dtype
-
-    def run(inputs: list, output_storage: list) -> None:
-        (x,) = inputs
-        out = rt.empty(x.shape, dtype)
-        if out.size:
-            others = [a for a in range(x.ndim) if a != axis]
-            lines = out.size // x.shape[axis]
-            args = [I64(x.shape[axis]), I64(x.strides[axis]), I64(out.strides[axis])]
-            args += [*rt.buffer_args(x), *rt.buffer_args(out)]
-            args += longs([*(x.shape[a] for a in others), *(x.strides[a] for a in others)])
-            args += longs([out.strides[a] for a in others])
-            launch_flat(rt, kernel, lines, *args)
-        output_storage[0][0] = out
-
-    return run
-
-
 # ---------------------------------------------------------------- Sort
 @cache
 def sort_source(t: Target, ndim: int, axis: int, dtype: str, stable: bool) -> str:
@@ -361,10 +377,6 @@ def sort_source(t: Target, ndim: int, axis: int, dtype: str, stable: bool) -> st
     D, G, fq = t.dialect, t.dialect.global_qualifier, t.dialect.function_qualifier
     T = D.type_name(dtype)
     floating = np.dtype(dtype).kind == "f"
-    others = [a for a in range(ndim) if a != axis]
-    sizes = [f"n{a}" for a in others]
-    strides = {"x": [f"sx{a}" for a in others], "o": [f"so{a}" for a in others]}
-    extra = "".join(f", long {s}" for s in [*sizes, *strides["x"], *strides["o"]])
     x = f"*(const {G} {T} *)(x + b_x + j * sxa)"
     sift = f"""{fq} void tj_sift({G} {T} *o, long st, long root, long n) {{
     const {T} v = o[root * st];
@@ -394,8 +406,6 @@ def sort_source(t: Target, ndim: int, axis: int, dtype: str, stable: bool) -> st
     else:
         gather = ["    const long m = len;", f"    for (long j = 0; j < len; j++) o[j * st] = {x};"]
     body = [
-        "    long b_x = o_x, b_o = o_out;",
-        *unravel("e", sizes, strides),
         f"    {G} {T} *o = ({G} {T} *)(out + b_o);",
         f"    const long st = soa / (long)sizeof({T});",
         *gather,
@@ -412,10 +422,7 @@ def sort_source(t: Target, ndim: int, axis: int, dtype: str, stable: bool) -> st
             f"    for (long j = 0; j < len && z < m; j++) {{ const {T} v = {x}; "
             "if (v == 0) o[z++ * st] = v; }",
         ]
-    params = f"long len, long sxa, long soa, {G} char *x, long o_x, {G} char *out, long o_out"
-    kernel = flat_kernel(t, "tj_sort", params + extra, body, {dtype})
-    head = t.preamble({dtype})
-    return head + sift + kernel[len(head) :]
+    return line_kernel(t, "tj_sort", ndim, axis, body, {dtype}, helpers=sift)
 
 
 def sort_plan(t: Target, node: Apply) -> SourcePlan | None:
@@ -426,26 +433,6 @@ def sort_plan(t: Target, node: Apply) -> SourcePlan | None:
     op, x = cast("Sort", node.op), tensor_type(node.inputs[0])
     stable = op.kind in rules.STABLE_SORTS
     return SourcePlan(t, sort_source(t, x.ndim, op.axis, x.dtype, stable))
-
-
-def sort_factory(node: Apply, plan: SourcePlan) -> Run:
-    rt = plan.target.runtime()
-    kernel = rt.kernel(plan.source, "tj_sort")
-    axis, dtype = cast("Sort", node.op).axis, tensor_type(node.outputs[0]).dtype
-
-    def run(inputs: list, output_storage: list) -> None:
-        (x,) = inputs
-        out = rt.empty(x.shape, dtype)
-        if out.size:
-            others = [a for a in range(x.ndim) if a != axis]
-            args = [I64(x.shape[axis]), I64(x.strides[axis]), I64(out.strides[axis])]
-            args += [*rt.buffer_args(x), *rt.buffer_args(out)]
-            args += longs([*(x.shape[a] for a in others), *(x.strides[a] for a in others)])
-            args += longs([out.strides[a] for a in others])
-            launch_flat(rt, kernel, out.size // x.shape[axis], *args)
-        output_storage[0][0] = out
-
-    return run
 
 
 def specs(t: Target) -> list[KernelSpec]:
@@ -460,8 +447,8 @@ def specs(t: Target) -> list[KernelSpec]:
         ("tri", Tri, matrix_factory, matrix_plan),
         ("arange", ARange, arange_factory, arange_plan),
         ("one_hot", OneHot, one_hot_factory, one_hot_plan),
-        ("cumulative", CumOp, cumulative_factory, cumulative_plan),
-        ("sort", Sort, sort_factory, sort_plan),
+        ("cumulative", CumOp, line_factory("tj_cumulative"), cumulative_plan),
+        ("sort", Sort, line_factory("tj_sort"), sort_plan),
     ]
     # OneHot reads its error flag at once; the others only launch (a scalar read on the
     # host makes the node a launch plan's Python step).
