@@ -3,6 +3,7 @@ masks, following NumPy's rules, a copy), ``take``, and set/inc_subtensor of both
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -556,11 +557,12 @@ def _numpy_index(entries: tuple, values: list) -> tuple:
     return tuple(index)
 
 
-def _selects_anything(
-    info: list, values: list, x_var: Variable, idx_vars: list, op: Op, x_shape: tuple
-) -> bool:
-    """Whether the advanced indices broadcast to a non-empty shape; the IndexError NumPy
-    raises where they do not broadcast at all (before any bounds check)."""
+def _advanced_shape(
+    info: list, values: list, x_var: Variable, op: Op, x_shape: tuple
+) -> tuple[int, ...]:
+    """The broadcast shape of the advanced indices (a boolean mask counts its true
+    entries; one of the wrong shape is left to the caller's check), or NumPy's IndexError
+    where they do not broadcast, raised before any bounds check as NumPy does."""
     shapes = []
     for e, axis, ks in info:
         if e == "a":
@@ -570,7 +572,7 @@ def _selects_anything(
             if m.shape == tuple(x_shape[axis : axis + m.ndim]):
                 shapes.append((int(np.count_nonzero(m)),))
     try:
-        return bool(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64)) if shapes else True
+        return np.broadcast_shapes(*shapes)
     except ValueError:
         raise IndexError(
             f"{op}: shape mismatch: the index arrays of {x_var.describe()} with shapes "
@@ -589,8 +591,8 @@ def check_runtime_index(
     info, dims, adv_ndim = _layout(entries, [np.ndim(v) for v in values], len(x_shape))
     # NumPy first broadcasts the index arrays; indices that select nothing (a broadcast
     # to length 0) are never checked against the axis
-    selects = _selects_anything(info, values, x_var, idx_vars, op, x_shape)
-    adv_shapes = []
+    adv = _advanced_shape(info, values, x_var, op, x_shape)
+    selects = math.prod(adv) > 0
     for e, axis, ks in info:
         if e in ("i", "a"):
             v = np.asarray(values[ks[0]])
@@ -603,8 +605,6 @@ def check_runtime_index(
                         f"{axis} (length {n}) of {x_var.describe()} (index "
                         f"{idx_vars[ks[0]].describe()})"
                     )
-            if e == "a":
-                adv_shapes.append(v.shape)
         elif e == "b":
             m = values[ks[0]]
             expected = tuple(x_shape[axis : axis + m.ndim])
@@ -614,14 +614,6 @@ def check_runtime_index(
                     f"but the dimensions it indexes of {x_var.describe()} have lengths "
                     f"{expected}"
                 )
-            adv_shapes.append((int(np.count_nonzero(m)),))
-    try:
-        adv = np.broadcast_shapes(*adv_shapes)
-    except ValueError:
-        raise IndexError(
-            f"{op}: shape mismatch: the index arrays of {x_var.describe()} with shapes "
-            f"{', '.join(str(s) for s in adv_shapes)} can not be broadcast together"
-        ) from None
     region = []
     for d in dims:
         if d[0] == "new":
