@@ -50,7 +50,7 @@ from tensorjit.plugins.device_kernels.target import (
     table_specs,
     tensor_type,
 )
-from tensorjit.plugins.device_kernels.views import array_views
+from tensorjit.plugins.device_kernels.views import IndexInputs, array_views
 
 if TYPE_CHECKING:
     from tensorjit.tensor.extra_ops import CumOp, Sort
@@ -61,9 +61,10 @@ Run = Callable[[list, list], None]
 
 
 def host_values(t: Target, inputs: list) -> list:
-    """``inputs`` on the host: scalars read there arrive as host values; one computed on
-    the device is fetched (a wait for the device)."""
-    return [t.arrays.to_host(v) if t.arrays.is_value(v) else np.asarray(v) for v in inputs]
+    """``inputs`` on the host, as the views family reads its sizes (views.IndexInputs):
+    scalars read there arrive as host values; one computed on the device is fetched (a
+    wait for the device)."""
+    return IndexInputs(t, (None,) * len(inputs)).values(inputs)
 
 
 def _perform_on_host(t: Target, node: Apply, inputs: list, output_storage: list) -> None:
