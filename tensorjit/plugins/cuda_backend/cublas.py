@@ -278,21 +278,15 @@ def ready() -> bool:
     return True
 
 
-class CublasGemm:
-    """cuBLAS as the shared BLAS factories' ``GemmProvider``
-    (device_kernels/blas_kernels.py): a library's calls, which launch plans do not
-    record. cuBLAS computes ``out = alpha x y + beta out``, so an addend that is not the
-    target is copied into it first."""
+class CublasProducts:
+    """One plan's products through cuBLAS, which computes ``out = alpha x y + beta
+    out``: an addend that is not the target is copied into it first."""
 
-    launches_only = False
+    def __init__(self, plan: BlasPlan) -> None:
+        self.plan = plan
 
-    @property
-    def target(self) -> Any:
-        return _target()
-
-    def product(
-        self, plan: BlasPlan, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any
-    ) -> None:
+    def product(self, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any) -> None:
+        plan = self.plan
         handle = cublas(_target().runtime())
         if c is not out and (BlasPlan.is_input(plan.beta) or float(plan.beta) != 0.0):
             copy_into(_target(), out, c)
@@ -300,11 +294,12 @@ class CublasGemm:
         b = _scalar(handle, plan.dtype, plan.beta, beta)
         product_into(handle, plan.dtype, out, x, y, a, b)
 
-    def ger(self, plan: BlasPlan, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
+    def ger(self, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
         if not out.size:
             return
         if z is not out:
             copy_into(_target(), out, z)
+        plan = self.plan
         handle = cublas(_target().runtime())
         x, y = addressable(x), addressable(y)
         scalar = _scalar(handle, plan.dtype, plan.alpha, alpha)
@@ -313,6 +308,21 @@ class CublasGemm:
         handle.ger(plan.dtype, call, scalar)
         if target is not out:
             copy_into(_target(), out, target)
+
+
+class CublasGemm:
+    """cuBLAS as the shared BLAS factories' ``GemmProvider``
+    (device_kernels/blas_kernels.py): a library's calls, which launch plans do not
+    record."""
+
+    launches_only = False
+
+    @property
+    def target(self) -> Any:
+        return _target()
+
+    def bind(self, plan: BlasPlan) -> CublasProducts:
+        return CublasProducts(plan)
 
 
 def specs() -> list[KernelSpec]:

@@ -30,10 +30,22 @@ if TYPE_CHECKING:
 Run = Callable[[list, list], None]
 
 
+class Products(Protocol):
+    """One plan's products on a device (``GemmProvider.bind``). ``alpha``/``beta`` are
+    the node's input values where the plan reads them from inputs
+    (``BlasPlan.is_input``), else None and the plan's constants apply. ``x`` and ``y``
+    never overlap ``out``."""
+
+    def product(self, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any) -> None:
+        """``out = alpha dot(x, y) + beta c`` for vectors and matrices (``c`` may be
+        ``out``; beta 0 never reads it)."""
+
+    def ger(self, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
+        """``out = z + alpha x y^T`` (``z`` may be ``out``)."""
+
+
 class GemmProvider(Protocol):
-    """How one device backend computes products. ``alpha``/``beta`` are the node's input
-    values where the plan reads them from inputs (``BlasPlan.is_input``), else None and
-    the plan's constants apply. ``x`` and ``y`` never overlap ``out``."""
+    """How one device backend computes products."""
 
     @property
     def target(self) -> Target: ...
@@ -42,27 +54,22 @@ class GemmProvider(Protocol):
     @property
     def launches_only(self) -> bool: ...
 
-    def product(
-        self, plan: BlasPlan, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any
-    ) -> None:
-        """``out = alpha dot(x, y) + beta c`` for vectors and matrices (``c`` may be
-        ``out``; beta 0 never reads it)."""
-
-    def ger(self, plan: BlasPlan, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
-        """``out = z + alpha x y^T`` (``z`` may be ``out``)."""
+    def bind(self, plan: BlasPlan) -> Products:
+        """The products of ``plan`` (what they need prepared once, when the kernel is
+        made, not on each call)."""
 
 
 def dot_factory(provider: GemmProvider) -> Callable[[Apply, BlasPlan], Run]:
     def factory(node: Apply, plan: BlasPlan) -> Run:
         from tensorjit.tensor.math import Dot
 
-        where, rt = node_label(node), provider.target.runtime()
+        where, rt, products = node_label(node), provider.target.runtime(), provider.bind(plan)
 
         def run(inputs: list, output_storage: list) -> None:
             x, y = inputs
             Dot.check_shapes(x, y, where)
             out = rt.empty(x.shape[:-1] + y.shape[1:], plan.dtype)
-            provider.product(plan, out, out, x, y, None, None)
+            products.product(out, out, x, y, None, None)
             output_storage[0][0] = out
 
         return run
@@ -71,24 +78,25 @@ def dot_factory(provider: GemmProvider) -> Callable[[Apply, BlasPlan], Run]:
 
 
 def _target_and_operands(
-    provider: GemmProvider, plan: BlasPlan, z: Any, x: Any, y: Any
+    t: Target, rt: Any, plan: BlasPlan, z: Any, x: Any, y: Any
 ) -> tuple[Any, Any, Any]:
     """The output (``z`` itself in place, else new) and x, y kept apart from it."""
-    t = provider.target
     if not plan.inplace:
-        return t.runtime().empty(z.shape, plan.dtype), x, y
+        return rt.empty(z.shape, plan.dtype), x, y
     return z, private_copy(t, x, z), private_copy(t, y, z)
 
 
 def gemm_factory(provider: GemmProvider) -> Callable[[Apply, BlasPlan], Run]:
     def factory(node: Apply, plan: BlasPlan) -> Run:
         check = cast("Gemm", node.op).check_shapes
+        t, products = provider.target, provider.bind(plan)
+        rt = t.runtime()
 
         def run(inputs: list, output_storage: list) -> None:
             check(inputs)
             z, alpha, x, y, beta = inputs
-            out, x, y = _target_and_operands(provider, plan, z, x, y)
-            provider.product(plan, out, z, x, y, alpha, beta)
+            out, x, y = _target_and_operands(t, rt, plan, z, x, y)
+            products.product(out, z, x, y, alpha, beta)
             output_storage[0][0] = out
 
         return run
@@ -99,12 +107,14 @@ def gemm_factory(provider: GemmProvider) -> Callable[[Apply, BlasPlan], Run]:
 def ger_factory(provider: GemmProvider) -> Callable[[Apply, BlasPlan], Run]:
     def factory(node: Apply, plan: BlasPlan) -> Run:
         check = cast("Ger", node.op).check_shapes
+        t, products = provider.target, provider.bind(plan)
+        rt = t.runtime()
 
         def run(inputs: list, output_storage: list) -> None:
             check(inputs)
             z, alpha, x, y = inputs
-            out, x, y = _target_and_operands(provider, plan, z, x, y)
-            provider.ger(plan, out, z, x, y, alpha)
+            out, x, y = _target_and_operands(t, rt, plan, z, x, y)
+            products.ger(out, z, x, y, alpha)
             output_storage[0][0] = out
 
         return run

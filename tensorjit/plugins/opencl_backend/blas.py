@@ -402,6 +402,21 @@ def _product(prog: Program, out: Any, c: Any, x: Any, y: Any, alpha: Scalar, bet
 
 
 @dataclass(frozen=True)
+class PackedProducts:
+    """One plan's products: its kernels (``_program``) found once."""
+
+    plan: BlasPlan
+    prog: Program
+
+    def product(self, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any) -> None:
+        _product(self.prog, out, c, x, y, *_scalars(self.plan, alpha, beta))
+
+    def ger(self, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
+        scalar = _scalars(self.plan, alpha, None)[0]
+        ger_into(self.prog, operand(out), operand(z), operand(x), operand(y), scalar)
+
+
+@dataclass(frozen=True)
 class PackedGemm:
     """Our kernels as the shared BLAS factories' ``GemmProvider``
     (device_kernels/blas_kernels.py): they only launch, so launch plans record them."""
@@ -409,14 +424,8 @@ class PackedGemm:
     target: Target = OPENCL
     launches_only: bool = True
 
-    def product(
-        self, plan: BlasPlan, out: Any, c: Any, x: Any, y: Any, alpha: Any, beta: Any
-    ) -> None:
-        _product(_program(plan), out, c, x, y, *_scalars(plan, alpha, beta))
-
-    def ger(self, plan: BlasPlan, out: Any, z: Any, x: Any, y: Any, alpha: Any) -> None:
-        scalar = _scalars(plan, alpha, None)[0]
-        ger_into(_program(plan), operand(out), operand(z), operand(x), operand(y), scalar)
+    def bind(self, plan: BlasPlan) -> PackedProducts:
+        return PackedProducts(plan, _program(plan))
 
 
 def specs() -> list[KernelSpec]:
