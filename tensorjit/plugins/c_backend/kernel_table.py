@@ -36,6 +36,7 @@ from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
+from tensorjit.tensor.moments import Moments
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 
@@ -136,6 +137,16 @@ SPECS = (
         (Reduce, MappedReduce, ElemwiseReduce),
         kernels.reduce_factory,
         plan=_exactly((Reduce, MappedReduce, ElemwiseReduce), kernels.reduce_plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step("reduce"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:moments",
+        BACKEND,
+        (Moments,),
+        kernels.moments_factory,
+        plan=_exactly((Moments,), kernels.moments_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("reduce"),
         plugin=PLUGIN,

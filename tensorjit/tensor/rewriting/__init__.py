@@ -43,6 +43,8 @@ from tensorjit.tensor.rewriting.structure import (
     local_useless_alloc,
 )
 
+from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
+
 PLUGIN = "tensor"
 
 # (name, rewriter, phase, extra tags)
@@ -81,6 +83,12 @@ REWRITES = [
     ("local_gemm", local_gemm, "specialize", ("blas",)),
     ("local_ger", local_ger, "specialize", ("blas",)),
     ("local_decay_with_penalty", local_decay_with_penalty, "specialize", ("blas",)),
+    (
+        "local_sum_and_squared_deviations",
+        local_sum_and_squared_deviations,
+        "specialize",
+        ("moments",),
+    ),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),
     # Fused operands: a broadcast alloc may only be covered by an operand of another
     # node of the fused group (2 * alloc(c, *w.shape) * w).

@@ -18,6 +18,7 @@ from tensorjit.tensor.blas import Gemm, PenalisedGemm
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
+from tensorjit.tensor.moments import Moments
 from tensorjit.tensor.rewriting import REWRITES
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -96,6 +97,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_gemm",
         "local_ger",
         "local_decay_with_penalty",
+        "local_sum_and_squared_deviations",
         "elemwise_fusion",
     }
     assert {name for name, *_ in REWRITES} == tested
@@ -1432,3 +1434,80 @@ def test_two_allocs_do_not_give_each_other_their_shape():
     shape = (w.shape[0], w.shape[1])
     f = tensorjit.function([w, c, d], T.alloc(c, *shape) * T.alloc(d, *shape))
     np.testing.assert_array_equal(f(np.zeros((2, 3)), 2.0, 3.0), np.full((2, 3), 6.0))
+
+
+# ---------------------------------------------------------------- local_sum_and_squared_deviations
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_sum_and_the_squared_deviations_from_its_mean_read_x_once(dtype):
+    """mean, var, std and a layer norm along the last axis: one Moments node gives the
+    sum and every sum of squared deviations (about the mean, or about twice the mean),
+    where each reduction read x before."""
+    x = T.tensor3("x", dtype=dtype)
+    mean = T.mean(x, axis=-1, keepdims=True)
+    d = x - mean
+    norm = d / T.sqrt(T.mean(d * d, axis=-1, keepdims=True) + 1e-5)
+    shifted = T.sum((x - 2 * mean) ** 2, axis=2)
+    outputs = [mean, T.var(x, axis=-1), T.std(x, axis=2, keepdims=True), norm, shifted]
+    f, g = compile_pair([x], outputs)
+    (node,) = of_type(f, Moments)
+    assert not of_type(f, Reduce) and not of_type(f, MappedReduce)
+    assert f.profile.applied["local_sum_and_squared_deviations"] >= 2
+    value = (rng(40).standard_normal((3, 5, 200)) * 2 + 7).astype(dtype)
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    ref = value.astype(np.float64)
+    wants = [
+        ref.mean(-1, keepdims=True),
+        ref.var(-1),
+        ref.std(-1, keepdims=True),
+        (ref - ref.mean(-1, keepdims=True)) / np.sqrt(ref.var(-1, keepdims=True) + 1e-5),
+        ((ref - 2 * ref.mean(-1, keepdims=True)) ** 2).sum(-1),
+    ]
+    for got, unrewritten, want in zip(f(value), g(value), wants, strict=True):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(unrewritten, want, rtol=50 * tol, atol=50 * tol)
+
+
+def test_empty_rows_and_nonfinite_values_as_written_out():
+    x = T.matrix("x")
+    mean = T.mean(x, axis=1, keepdims=True)
+    outputs = [T.sum((x - mean) ** 2, axis=1), T.sum(x, axis=1)]
+    f, g = compile_pair([x], outputs)
+    assert of_type(f, Moments)
+    for value in (np.zeros((3, 0)), np.array([[1.0, np.inf, 2.0], [np.nan, 0.0, 1.0]])):
+        with np.errstate(all="ignore"):
+            for got, want in zip(f(value), g(value), strict=True):
+                np.testing.assert_array_equal(got, want)
+
+
+def test_squared_deviations_stay_two_passes_where_one_pass_does_not_serve():
+    x, c = T.matrix("x"), T.col("c")
+    cases = [
+        # a column's statistics (axis 0): the kernel would walk a stride
+        ([x], [T.var(x, axis=0), T.mean(x, axis=0)]),
+        # over every axis
+        ([x], [T.var(x)]),
+        # no sum of x to share a pass with
+        ([x, c], [T.sum((x - c) ** 2, axis=1)]),
+    ]
+    value = rng(41).standard_normal((4, 6))
+    for inputs, outputs in cases:
+        f, g = compile_pair(inputs, outputs)
+        assert not of_type(f, Moments)
+        args = [value, value[:, :1]][: len(inputs)]
+        for got, want in zip(f(*args), g(*args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_no_moments_for_a_device_function():
+    from tensorjit.testing.device_under_test import DEVICE, REASON
+
+    if REASON is not None:
+        pytest.skip(f"no {DEVICE} device here (hardware/driver absent): {REASON}")
+    x = T.matrix("x")
+    with tensorjit.config.change_flags(device=DEVICE):
+        f = tensorjit.function([x], T.var(x, axis=1))
+    assert not of_type(f, Moments)
+    xv = rng(42).standard_normal((3, 4))
+    np.testing.assert_allclose(f(xv), xv.var(axis=1), rtol=1e-12)

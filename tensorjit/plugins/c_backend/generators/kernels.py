@@ -13,7 +13,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
 from tensorjit.plugins.c_backend.build import compiler
-from tensorjit.plugins.c_backend.generators import codegen, reduction
+from tensorjit.plugins.c_backend.generators import codegen, moments, reduction
 from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.cstyle.dialect import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function
@@ -214,6 +214,38 @@ def reduce_plan(node: Apply) -> ReducePlan:
         op.kind, reading, node.outputs[0].type.dtype, len(kept), len(op.axis)
     )
     return ReducePlan(kept, [bcast[i] for i in operands], operands, source, cdef)
+
+
+def moments_plan(node: Apply) -> ReducePlan:
+    """The C kernel of a Moments node (tensor/moments.py), as a reduction's plan: one
+    pointer operand, the reduced axis last."""
+    x = node.inputs[0]
+    kept = [a for a in range(x.type.ndim) if a not in node.op.axis]
+    source, cdef = moments.moments_source(x.type.dtype, len(kept))
+    return ReducePlan(kept, [(False,) * x.type.ndim], [0], source, cdef)
+
+
+def moments_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
+    kept, _, _, source, cdef = plan or moments_plan(node)
+    ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
+    fn, from_buffer, cast = lib.tj_reduce, ffi.from_buffer, ffi.cast
+    order = kept + list(node.op.axis)
+
+    def run(inputs: list, output_storage: list) -> None:
+        x = inputs[0]
+        shape = tuple(x.shape[a] for a in kept)
+        outs = []
+        for cell in output_storage:
+            out = cell[0]
+            if not reusable(out, shape, np.float64, [x, *outs]):
+                out = np.empty(shape, np.float64)
+            outs.append(out)
+        fn(*[x.shape[a] for a in order], cast("char *", x.ctypes.data),
+           *[from_buffer(o) for o in outs], *[x.strides[a] for a in order])  # fmt: skip
+        for cell, out in zip(output_storage, outs, strict=True):
+            cell[0] = out
+
+    return run
 
 
 def _mapped_element(map_name: str | None, dtype: str) -> str:

@@ -375,7 +375,7 @@ static int tj_reduce(const tj_program *p, tj_row_group *g, const tj_step *s, PyO
 {
     PyArrayObject *out;
     int64_t full[TJ_MAXDIM], all[TJ_MAXDIM], strides[TJ_MAXOPS * TJ_MAXDIM];
-    char *ptrs[TJ_MAXOPS];
+    char *ptrs[TJ_MAXOPS + 1];
     npy_intp shape[TJ_MAXDIM], size = 1;
     int n = s->n_ops, nd = s->n_axes;
     if (tj_broadcast_shape(s, v, nd, full))
@@ -398,13 +398,26 @@ static int tj_reduce(const tj_program *p, tj_row_group *g, const tj_step *s, PyO
     out = (PyArrayObject *)tj_take(s, s->n_kept, shape, s->typenum);
     if (out == NULL)
         return -1;
-    if (!tj_row_record_reduce(p, g, s, v, out, all, ptrs, strides)) {
+    /* A reduction with two outputs (Moments: the sums, then the m2s) takes the second,
+       of the same shape and type, as the pointer after its operands. */
+    PyArrayObject *second = NULL;
+    if (s->n_outs == 2) {
+        second = (PyArrayObject *)tj_empty(s->n_kept, shape, s->out_types[1]);
+        if (second == NULL) {
+            Py_DECREF(out);
+            return -1;
+        }
+        ptrs[n] = PyArray_BYTES(second);
+    }
+    if (!tj_row_record_reduce(p, g, s, v, out, second, all, ptrs, strides)) {
         PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
         ((tj_reduce_fn)s->fn[0])(all, ptrs, PyArray_BYTES(out), strides);
         if (saved != NULL)
             PyEval_RestoreThread(saved);
     }
     Py_XSETREF(v[s->out], (PyObject *)out);
+    if (second != NULL)
+        Py_XSETREF(v[s->outs[1]], (PyObject *)second);
     return 0;
 }
 
@@ -1961,8 +1974,8 @@ static int tj_ints_field(PyObject *step, const char *name, int *out, int cap)
     return n;
 }
 
-/* A Python or native step's [(slot, typenum, ndim)] outputs; 0, or -1 with an exception
-   set. */
+/* A Python, native or two-output reduce step's [(slot, typenum, ndim)] outputs; 0, or -1
+   with an exception set. */
 static int tj_parse_outs(PyObject *outs, tj_step *s, int n_slots)
 {
     if (!PyList_Check(outs)) {
@@ -2036,6 +2049,12 @@ static int tj_parse_objects(PyObject *obj, tj_step *s, int n_slots)
         goto done;
     if ((s->kind == TJ_PYTHON || s->kind == TJ_NATIVE) && s->n_outs < 1) {
         PyErr_SetString(PyExc_ValueError, "a Python or native step names its outputs");
+        goto done;
+    }
+    if (s->kind == TJ_REDUCE && s->n_outs != 0 &&
+        (s->n_outs != 2 || s->outs[0] != s->out || s->out_types[1] != s->typenum)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "a reduction names no outputs, or two of one type (its own first)");
         goto done;
     }
     if (fallback != Py_None && tj_parse_fallback(fallback, s, n_slots) < 0)

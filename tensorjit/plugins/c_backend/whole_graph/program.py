@@ -400,6 +400,8 @@ class _Tables:
         out = node.outputs[0]
         if out.type.ndim != len(kept):
             raise Unsupported(f"{node.op} keeps its reduced axes")
+        if len(node.outputs) > 2 or any(v.type != out.type for v in node.outputs):
+            raise Unsupported(f"{node.op}: outputs of different types")
         if len(operands) > MAX_OPERANDS:
             raise Unsupported(f"{node.op}: {len(operands)} operands")
         (fn,) = self._load(node, ("tj_reduce_u",), source, cdef)
@@ -416,9 +418,14 @@ class _Tables:
             known = [n for n in lengths if n is not None]
             static[a] = known[0] if known else (1 if not lengths else -1)
         slot = self._new_slot(out)
+        # A second output (Moments' m2s, of the first's shape and type) is the kernel's
+        # pointer after the operands.
+        outs = [(self._new_slot(v), _typenum(v), v.type.ndim) for v in node.outputs[1:]]
+        if outs:
+            outs.insert(0, (slot, _typenum(out), out.type.ndim))
         return Step(StepKind.REDUCE, slot, _typenum(out), len(kept), ops=ops, fns=[fn],
                     bcast=masks, full=full, dims=static, axes=axes, n_kept=len(kept),
-                    needs_elements=needs_elements)  # fmt: skip
+                    needs_elements=needs_elements, outs=outs)  # fmt: skip
 
     def dimshuffle(self, node: Apply, plan: object = None) -> Step:
         op = node.op

@@ -54,7 +54,7 @@ typedef struct tj_row_call_s {
     char *out;                      /* reduce: the output, and its bytes per row */
     int64_t out_step;
     int64_t row_elems;              /* contiguous form: elements per row */
-    tj_span spans[TJ_MAXOPS + 1];
+    tj_span spans[TJ_MAXOPS + 2];   /* operands, out, a second output */
 } tj_row_call;
 
 /* One run of a program's group (on tj_execute's stack); its calls' memory (about 190
@@ -334,16 +334,18 @@ static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj
     return tj_row_record(p, g, &c, rows, bytes);
 }
 
-/* Records a reduction step's kernel call (lengths `all`: kept axes first): 1 recorded,
-   0 the caller runs it now. Only reductions keeping an axis split into rows. */
+/* Records a reduction step's kernel call (lengths `all`: kept axes first; `second`: a
+   second output, the kernel's pointer after the operands, or NULL): 1 recorded, 0 the
+   caller runs it now. Only reductions keeping an axis split into rows. */
 static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_step *s,
-                                PyObject **v, PyArrayObject *out, const int64_t *all,
-                                char **ptrs, const int64_t *strides)
+                                PyObject **v, PyArrayObject *out, PyArrayObject *second,
+                                const int64_t *all, char **ptrs, const int64_t *strides)
 {
     int n = s->n_ops, nd = s->n_axes;
     if (g == NULL)
         return 0;
-    if (s->n_kept < 1 || PyArray_STRIDES(out)[0] < 0)
+    if (s->n_kept < 1 || PyArray_STRIDES(out)[0] < 0 ||
+        (second != NULL && PyArray_STRIDES(second)[0] < 0))
         return tj_row_record(p, g, NULL, 0, 0);
     tj_row_call c; /* (on this stack, as above) */
     int64_t rows = all[0];
@@ -367,6 +369,14 @@ static int tj_row_record_reduce(const tj_program *p, tj_row_group *g, const tj_s
     c.out = PyArray_BYTES(out);
     c.out_step = PyArray_STRIDES(out)[0];
     c.spans[n] = tj_span_of(out, rows, c.out_step, 1);
+    if (second != NULL) { /* moved by rows like an operand, written like out */
+        c.ptrs[n] = ptrs[n];
+        c.steps[n] = PyArray_STRIDES(second)[0];
+        c.spans[n + 1] = tj_span_of(second, rows, c.steps[n], 1);
+        c.n_ptrs = n + 1;
+        c.n_spans = n + 2;
+        bytes += (size_t)PyArray_NBYTES(second);
+    }
     memcpy(c.shape, all, sizeof(int64_t) * nd);
     memcpy(c.strides, strides, sizeof(int64_t) * nd * n);
     return tj_row_record(p, g, &c, rows, bytes);
