@@ -20,6 +20,7 @@ from tensorjit.tensor.rewriting.algebra import (
 )
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
+from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import (
     local_decay_with_penalty,
@@ -42,8 +43,6 @@ from tensorjit.tensor.rewriting.structure import (
     local_sum_of_sum,
     local_useless_alloc,
 )
-
-from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
 
 PLUGIN = "tensor"
 

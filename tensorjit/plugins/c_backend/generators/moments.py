@@ -136,9 +136,8 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     else:
         typed = ", ".join(f"{t_} {n}" for t_, n in params)
         lines.append(f"void tj_reduce({typed}) {{ tj_reduce_serial({names}); }}")
-    call = ", ".join(
-        [f"n[{a}]" for a in range(ndim)] + ["p[0]", "out", "p[1]"] + [f"s[{a}]" for a in range(ndim)]
-    )
+    lengths, strides_of_x = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
+    call = ", ".join([*lengths, "p[0]", "out", "p[1]", *strides_of_x])
     lines.append(
         "void tj_reduce_u(const int64_t *n, char **p, char *out, const int64_t *s) "
         f"{{ tj_reduce({call}); }}"

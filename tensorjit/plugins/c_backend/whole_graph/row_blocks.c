@@ -1,7 +1,7 @@
 /* Row-blocked runs of elementwise and reduction steps, included by program.c.
  *
- * A layer norm is a sum over each row, a second sum over each row of (x - mean)^2, then
- * an elementwise step over the rows: three kernels, each reading all of x. When x is
+ * A layer norm is a reduction over each row (its sum and squared deviations: Moments),
+ * then an elementwise step over the rows: kernels that each read all of x. When x is
  * larger than the cache, each kernel reads it from memory again. Here consecutive
  * elementwise and reduction steps over the same leading axis are not run one after the
  * other over the whole arrays: their kernel calls are recorded and, when a step that
