@@ -79,10 +79,10 @@ def main() -> None:
         for f in (one, two):
             np.testing.assert_allclose(f(*values), want, rtol=tol, atol=tol)
         timed = {
-            "one pass": lambda: one(*values),
-            "two passes": lambda: two(*values),
-            "numpy": lambda: graph(np, *values),
-            "copy of x": lambda: values[0].copy(),
+            "one pass": lambda one=one, v=values: one(*v),
+            "two passes": lambda two=two, v=values: two(*v),
+            "numpy": lambda graph=graph, v=values: graph(np, *v),
+            "copy of x": lambda v=values: v[0].copy(),
         }
         for _ in range(args.rounds):
             times = {label: median_time(step, 15) * 1e3 for label, step in timed.items()}

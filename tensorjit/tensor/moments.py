@@ -1,17 +1,26 @@
-"""The sum of x along one axis and the sum of squared deviations from its mean, read in
-one pass: ``Moments(axis)(x) -> (sum, m2)``, both float64.
+"""A sum along one axis and the sum of squared deviations from the mean it gives, read
+in one pass: ``Moments(axis)(x, divisor) -> (total, squares)`` with
 
-A layer norm, a variance or a standard deviation written out reduces x twice, the
-second time about the mean the first gave (``sum((x - sum(x) / n) ** 2)``): two passes
-over x, the second waiting for the first. The host's specialize phase
-(rewriting/moments.py) computes both from this op instead, so x is read once.
+    total = sum(x, axis)                     (in x's dtype)
+    mean = total / divisor                   (in x's dtype, as the graph divides)
+    squares = sum((x - mean) ** 2, axis)     (in x's dtype)
 
-A kernel sums x and x ** 2 in float64, then ``m2 = s2 - s1 * s1 / n``. The subtraction
-loses what ``s2 / m2 = 1 + mean ** 2 / var`` amplifies, so a group amplified beyond
-``max_amplification`` (or holding inf or NaN) is read a second time, about its mean:
-a row of a matrix is then still in the cache. Either way m2 is within a few times ``n``
-float64 roundings of its exact value, relative: better than float32 arithmetic about a
-float32 mean, and like a float64 two-pass variance.
+for float32 or float64 x and a divisor of x's dtype broadcast everywhere (the axis's
+length, for a mean). A layer norm, a variance or a standard deviation written out reduces x twice,
+the second time about the mean the first gave: two passes over x, the second waiting
+for the first. The host's specialize phase (rewriting/moments.py) computes both from this
+op instead, so x is read once.
+
+A kernel sums x and x ** 2 in float64 (s1, s2), rounds s1 to ``total`` and divides it
+as the graph does, then ``squares = s2 - 2 mean s1 + n mean ** 2``. The subtraction loses
+what ``(s2 + 2 |mean s1| + n mean ** 2) / squares`` amplifies (about 2 + 4 mean ** 2 /
+var), so a group amplified beyond ``max_amplification``, or where anything is not finite,
+is read a second time (a row of a matrix is then still in the cache) for the sum of
+``(x - mean) ** 2`` itself, in float64. Either way squares is within about ``n``
+float64 roundings times the amplification of its exact value, then rounded to x's dtype:
+for float32 more accurate than the graph's own float32 arithmetic, for float64 like it
+(its float64 roundings of x - mean and of the squares); inf and NaN as the graph gives
+them.
 """
 
 from __future__ import annotations
@@ -26,25 +35,25 @@ from tensorjit.tensor.rounding import abs_float64, summation_bound
 from tensorjit.tensor.type import TensorType
 from tensorjit.tensor.variable import as_tensor_variable
 
-# The one-pass m2 is kept while s2 / m2 is at most this (float64 inputs: then its error
-# is within a few times that of a two-pass m2). float32 inputs allow more (see
-# max_amplification): their float64 sums carry 29 bits more than the inputs.
+# The one-pass squares are kept while amplified at most this much (float64 inputs: then
+# their error is within a few times that of the two passes). float32 inputs allow more
+# (see max_amplification): their float64 sums carry 29 bits more than the inputs.
 MAX_AMPLIFICATION = 8.0
-# float32 inputs: amplification times the summation's length (in float64 roundings)
-# stays below 2**30, a relative error of about eps(float32) / 16.
-FLOAT32_BUDGET = 2.0**30
+# float32 inputs: amplification times the summation's length stays below 2**27, so the
+# float64 roundings add at most 2**27 * 2**-53 = eps(float32) / 8, relative.
+FLOAT32_BUDGET = 2.0**27
 INPUT_DTYPES = ("float32", "float64")
 
 
 def max_amplification(dtype: str, n: int) -> float:
-    """The largest s2 / m2 kept from the one-pass sums of ``n`` elements of ``dtype``."""
+    """The largest amplification kept from the one-pass sums of ``n`` elements."""
     if dtype == "float32":
         return max(MAX_AMPLIFICATION, FLOAT32_BUDGET / max(n, 1))
     return MAX_AMPLIFICATION
 
 
 class Moments(Op):
-    """``(sum(x, axis), sum((x - mean) ** 2, axis))`` in float64, one axis, float x."""
+    """``(sum(x, axis), sum((x - sum(x, axis) / divisor) ** 2, axis))``, one axis."""
 
     __props__ = ("axis",)
     kind = "moments"  # (a whole-graph program's reduce step reads a reduction's kind)
@@ -55,16 +64,26 @@ class Moments(Op):
     def __str__(self) -> str:
         return f"moments{{axis={self.axis}}}"
 
-    def make_node(self, x: Any) -> Apply:
-        x = as_tensor_variable(x)
+    def make_node(self, x: Any, divisor: Any) -> Apply:
+        x, divisor = as_tensor_variable(x), as_tensor_variable(divisor)
         (axis,) = self.axis
         if x.type.dtype not in INPUT_DTYPES:
-            raise TypeError(f"moments: expected float32 or float64, got {x.describe()}")
+            raise TypeError(f"moments: expected float32 or float64 x, got {x.describe()}")
         if not 0 <= axis < x.type.ndim:
             raise ValueError(f"moments: axis {axis} out of range for {x.describe()}")
+        if divisor.type.ndim != x.type.ndim or not all(divisor.type.broadcastable):
+            raise TypeError(
+                f"moments: the divisor must broadcast over every axis of {x.describe()}, "
+                f"got {divisor.describe()}"
+            )
+        if divisor.type.dtype != x.type.dtype:
+            raise TypeError(
+                f"moments: expected a {x.type.dtype} divisor for {x.describe()}, got "
+                f"{divisor.describe()}"
+            )
         shape = tuple(s for a, s in enumerate(x.type.shape) if a != axis)
-        outputs = [TensorType("float64", shape).make_variable() for _ in range(2)]
-        return Apply(self, [x], outputs)
+        outputs = [TensorType(x.type.dtype, shape).make_variable() for _ in range(2)]
+        return Apply(self, [x, divisor], outputs)
 
     def infer_shape(self, fgraph, node, input_shapes):
         (axis,) = self.axis
@@ -72,28 +91,35 @@ class Moments(Op):
         return [kept, kept]
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
-        x = np.asarray(inputs[0], dtype=np.float64)
+        x, divisor = inputs
+        dtype = x.dtype
         with np.errstate(all="ignore"):
-            total = np.sum(x, axis=self.axis)
-            n = x.shape[self.axis[0]]
-            mean = np.expand_dims(total / n, self.axis) if n else np.zeros_like(x)
-            m2 = np.sum((x - mean) ** 2, axis=self.axis)
-        output_storage[0][0] = np.asarray(total, dtype=np.float64)
-        output_storage[1][0] = np.asarray(m2, dtype=np.float64)
+            # (NumPy's own sum, as Reduce.perform gives it: a rewrite checked by
+            # DebugMode finds the same total)
+            total = np.sum(x, axis=self.axis, dtype=dtype)
+            mean = np.true_divide(total, divisor.reshape(()).astype(dtype), dtype=dtype)
+            deviations = x.astype(np.float64) - np.expand_dims(mean, self.axis)
+            squares = np.sum(deviations**2, axis=self.axis)
+        output_storage[0][0] = np.asarray(total, dtype=dtype)
+        output_storage[1][0] = np.asarray(squares, dtype=dtype)
 
     def rounding_bounds(self, node: Apply, inputs: list) -> list:
-        """The sum's bound; m2's: its terms' sum, amplified as much as a kernel keeps
-        (plus the shift's terms, about the same size), in float64."""
-        x = np.asarray(inputs[0])
+        """The sum's bound; the squares': as many float64 roundings as terms, of the
+        one-pass terms' size (at most the amplification a kernel keeps times the
+        squares), then the rounding into x's dtype."""
+        x, divisor = inputs
         (axis,) = self.axis
         n = x.shape[axis]
-        abs_sum = np.sum(abs_float64(x), axis=axis)
-        x64 = x.astype(np.float64)
         with np.errstate(all="ignore"):
-            mean = np.sum(x64, axis=axis, keepdims=True) / max(n, 1)
-            m2 = np.sum((x64 - mean) ** 2, axis=axis)
-        amplified = m2 * (2 + 2 * max_amplification(x.dtype.name, n))
-        return [
-            summation_bound(abs_sum, n + 2, np.float64),
-            summation_bound(amplified, n + 4, np.float64),
-        ]
+            x64 = x.astype(np.float64)
+            s1 = np.sum(x64, axis=axis)
+            mean = np.true_divide(s1.astype(x.dtype), divisor.reshape(()).astype(x.dtype))
+            m = np.abs(mean.astype(np.float64))
+            squares = np.sum((x64 - np.expand_dims(mean, axis)) ** 2, axis=axis)
+            terms = np.sum(x64 * x64, axis=axis) + m * (2 * np.abs(s1) + n * m)
+            terms = np.minimum(terms, squares * (4 + max_amplification(x.dtype.name, n)))
+            sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, x.dtype)
+            one_pass = summation_bound(terms, n + 4, np.float64)
+            rounding = summation_bound(squares, 1, x.dtype)
+            largest = np.finfo(np.float64).max  # (an inf bound would accept anything)
+            return [np.minimum(sums, largest), np.minimum(one_pass + rounding, largest)]

@@ -1,41 +1,29 @@
-"""``sum(x, a)`` and ``sum((x - g) ** 2, a)``, g constant along axis a (a row's mean, in
-a layer norm, a variance, a standard deviation) -> one ``Moments`` node (tensor/moments.py)
-that reads x once for both.
+"""``total = sum(x, a)`` and ``sum((x - total / divisor) ** 2, a)`` along the last axis
+(the mean of a layer norm, ``var``, ``std``; the divisor broadcast everywhere) -> one
+``Moments`` node (tensor/moments.py) that reads x once for both.
 
-Written out, the second sum waits for the first (g is its mean) and reads x again:
-two passes over a matrix larger than the cache. Moments gives the sum and the sum of
-squared deviations from the exact mean, both in float64; then
+Written out, the second sum waits for the first (the mean is its quotient) and reads x
+again: two passes over a matrix larger than the cache. Moments computes the total, the
+mean as the graph divides it, and the squared deviations from that mean in one pass
+(a group the one-pass formula would amplify, or that is not finite, is read again from
+the cache); the graph's own mean, computed from Moments' total, is the same number.
 
-    sum((x - g) ** 2) = m2 + n (g - mean) ** 2
-
-(the second term is what moving the centre from the mean to g adds; both are
-non-negative, so nothing cancels) is a few operations on the kept values, which fusion
-joins into one kernel. The result is that of exact arithmetic rounded once (the graph's
-own float32 arithmetic rounded x - g and its square first).
-
-Served: any graph reducing x and its squared deviations from a per-row value along the
-last axis, in float32 or float64 (layer norm and its statistics; ``var``/``std`` along
-rows; standardising features). The last axis only: the kernel reads a group along its
-axis, which for a column (axis 0 of a C-ordered matrix, a batch norm's statistics)
-would be a strided walk, slower than the two passes' vector loops. Host functions only
-(device backends have no Moments kernel).
+Served: float32 and float64 graphs reducing x and its squared deviations from its own
+mean along the last axis (layer norm and its statistics; ``var``/``std`` along rows;
+standardising features). The last axis only: a column's statistics (axis 0 of a
+C-ordered matrix, a batch norm's) keep the reductions' own column loops. Host functions
+only (device backends have no Moments kernel).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from tensorjit.core.graph.basic import Apply, Variable
-from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
+from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
-from tensorjit.tensor.elemwise import scalar_name
+from tensorjit.tensor.elemwise import DimShuffle, scalar_name
 from tensorjit.tensor.moments import INPUT_DTYPES, Moments
-from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.rewriting.util import compiles_for_host, fits
-from tensorjit.tensor.variable import constant
-
-FLOATS = ("float32", "float64")
 
 
 def _deviation(node: Apply) -> Variable | None:
@@ -55,78 +43,64 @@ def _deviation(node: Apply) -> Variable | None:
     return None
 
 
-def _centred(d: Variable, axis: int) -> tuple[Variable, Variable] | None:
-    """(x, g) when ``d`` is ``x - g`` or ``g - x``, x of d's own shape pattern and g
-    broadcast along ``axis``."""
-    if scalar_name(d.owner) != "sub":
+def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable] | None:
+    """(the node summing x, the divisor) when g is ``sum(x, axis)`` (a Reduce, or a
+    Moments node's total) with the axis kept, divided by a value broadcast everywhere,
+    all of one dtype."""
+    if scalar_name(g.owner) != "true_div":
         return None
-    for x, g in (d.owner.inputs, reversed(d.owner.inputs)):
-        if (
-            x.type.broadcastable == d.type.broadcastable
-            and g.type.broadcastable[axis]
-            and x.type.dtype in INPUT_DTYPES
-            and g.type.dtype in FLOATS
-        ):
-            return x, g
-    return None
-
-
-def _sum_of(fgraph: FunctionGraph, x: Variable, axis: int) -> Apply | None:
-    """A node summing x (as it is) along ``axis`` only, into a float: a Reduce, or a
-    Moments node an earlier rewrite made of it (several deviations from the one sum)."""
-    for client, _ in fgraph.clients_of(x):
-        if client == OUTPUT:
-            continue
-        if type(client.op) is Moments and client.op.axis == (axis,):
-            return client
-        if (
-            type(client.op) is tm.Reduce
-            and client.op.kind == "sum"
-            and client.op.axis == (axis,)
-            and client.outputs[0].type.dtype in FLOATS
-            # (a sum into a narrower dtype rounds each element first, as NumPy's does)
-            and np.can_cast(x.type.dtype, client.outputs[0].type.dtype, "safe")
-        ):
-            return client
-    return None
+    kept, divisor = g.owner.inputs
+    if not all(divisor.type.broadcastable) or divisor.type.dtype != g.type.dtype:
+        return None
+    restore = kept.owner
+    if restore is None or type(restore.op) is not DimShuffle:
+        return None
+    ndim = g.type.ndim
+    order = tuple(range(axis)) + ("x",) + tuple(range(axis, ndim - 1))
+    if tuple(restore.op.new_order) != order:
+        return None
+    summed = restore.inputs[0].owner
+    if summed is not None and type(summed.op) is Moments and summed.inputs[1] is divisor:
+        return summed, divisor  # (a second copy of the squares: the first was rewritten)
+    if (
+        summed is None
+        or type(summed.op) is not tm.Reduce
+        or summed.op.kind != "sum"
+        or summed.op.axis != (axis,)
+        or summed.outputs[0].type.dtype != g.type.dtype
+    ):
+        return None
+    return summed, divisor
 
 
 @node_rewriter([tm.Reduce, tm.MappedReduce], name="local_sum_and_squared_deviations")
 def local_sum_and_squared_deviations(fgraph: FunctionGraph, node: Apply):
-    """The sum of squared deviations from g along the last axis, when x's sum along it is
-    also computed -> both from one Moments node."""
+    """The squared deviations of x from its own mean along the last axis, and the sum
+    that mean divides -> both from one Moments node."""
     if not compiles_for_host(fgraph) or len(node.op.axis) != 1:
         return None
     (axis,) = node.op.axis
     d = _deviation(node)
-    if d is None or axis != d.type.ndim - 1 or d.type.ndim < 2:
+    if d is None or axis != d.type.ndim - 1 or scalar_name(d.owner) != "sub":
         return None
-    if node.outputs[0].type.dtype not in FLOATS:
+    dtype = node.outputs[0].type.dtype
+    if dtype not in INPUT_DTYPES or d.type.dtype != dtype:
         return None
-    found = _centred(d, axis)
-    if found is None:
-        return None
-    x, g = found
-    summed = _sum_of(fgraph, x, axis)
-    if summed is None:
-        return None
-    replacements = {}
-    if type(summed.op) is Moments:
-        total, m2 = summed.outputs
-    else:
-        total, m2 = Moments(axis)(x)
-        new_sum = fits(summed.outputs[0], tm.cast(total, summed.outputs[0].type.dtype))
-        if new_sum is None:
+    for x, g in (d.owner.inputs, reversed(d.owner.inputs)):
+        found = _mean_of(g, axis)
+        if found is None or x.type.dtype != dtype or x.type.broadcastable != d.type.broadcastable:
+            continue
+        summed, divisor = found
+        if summed.inputs[0] is not x:
+            continue
+        if type(summed.op) is Moments:
+            squares = fits(node.outputs[0], summed.outputs[1])
+            if summed.op.axis != (axis,) or squares is None:
+                return None
+            return {node.outputs[0]: squares}
+        total, squares = Moments(axis)(x, divisor)
+        total, squares = fits(summed.outputs[0], total), fits(node.outputs[0], squares)
+        if total is None or squares is None:
             return None
-        replacements[summed.outputs[0]] = new_sum
-    n = tm.cast(shape_of(fgraph, x)[axis], "float64")
-    kept = [a for a in range(g.type.ndim) if a != axis]
-    centre = tm.cast(g.dimshuffle(kept), "float64")
-    shifted = m2 + n * tm.sqr(centre - total / n)
-    # an empty group: no terms (the mean's 0 / 0 would make the shift's term NaN)
-    squares = tm.switch(tm.gt(n, constant(0.0)), shifted, constant(0.0))
-    new_squares = fits(node.outputs[0], tm.cast(squares, node.outputs[0].type.dtype))
-    if new_squares is None:
-        return None
-    replacements[node.outputs[0]] = new_squares
-    return replacements
+        return {summed.outputs[0]: total, node.outputs[0]: squares}
+    return None

@@ -217,12 +217,13 @@ def reduce_plan(node: Apply) -> ReducePlan:
 
 
 def moments_plan(node: Apply) -> ReducePlan:
-    """The C kernel of a Moments node (tensor/moments.py), as a reduction's plan: one
-    pointer operand, the reduced axis last."""
+    """The C kernel of a Moments node (tensor/moments.py), as a reduction's plan: x and
+    the divisor (broadcast everywhere) are its pointer operands, the reduced axis last."""
     x = node.inputs[0]
-    kept = [a for a in range(x.type.ndim) if a not in node.op.axis]
+    ndim = x.type.ndim
+    kept = [a for a in range(ndim) if a not in node.op.axis]
     source, cdef = moments.moments_source(x.type.dtype, len(kept))
-    return ReducePlan(kept, [(False,) * x.type.ndim], [0], source, cdef)
+    return ReducePlan(kept, [(False,) * ndim, (True,) * ndim], [0, 1], source, cdef)
 
 
 def moments_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
@@ -230,17 +231,19 @@ def moments_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
     ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
     fn, from_buffer, cast = lib.tj_reduce, ffi.from_buffer, ffi.cast
     order = kept + list(node.op.axis)
+    dtype = node.outputs[0].type.numpy_dtype
 
     def run(inputs: list, output_storage: list) -> None:
-        x = inputs[0]
+        x, divisor = inputs
+        divisor = np.ascontiguousarray(divisor, dtype=dtype)
         shape = tuple(x.shape[a] for a in kept)
         outs = []
         for cell in output_storage:
             out = cell[0]
-            if not reusable(out, shape, np.float64, [x, *outs]):
-                out = np.empty(shape, np.float64)
+            if not reusable(out, shape, dtype, [x, divisor, *outs]):
+                out = np.empty(shape, dtype)
             outs.append(out)
-        fn(*[x.shape[a] for a in order], cast("char *", x.ctypes.data),
+        fn(*[x.shape[a] for a in order], cast("char *", x.ctypes.data), from_buffer(divisor),
            *[from_buffer(o) for o in outs], *[x.strides[a] for a in order])  # fmt: skip
         for cell, out in zip(output_storage, outs, strict=True):
             cell[0] = out

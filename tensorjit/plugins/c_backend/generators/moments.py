@@ -1,13 +1,15 @@
 """C source of ``Moments`` (tensor/moments.py): per group of x along the reduced axis,
-the sum and the sum of squared deviations from the mean, both in double, x read once.
+its sum and the sum of squared deviations from the mean that sum gives, x read once.
 
-The loops run over the kept axes first, then the reduced one (each axis's byte stride
-of x given); both outputs are C-contiguous. A group's sums of x and x^2 are read in one
-pass: a contiguous group in LANES lanes per sum, which the compiler vectorises and which
-combine in a fixed tree (the result depends on n only, never on the CPU), a strided one
-element by element. A group whose m2 = s2 - s1^2 / n the subtraction amplifies beyond
-``moments.max_amplification`` (or that is not finite) is read again, from the cache,
-about its mean.
+The loops run over the kept axes first, then the reduced one (each axis's byte stride of
+x given; the divisor is one element); both outputs are C-contiguous, of x's dtype. A
+group's sums of x and x^2 are read in one pass: a contiguous group in LANES lanes per
+sum, which the compiler vectorises and which combine in a fixed tree (the result depends
+on n only, never on the CPU); when the reduced axis is strided but the last kept one is
+contiguous (a transposed matrix's rows), blocks of COLUMN_BLOCK groups side by side, a
+vector loop; otherwise element by element. A group whose one-pass squares the
+subtraction amplifies beyond ``moments.max_amplification``, or where anything is not
+finite, is read again (from the cache) for the sum of (x - mean)^2 itself.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from tensorjit.tensor import moments
 # Lanes per sum: two vector registers of AVX-512 doubles each, four chains of adds in
 # all (a group's 32-lane tree, through the stack, cost more than the chains' latency).
 LANES = 16
+COLUMN_BLOCK = 128  # groups side by side in the columns loop
+DBL_MAX = "1.79769313486231570e308"
 
 
 def _limit(dtype: str) -> str:
-    """C: the largest s2 / m2 kept for a group of n elements (moments.max_amplification)."""
+    """C: the largest amplification kept for a group of n elements."""
     floor = repr(moments.MAX_AMPLIFICATION)
     if dtype == "float32":
         budget = repr(moments.FLOAT32_BUDGET)
@@ -31,11 +35,10 @@ def _limit(dtype: str) -> str:
 
 
 def _group_functions(t: str, limit: str) -> list[str]:
-    """``tj_sums`` (the sums of x - k and (x - k)^2, inlined: with k = 0 the subtraction
-    goes) and ``tj_group`` (one group's sum and m2)."""
+    """``tj_sums`` (a group's sums of x and x^2), ``tj_deviations`` (its sum of (x - m)^2)
+    and ``tj_finish`` (the total, the mean as the graph divides, the squares)."""
     return [
-        "static inline __attribute__((always_inline)) void",
-        "tj_sums(const char *x, int64_t n, int64_t st, double k, double *s1, double *s2) {",
+        "static void tj_sums(const char *x, int64_t n, int64_t st, double *s1, double *s2) {",
         "    double a = 0.0, b = 0.0;",
         "    int64_t i = 0;",
         f"    if (st == (int64_t)sizeof({t})) {{",
@@ -44,9 +47,9 @@ def _group_functions(t: str, limit: str) -> list[str]:
         f"        for (int j = 0; j < {LANES}; j++) la[j] = lb[j] = 0.0;",
         f"        for (; i + {LANES} <= n; i += {LANES})",
         f"            {SIMD}for (int j = 0; j < {LANES}; j++) {{",
-        "                const double d = (double)q[i + j] - k;",
-        "                la[j] += d;",
-        "                lb[j] += d * d;",
+        "                const double v = (double)q[i + j];",
+        "                la[j] += v;",
+        "                lb[j] += v * v;",
         "            }",
         # the upper half into the lower: a fixed order on every CPU
         f"        for (int w = {LANES // 2}; w >= 1; w /= 2)",
@@ -56,49 +59,91 @@ def _group_functions(t: str, limit: str) -> list[str]:
         "            }",
         "        a = la[0];",
         "        b = lb[0];",
-        "        for (; i < n; i++) {",
-        "            const double d = (double)q[i] - k;",
-        "            a += d;",
-        "            b += d * d;",
-        "        }",
-        "    } else {",
-        "        for (; i < n; i++) {",
-        f"            const double d = (double)*(const {t} *)(x + i * st) - k;",
-        "            a += d;",
-        "            b += d * d;",
-        "        }",
+        "    }",
+        "    for (; i < n; i++) {",
+        f"        const double v = (double)*(const {t} *)(x + i * st);",
+        "        a += v;",
+        "        b += v * v;",
         "    }",
         "    *s1 = a;",
         "    *s2 = b;",
         "}",
         "",
-        "static void tj_group(const char *x, int64_t n, int64_t st, double *sum, double *m2) {",
+        "static double tj_deviations(const char *x, int64_t n, int64_t st, double m) {",
+        "    double b = 0.0;",
+        "    for (int64_t i = 0; i < n; i++) {",
+        f"        const double d = (double)*(const {t} *)(x + i * st) - m;",
+        "        b += d * d;",
+        "    }",
+        "    return b;",
+        "}",
+        "",
+        "/* The group at x's outputs from its sums; 1 when it must be read again about m. */",
+        f"static inline int tj_finish(int64_t n, double s1, double s2, {t} divisor,",
+        f"                            {t} *total, {t} *squares, double *m) {{",
         "    if (n == 0) {",
-        "        *sum = 0.0;",
-        "        *m2 = 0.0;",
-        "        return;",
+        f"        *total = ({t})0;",
+        f"        *squares = ({t})0;",
+        "        return 0;",
         "    }",
-        "    double s1, s2;",
-        "    tj_sums(x, n, st, 0.0, &s1, &s2);",
-        "    *sum = s1;",
-        "    const double dev = s2 - s1 * (s1 / (double)n);",
-        f"    if (s2 <= ({limit}) * dev) {{ /* (false for NaN) */",
-        "        *m2 = dev;",
-        "        return;",
+        f"    *total = ({t})s1;",
+        f"    const {t} mean = *total / divisor; /* (the graph's own division) */",
+        "    *m = (double)mean;",
+        "    const double q = s2 - *m * (2.0 * s1 - (double)n * *m);",
+        "    const double terms = s2 + fabs(*m) * (2.0 * fabs(s1) + (double)n * fabs(*m));",
+        f"    if (terms <= {DBL_MAX} && terms <= ({limit}) * q) {{ /* (false for NaN) */",
+        f"        *squares = ({t})q;",
+        "        return 0;",
         "    }",
-        # amplified, or inf/NaN seen: the group again (from the cache), about its mean
-        "    double c1, c2;",
-        "    tj_sums(x, n, st, s1 / (double)n, &c1, &c2);",
-        "    *m2 = c2 > 1.79769313486231570e308 ? c2 : c2 - c1 * (c1 / (double)n);",
+        "    return 1;",
+        "}",
+        "",
+        f"static void tj_group(const char *x, int64_t n, int64_t st, {t} divisor,",
+        f"                     {t} *total, {t} *squares) {{",
+        "    double s1, s2, m;",
+        "    tj_sums(x, n, st, &s1, &s2);",
+        "    if (tj_finish(n, s1, s2, divisor, total, squares, &m))",
+        f"        *squares = ({t})tj_deviations(x, n, st, m);",
         "}",
     ]
 
 
+def _columns_function(t: str, n_kept: int) -> list[str]:
+    """``tj_columns``: groups side by side along the contiguous last kept axis (length
+    nk, its groups' outputs contiguous), the reduced axis strided: COLUMN_BLOCK groups'
+    sums at a time, a vector loop over the block per reduced position."""
+    return [
+        f"static void tj_columns(int64_t nk, int64_t n, const char *x, int64_t st, {t} divisor,",
+        f"                       {t} *total, {t} *squares) {{",
+        f"    double a[{COLUMN_BLOCK}], b[{COLUMN_BLOCK}];",
+        f"    for (int64_t j0 = 0; j0 < nk; j0 += {COLUMN_BLOCK}) {{",
+        f"        const int64_t len = nk - j0 < {COLUMN_BLOCK} ? nk - j0 : {COLUMN_BLOCK};",
+        f"        const {t} *first = (const {t} *)x + j0;",
+        "        for (int64_t j = 0; j < len; j++) a[j] = b[j] = 0.0;",
+        "        for (int64_t i = 0; i < n; i++) {",
+        f"            const {t} *q = (const {t} *)((const char *)first + i * st);",
+        f"            {SIMD}for (int64_t j = 0; j < len; j++) {{",
+        "                const double v = (double)q[j];",
+        "                a[j] += v;",
+        "                b[j] += v * v;",
+        "            }",
+        "        }",
+        "        for (int64_t j = 0; j < len; j++) {",
+        "            double m;",
+        f"            {t} *t_j = &total[j0 + j], *s_j = &squares[j0 + j];",
+        "            if (tj_finish(n, a[j], b[j], divisor, t_j, s_j, &m))",
+        f"                *s_j = ({t})tj_deviations((const char *)(first + j), n, st, m);",
+        "        }",
+        "    }",
+        "}",
+    ] if n_kept else []  # fmt: skip
+
+
 def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
-    """(C source, cdef) of ``tj_reduce(n..., x, out, out2, st...)``: the reduced axis
-    last, ``out`` the sums, ``out2`` the m2s; and of the uniform entry
-    ``tj_reduce_u(n, pointers, out, strides)`` of whole-graph programs (pointers: x,
-    then out2)."""
+    """(C source, cdef) of ``tj_reduce(n..., x, divisor, out, out2, st...)``: the reduced
+    axis last, ``out`` the totals, ``out2`` the squares; and of the uniform entry
+    ``tj_reduce_u(n, pointers, out, strides)`` of whole-graph programs (pointers: x, the
+    divisor, then out2; strides: x's, then the divisor's, unread)."""
     if dtype not in moments.INPUT_DTYPES:
         raise ValueError(f"moments of {dtype}")
     t, ndim = ctype(dtype), n_kept + 1
@@ -106,26 +151,54 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     shape = "".join(f"int64_t n{a}, " for a in range(ndim))
     strides = "".join(f", int64_t st_{a}" for a in range(ndim))
     lines = [PREAMBLE, parallel.DECLARATIONS, *_group_functions(t, _limit(dtype)), ""]
-    lines.append(f"static void tj_reduce_serial({shape}char *x, char *out, char *out2{strides}) {{")
-    lines += ["    double *ps = (double *)out, *pm = (double *)out2;", "    int64_t o = 0;"]
+    lines += _columns_function(t, n_kept)
+    lines.append(
+        f"static void tj_reduce_serial({shape}char *x, char *div, char *out, char *out2"
+        f"{strides}) {{"
+    )
+    lines += [
+        f"    {t} *pt = ({t} *)out, *ps = ({t} *)out2;",
+        f"    const {t} divisor = *({t} *)div;",
+        "    int64_t o = 0;",
+    ]
+    if n_kept:
+        k = n_kept - 1
+        lines += [
+            # a transposed matrix's rows: its groups side by side
+            f"    const int columns = st_{last} != (int64_t)sizeof({t}) && "
+            f"st_{k} == (int64_t)sizeof({t}) && n{k} > 1;",
+        ]
     indent = "    "
     pointer = "x"
     for a in range(n_kept):
+        if a == n_kept - 1:
+            # (inside the outer kept axes' loops: the next of them; else the whole call)
+            step_on = [f"{indent}    o += n{a};", f"{indent}    continue;"]
+            lines += [
+                f"{indent}if (columns) {{",
+                f"{indent}    tj_columns(n{a}, n{last}, {pointer}, st_{last}, divisor,",
+                f"{indent}               pt + o, ps + o);",
+                *(step_on if n_kept > 1 else [f"{indent}    return;"]),
+                f"{indent}}}",
+            ]
         lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
         indent += "    "
         lines.append(f"{indent}const char *x{a + 1} = {pointer} + i{a} * st_{a};")
         pointer = f"x{a + 1}"
-    lines += [f"{indent}tj_group({pointer}, n{last}, st_{last}, &ps[o], &pm[o]);", f"{indent}o++;"]
+    lines += [
+        f"{indent}tj_group({pointer}, n{last}, st_{last}, divisor, &pt[o], &ps[o]);",
+        f"{indent}o++;",
+    ]
     for _ in range(n_kept):
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
     params = [("int64_t", f"n{a}") for a in range(ndim)]
-    params += [("char *", "x"), ("char *", "out"), ("char *", "out2")]
+    params += [("char *", "x"), ("char *", "div"), ("char *", "out"), ("char *", "out2")]
     params += [("int64_t", f"st_{a}") for a in range(ndim)]
     names = ", ".join(n for _, n in params)
     if n_kept:
-        row_bytes = " * ".join(["(int64_t)sizeof(double)"] + [f"n{a}" for a in range(1, n_kept)])
+        row_bytes = " * ".join([f"(int64_t)sizeof({t})"] + [f"n{a}" for a in range(1, n_kept)])
         per_item = " * ".join(f"n{a}" for a in range(1, ndim))
         steps = {"x": "st_0", "out": row_bytes, "out2": row_bytes}
         lines.append(
@@ -136,14 +209,15 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     else:
         typed = ", ".join(f"{t_} {n}" for t_, n in params)
         lines.append(f"void tj_reduce({typed}) {{ tj_reduce_serial({names}); }}")
-    lengths, strides_of_x = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
-    call = ", ".join([*lengths, "p[0]", "out", "p[1]", *strides_of_x])
+    lengths, x_strides = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
+    call = ", ".join([*lengths, "p[0]", "p[1]", "out", "p[2]", *x_strides])
     lines.append(
         "void tj_reduce_u(const int64_t *n, char **p, char *out, const int64_t *s) "
         f"{{ tj_reduce({call}); }}"
     )
     shape_decl = "int64_t, " * ndim
     stride_decl = ", int64_t" * ndim
-    cdef = parallel.CDEF + f"void tj_reduce({shape_decl}char *, char *, char *{stride_decl});\n"
+    cdef = parallel.CDEF
+    cdef += f"void tj_reduce({shape_decl}char *, char *, char *, char *{stride_decl});\n"
     cdef += "void tj_reduce_u(const int64_t *, char **, char *, const int64_t *);\n"
     return "\n".join(lines) + "\n", cdef
