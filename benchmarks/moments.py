@@ -1,7 +1,8 @@
 """A row's sum and squared deviations in one pass (``Moments``, rewriting/moments.py)
 against the same graphs with the rewrite excluded, on the graphs it serves: a layer norm
 (4096 x 1024 float32, and the transformer block's 16 x 64 x 128), row standardisation
-``(x - mean) / std`` in float64, and ``var`` along rows in float32. Both functions are
+``(x - mean) / std`` in float64, ``var`` along rows in float32, and a column (feature,
+batch norm) standardisation in float32. Both functions are
 compiled in one process and timed alternately, medians; NumPy's time and a copy of x
 (the memory bound's stand-in: every graph here reads x and writes an array of x's size
 or less) in the same run. Values are checked against NumPy in float64.
@@ -44,6 +45,12 @@ def row_variance(lib: Any, x: Any) -> Any:
     return lib.var(x, axis=-1)
 
 
+def standardise_columns(lib: Any, x: Any) -> Any:
+    """A feature standardisation (a batch norm's statistics): over axis 0."""
+    mean = lib.mean(x, axis=0, keepdims=True)
+    return (x - mean) / lib.sqrt(lib.var(x, axis=0, keepdims=True) + EPS)
+
+
 def cases(rng: np.random.Generator) -> list[tuple[str, Callable, list[np.ndarray]]]:
     def floats(shape: tuple, dtype: str) -> np.ndarray:
         return (rng.standard_normal(shape) * 2 + 1).astype(dtype)
@@ -57,6 +64,8 @@ def cases(rng: np.random.Generator) -> list[tuple[str, Callable, list[np.ndarray
                                                   floats((128,), "float32")]),
         ("standardise 2048x1024 f64", standardise, [floats((2048, 1024), "float64")]),
         ("var rows 8192x512 f32", row_variance, [floats((8192, 512), "float32")]),
+        ("standardise cols 8192x512 f32", standardise_columns,
+         [floats((8192, 512), "float32")]),
     ]  # fmt: skip
 
 
@@ -86,7 +95,7 @@ def main() -> None:
         }
         for _ in range(args.rounds):
             times = {label: median_time(step, 15) * 1e3 for label, step in timed.items()}
-            print(f"  {name:<26} " + "  ".join(f"{k} {t:.3f}" for k, t in times.items()))
+            print(f"  {name:<30} " + "  ".join(f"{k} {t:.3f}" for k, t in times.items()))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""``total = sum(x, a)`` and ``sum((x - total / divisor) ** 2, a)`` along the last axis
-(the mean of a layer norm, ``var``, ``std``; the divisor broadcast everywhere) -> one
-``Moments`` node (tensor/moments.py) that reads x once for both.
+"""``total = sum(x, a)`` and ``sum((x - total / divisor) ** 2, a)`` along one axis a (the
+mean of a layer norm, a batch norm, ``var``, ``std``; the divisor broadcast everywhere)
+-> one ``Moments`` node (tensor/moments.py) that reads x once for both.
 
 Written out, the second sum waits for the first (the mean is its quotient) and reads x
 again: two passes over a matrix larger than the cache. Moments computes the total, the
@@ -8,11 +8,11 @@ mean as the graph divides it, and the squared deviations from that mean in one p
 (a group the one-pass formula would amplify, or that is not finite, is read again from
 the cache); the graph's own mean, computed from Moments' total, is the same number.
 
-Served: float32 and float64 graphs reducing x and its squared deviations from its own
-mean along the last axis (layer norm and its statistics; ``var``/``std`` along rows;
-standardising features). The last axis only: a column's statistics (axis 0 of a
-C-ordered matrix, a batch norm's) keep the reductions' own column loops. Host functions
-only (device backends have no Moments kernel).
+Served: float32 and float64 graphs of two or more axes reducing x and its squared
+deviations from its own mean along one axis: a layer norm's rows, a batch norm's or
+a feature standardisation's columns, ``var``/``std`` along an axis (several axes at
+once, a batch norm of images' channels, keep two passes). Host functions only (device
+backends have no Moments kernel).
 """
 
 from __future__ import annotations
@@ -75,14 +75,14 @@ def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable] | None:
 
 @node_rewriter([tm.Reduce, tm.MappedReduce], name="local_sum_and_squared_deviations")
 def local_sum_and_squared_deviations(fgraph: FunctionGraph, node: Apply):
-    """The squared deviations of x from its own mean along the last axis, and the sum
-    that mean divides -> both from one Moments node."""
+    """The squared deviations of x from its own mean along one axis, and the sum that
+    mean divides -> both from one Moments node."""
     if not compiles_for_host(fgraph) or len(node.op.axis) != 1:
         return None
     (axis,) = node.op.axis
     d = _deviation(node)
-    if d is None or axis != d.type.ndim - 1 or scalar_name(d.owner) != "sub":
-        return None
+    if d is None or d.type.ndim < 2 or scalar_name(d.owner) != "sub":
+        return None  # (a vector's: the reduction's own split over threads serves it)
     dtype = node.outputs[0].type.dtype
     if dtype not in INPUT_DTYPES or d.type.dtype != dtype:
         return None

@@ -18,7 +18,6 @@ import tensorjit.tensor as T
 from tensorjit.tensor.moments import Moments, max_amplification
 
 pytestmark = NEEDS_C
-RNG = np.random.default_rng(23)
 ONE_PASS = "local_sum_and_squared_deviations"
 
 
@@ -37,20 +36,28 @@ def moments_function(dtype: str, ndim: int = 2, axis: int = -1, mode=DEBUG_C):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_totals_means_and_squares_are_exact_arithmetic_rounded(dtype):
-    f = moments_function(dtype, mode=C_ONLY)
-    rows = [
-        RNG.standard_normal(1000),  # one pass
-        1e4 + RNG.standard_normal(300),  # amplified 1e8 times: read again about its mean
+@pytest.mark.parametrize("side_by_side", [False, True], ids=["rows", "columns"])
+def test_totals_means_and_squares_are_exact_arithmetic_rounded(dtype, side_by_side):
+    """Each group three times: rows (a vector loop along each), or columns (a vector
+    loop across them, and a second one for the groups read again)."""
+    rows = moments_function(dtype, mode=C_ONLY)
+    columns = moments_function(dtype, axis=0, mode=C_ONLY)
+
+    def f(value):
+        return columns(np.ascontiguousarray(value.T)) if side_by_side else rows(value)
+
+    groups = [
+        np.random.default_rng(21).standard_normal(1000),  # one pass
+        1e4 + np.random.default_rng(22).standard_normal(300),  # amplified 1e8 times: again
         np.full(77, 3.25),  # no deviation at all
         np.r_[1e6, np.ones(40)],  # one outlier
-        RNG.standard_normal(5) * 1e-30,  # tiny values
+        np.random.default_rng(23).standard_normal(5) * 1e-30,  # tiny values
         np.array([7.0]),
         np.array([1e15, 1e15 + 0.125, 1e15]),  # the mean's rounding matters
     ]
     eps, tiniest = np.finfo(dtype).eps, np.finfo(dtype).smallest_subnormal
-    for row in rows:
-        value = row.astype(dtype)[None, :].repeat(3, axis=0)
+    for group in groups:
+        value = group.astype(dtype)[None, :].repeat(3, axis=0)
         n = value.shape[1]
         total, squares = f(value)
         # the float64 sum (within n float64 roundings of the magnitudes), rounded once
@@ -100,6 +107,15 @@ def test_inf_and_nan_as_the_two_passes_give_them():
     with np.errstate(all="ignore"):
         for got, want in zip(one(rows), two(rows), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-15, equal_nan=True)
+    # the same groups as columns (side by side), and each group read again on its own
+    columns = [T.sum(x, axis=0), T.var(x, axis=0)]
+    one = tensorjit.function([x], columns, mode=C_ONLY)
+    with tensorjit.config.change_flags(excluded_rewrites=ONE_PASS):
+        two = tensorjit.function([x], columns, mode=C_ONLY)
+    assert [n for n in one.kernels if isinstance(n.op, Moments)]
+    with np.errstate(all="ignore"):
+        for got, want in zip(one(rows.T.copy()), two(rows.T.copy()), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-15, equal_nan=True)
 
 
 def test_empty_and_single_element_groups():
@@ -118,7 +134,7 @@ def test_empty_and_single_element_groups():
 def test_every_layout_and_axis_against_op_perform(dtype):
     """DebugMode compares each call with Op.perform within the op's rounding bounds;
     a transposed layout runs the groups side by side (columns)."""
-    value = (RNG.standard_normal((6, 40, 300)) * 3 + 1).astype(dtype)
+    value = (np.random.default_rng(24).standard_normal((6, 40, 300)) * 3 + 1).astype(dtype)
     for axis in (2, 1, 0):
         f = moments_function(dtype, ndim=3, axis=axis)
         for layout in (value, value[::2, ::-1, ::3], value.transpose(2, 0, 1), value.T.copy().T):
@@ -134,7 +150,7 @@ def test_every_layout_and_axis_against_op_perform(dtype):
 
 
 def test_transposed_rows_and_two_threads_give_the_values_of_one():
-    value = RNG.standard_normal((300, 4096)).astype(np.float32)
+    value = np.random.default_rng(25).standard_normal((300, 4096)).astype(np.float32)
     results = []
     for threads in (1, 2):
         with tensorjit.config.change_flags(threads=threads):
@@ -162,7 +178,7 @@ def test_a_layer_norm_reads_its_rows_once_in_row_blocks(threads):
             functions.append(tensorjit.function([x], y, mode=C_ONLY))
     blocked, whole = functions
     assert [n for n in blocked.kernels if isinstance(n.op, Moments)]
-    value = (RNG.standard_normal((200, 64)) * 2 + 5).astype(np.float32)
+    value = (np.random.default_rng(26).standard_normal((200, 64)) * 2 + 5).astype(np.float32)
     before = _interpreter().row_block_info()[0]
     got = blocked(value)
     assert _interpreter().row_block_info()[0] > before

@@ -1450,6 +1450,7 @@ def test_a_sum_and_the_squared_deviations_from_its_mean_read_x_once(dtype):
     outputs = [mean, T.var(x, axis=-1), T.std(x, axis=2, keepdims=True), norm]
     f, g = compile_pair([x], outputs)
     (node,) = of_type(f, Moments)
+    assert node.op.axis == (2,)
     assert not of_type(f, Reduce) and not of_type(f, MappedReduce)
     assert f.profile.applied["local_sum_and_squared_deviations"] >= 1
     value = (rng(40).standard_normal((3, 5, 200)) * 2 + 7).astype(dtype)
@@ -1464,6 +1465,23 @@ def test_a_sum_and_the_squared_deviations_from_its_mean_read_x_once(dtype):
     for got, unrewritten, want in zip(f(value), g(value), wants, strict=True):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
         np.testing.assert_allclose(unrewritten, want, rtol=50 * tol, atol=50 * tol)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_batch_norm_statistics_of_columns_read_x_once(axis):
+    """A column's statistics (axis 0, a batch norm's or a feature standardisation's) and
+    a middle axis's: the same one pass, the groups side by side."""
+    x = T.tensor3("x", dtype="float32")
+    mean = T.mean(x, axis=axis, keepdims=True)
+    outputs = [(x - mean) / T.sqrt(T.var(x, axis=axis, keepdims=True) + 1e-5), mean]
+    f, g = compile_pair([x], outputs)
+    (node,) = of_type(f, Moments)
+    assert node.op.axis == (axis,)
+    value = (rng(43).standard_normal((300, 7, 40)) * 3 - 2).astype("float32")
+    ref = value.astype(np.float64)
+    m, v = ref.mean(axis, keepdims=True), ref.var(axis, keepdims=True)
+    for got, want in zip(f(value), [(ref - m) / np.sqrt(v + 1e-5), m], strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
 def test_empty_rows_and_nonfinite_values_as_written_out():
@@ -1483,10 +1501,9 @@ def test_squared_deviations_stay_two_passes_where_one_pass_does_not_serve():
     x, c = T.matrix("x"), T.col("c")
     mean = T.mean(x, axis=1, keepdims=True)
     cases = [
-        # a column's statistics (axis 0): the reductions' column loops serve them
-        ([x], [T.var(x, axis=0), T.mean(x, axis=0)]),
-        # over every axis
+        # over every axis, or a vector's (the reductions split over threads)
         ([x], [T.var(x)]),
+        ([x], [T.var(x[0])]),
         # deviations from another value than x's mean: no sum of x to share a pass with,
         # or a centre the sum does not give alone
         ([x, c], [T.sum((x - c) ** 2, axis=1)]),

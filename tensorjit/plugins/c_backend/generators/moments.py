@@ -110,30 +110,44 @@ def _group_functions(t: str, limit: str) -> list[str]:
 
 def _columns_function(t: str, n_kept: int) -> list[str]:
     """``tj_columns``: groups side by side along the contiguous last kept axis (length
-    nk, its groups' outputs contiguous), the reduced axis strided: COLUMN_BLOCK groups'
-    sums at a time, a vector loop over the block per reduced position."""
+    nk, its groups' outputs contiguous), the reduced axis strided (a matrix's columns, a
+    transposed matrix's rows): COLUMN_BLOCK groups' sums at a time, a vector loop over
+    the block per reduced position; groups to read again, in a second such loop."""
     return [
         f"static void tj_columns(int64_t nk, int64_t n, const char *x, int64_t st, {t} divisor,",
         f"                       {t} *total, {t} *squares) {{",
-        f"    double a[{COLUMN_BLOCK}], b[{COLUMN_BLOCK}];",
+        f"    double a[{COLUMN_BLOCK}], b[{COLUMN_BLOCK}], m[{COLUMN_BLOCK}];",
+        f"    int again[{COLUMN_BLOCK}];",
         f"    for (int64_t j0 = 0; j0 < nk; j0 += {COLUMN_BLOCK}) {{",
         f"        const int64_t len = nk - j0 < {COLUMN_BLOCK} ? nk - j0 : {COLUMN_BLOCK};",
-        f"        const {t} *first = (const {t} *)x + j0;",
+        f"        const char *first = x + j0 * (int64_t)sizeof({t});",
         "        for (int64_t j = 0; j < len; j++) a[j] = b[j] = 0.0;",
         "        for (int64_t i = 0; i < n; i++) {",
-        f"            const {t} *q = (const {t} *)((const char *)first + i * st);",
+        f"            const {t} *q = (const {t} *)(first + i * st);",
         f"            {SIMD}for (int64_t j = 0; j < len; j++) {{",
         "                const double v = (double)q[j];",
         "                a[j] += v;",
         "                b[j] += v * v;",
         "            }",
         "        }",
+        "        int any = 0;",
         "        for (int64_t j = 0; j < len; j++) {",
-        "            double m;",
-        f"            {t} *t_j = &total[j0 + j], *s_j = &squares[j0 + j];",
-        "            if (tj_finish(n, a[j], b[j], divisor, t_j, s_j, &m))",
-        f"                *s_j = ({t})tj_deviations((const char *)(first + j), n, st, m);",
+        "            again[j] = tj_finish(n, a[j], b[j], divisor, &total[j0 + j],",
+        "                                 &squares[j0 + j], &m[j]);",
+        "            any |= again[j];",
         "        }",
+        "        if (!any)",
+        "            continue;",
+        "        for (int64_t j = 0; j < len; j++) b[j] = 0.0;",
+        "        for (int64_t i = 0; i < n; i++) {",
+        f"            const {t} *q = (const {t} *)(first + i * st);",
+        f"            {SIMD}for (int64_t j = 0; j < len; j++) {{",
+        "                const double d = (double)q[j] - m[j];",
+        "                b[j] += d * d;",
+        "            }",
+        "        }",
+        "        for (int64_t j = 0; j < len; j++)",
+        f"            if (again[j]) squares[j0 + j] = ({t})b[j];",
         "    }",
         "}",
     ] if n_kept else []  # fmt: skip
