@@ -11,12 +11,13 @@ the second time about the mean the first gave: two passes over x, the second wai
 for the first. The host's specialize phase (rewriting/moments.py) computes both from this
 op instead, so x is read once.
 
-A kernel sums x and x ** 2 in float64 (s1, s2), rounds s1 to ``total`` and divides it
-as the graph does, then ``squares = s2 - 2 mean s1 + n mean ** 2``. The subtraction loses
-what ``(s2 + 2 |mean s1| + n mean ** 2) / squares`` amplifies (about 2 + 4 mean ** 2 /
-var), so a group amplified beyond ``max_amplification``, or where anything is not finite,
-is read a second time (a row of a matrix is then still in the cache) for the sum of
-``(x - mean) ** 2`` itself, in float64. Either way squares is within about ``n``
+A kernel sums x - k and (x - k) ** 2 in float64 (s1, s2; k is 0 for float32 x, the
+group's first element for float64 x), rounds ``n k + s1`` to ``total`` and divides it as
+the graph does, then ``squares = s2 - 2 c s1 + n c ** 2`` with ``c = mean - k``. The
+subtraction loses what ``(s2 + 2 |c s1| + n c ** 2) / squares`` amplifies (about
+2 + 4 c ** 2 / var), so a group amplified beyond ``max_amplification``, or where anything
+is not finite, is read a second time (a row of a matrix is then still in the cache) for
+the sum of ``(x - mean) ** 2`` itself, in float64. Either way squares is within about ``n``
 float64 roundings times the amplification of its exact value, then rounded to x's dtype:
 for float32 more accurate than the graph's own float32 arithmetic, for float64 like it
 (its float64 roundings of x - mean and of the squares); inf and NaN as the graph gives
@@ -91,35 +92,50 @@ class Moments(Op):
         return [kept, kept]
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
+        """As the graph written out computes it with NumPy (Reduce, true_div, sub, sqr,
+        Reduce), in x's dtype: a rewrite checked by DebugMode finds the same values."""
         x, divisor = inputs
         dtype = x.dtype
         with np.errstate(all="ignore"):
-            # (NumPy's own sum, as Reduce.perform gives it: a rewrite checked by
-            # DebugMode finds the same total)
             total = np.sum(x, axis=self.axis, dtype=dtype)
             mean = np.true_divide(total, divisor.reshape(()).astype(dtype), dtype=dtype)
-            deviations = x.astype(np.float64) - np.expand_dims(mean, self.axis)
-            squares = np.sum(deviations**2, axis=self.axis)
+            deviations = np.subtract(x, np.expand_dims(mean, self.axis), dtype=dtype)
+            squares = np.sum(np.square(deviations), axis=self.axis, dtype=dtype)
         output_storage[0][0] = np.asarray(total, dtype=dtype)
         output_storage[1][0] = np.asarray(squares, dtype=dtype)
 
     def rounding_bounds(self, node: Apply, inputs: list) -> list:
-        """The sum's bound; the squares': as many float64 roundings as terms, of the
-        one-pass terms' size (at most the amplification a kernel keeps times the
-        squares), then the rounding into x's dtype."""
+        """How far a kernel's values may be from ``perform``'s: both totals are correct
+        sums of x; their means then differ by that over the divisor (and a rounding
+        each), which moves the squares by ``2 dm |sum(x - m)| + n dm ** 2``; perform's
+        squares round each term twice and sum in x's dtype; a kernel's are within as many
+        float64 roundings as terms of the one pass's terms (at most the amplification it
+        keeps times the squares), rounded once into x's dtype."""
         x, divisor = inputs
         (axis,) = self.axis
-        n = x.shape[axis]
+        n, dtype = x.shape[axis], x.dtype
         with np.errstate(all="ignore"):
             x64 = x.astype(np.float64)
-            s1 = np.sum(x64, axis=axis)
-            mean = np.true_divide(s1.astype(x.dtype), divisor.reshape(()).astype(x.dtype))
-            m = np.abs(mean.astype(np.float64))
-            squares = np.sum((x64 - np.expand_dims(mean, axis)) ** 2, axis=axis)
-            terms = np.sum(x64 * x64, axis=axis) + m * (2 * np.abs(s1) + n * m)
-            terms = np.minimum(terms, squares * (4 + max_amplification(x.dtype.name, n)))
-            sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, x.dtype)
-            one_pass = summation_bound(terms, n + 4, np.float64)
-            rounding = summation_bound(squares, 1, x.dtype)
+            total = np.sum(x, axis=axis, dtype=dtype)
+            mean = np.true_divide(total, divisor.reshape(()).astype(dtype), dtype=dtype)
+            m = np.expand_dims(mean.astype(np.float64), axis)
+            squares = np.sum((x64 - m) ** 2, axis=axis)
+            sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, dtype)
+            divisor64 = abs(float(divisor.reshape(())))
+            dm = sums / divisor64 + 4 * np.finfo(dtype).eps * np.abs(mean.astype(np.float64))
+            moved = 2 * dm * np.abs(np.sum(x64 - m, axis=axis)) + n * dm * dm
+            s1, s2 = np.sum(x64, axis=axis), np.sum(x64 * x64, axis=axis)
+            md = np.abs(mean.astype(np.float64))
+            terms = np.minimum(
+                s2 + md * (2 * np.abs(s1) + n * md),
+                squares * (4 + max_amplification(dtype.name, n)),
+            )
+            bound = (
+                moved
+                + summation_bound(squares, n + 2, dtype)  # perform's
+                + summation_bound(terms, n + 4, np.float64)  # a kernel's one pass
+                + summation_bound(squares, 1, dtype)  # its rounding into the dtype
+            )
             largest = np.finfo(np.float64).max  # (an inf bound would accept anything)
-            return [np.minimum(sums, largest), np.minimum(one_pass + rounding, largest)]
+            bound = np.nan_to_num(np.minimum(bound, largest), nan=largest)
+            return [np.minimum(sums, largest), bound]

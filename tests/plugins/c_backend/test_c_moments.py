@@ -93,29 +93,38 @@ def test_squares_of_finite_deviations_whose_sum_of_x2_overflows_stay_finite():
     np.testing.assert_allclose(squares, [big * (big / 2)], rtol=1e-15)
 
 
+def assert_like_two_passes(got: list, want: list, values: np.ndarray, axis: int) -> None:
+    """The same inf and NaN; finite sums within the rounding that summing in another
+    order allows (a row of 1, 1e308, -1e308 sums to 0 or to 3, exactly 1), finite
+    variances within a few roundings."""
+    (sums, variances), (want_sums, want_variances) = got, want
+    for a, b in ((sums, want_sums), (variances, want_variances)):
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b))
+        np.testing.assert_array_equal(np.where(np.isinf(a), a, 0), np.where(np.isinf(b), b, 0))
+    with np.errstate(all="ignore"):
+        slack = 8 * np.finfo(np.float64).eps * np.sum(np.abs(values), axis=axis)
+        finite = np.isfinite(sums) & np.isfinite(want_sums)
+        assert np.all(np.abs(sums - want_sums)[finite] <= slack[finite])
+        finite = np.isfinite(variances) & np.isfinite(want_variances)
+        finite &= np.isfinite(slack) & (slack < 1e200)  # (no cancelled huge terms)
+        np.testing.assert_allclose(variances[finite], want_variances[finite], rtol=1e-14)
+
+
 def test_inf_and_nan_as_the_two_passes_give_them():
-    """Every 3-element row of specials and extremes: the values of the graph written
-    out (sum, then the squared deviations from its mean), NaN where it gives NaN."""
+    """Every 3-element row, and column, of specials and extremes: the values of the graph
+    written out (sum, then the squared deviations from its mean), NaN where it gives
+    NaN, inf where it gives inf."""
     x = T.matrix("x")
-    outputs = [T.sum(x, axis=1), T.var(x, axis=1)]
-    one = tensorjit.function([x], outputs, mode=C_ONLY)
-    with tensorjit.config.change_flags(excluded_rewrites=ONE_PASS):
-        two = tensorjit.function([x], outputs, mode=C_ONLY)
-    assert [n for n in one.kernels if isinstance(n.op, Moments)]
     specials = [0.0, 1.0, -2.0, 1e308, -1e308, 1e200, np.inf, -np.inf, np.nan]
     rows = np.array(list(itertools.product(specials, repeat=3)))
-    with np.errstate(all="ignore"):
-        for got, want in zip(one(rows), two(rows), strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-15, equal_nan=True)
-    # the same groups as columns (side by side), and each group read again on its own
-    columns = [T.sum(x, axis=0), T.var(x, axis=0)]
-    one = tensorjit.function([x], columns, mode=C_ONLY)
-    with tensorjit.config.change_flags(excluded_rewrites=ONE_PASS):
-        two = tensorjit.function([x], columns, mode=C_ONLY)
-    assert [n for n in one.kernels if isinstance(n.op, Moments)]
-    with np.errstate(all="ignore"):
-        for got, want in zip(one(rows.T.copy()), two(rows.T.copy()), strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-15, equal_nan=True)
+    for axis, values in ((1, rows), (0, np.ascontiguousarray(rows.T))):
+        outputs = [T.sum(x, axis=axis), T.var(x, axis=axis)]
+        one = tensorjit.function([x], outputs, mode=C_ONLY)
+        with tensorjit.config.change_flags(excluded_rewrites=ONE_PASS):
+            two = tensorjit.function([x], outputs, mode=C_ONLY)
+        assert [n for n in one.kernels if isinstance(n.op, Moments)]
+        with np.errstate(all="ignore"):
+            assert_like_two_passes(one(values), two(values), values, axis)
 
 
 def test_empty_and_single_element_groups():

@@ -3,14 +3,14 @@ its sum and the sum of squared deviations from the mean that sum gives, x read o
 
 The loops run over the kept axes first, then the reduced one (each axis's byte stride of
 x given; the divisor is one element); both outputs are C-contiguous, of x's dtype. A
-group's sums of x and x^2 are read in one pass: a contiguous group in LANES lanes per
-sum, which the compiler vectorises and which combine in a fixed tree (the result depends
-on n only, never on the CPU); when the reduced axis is strided but the last kept one is
-contiguous (a transposed matrix's rows), blocks of COLUMN_BLOCK groups side by side, a
-vector loop; otherwise element by element. A group whose one-pass squares the
-subtraction amplifies beyond ``moments.max_amplification``, or where anything is not
-finite, is read again (from the cache) for the sum of (x - mean)^2 itself.
-"""
+group's sums of x - k and (x - k)^2 (k: 0, or for float64 its first element) are read in
+one pass: a contiguous group in LANES lanes per sum, which the compiler vectorises and
+which combine in a fixed tree (the result depends on n only, never on the CPU); when the
+reduced axis is strided but the last kept one is contiguous (a matrix's columns, a
+transposed matrix's rows), blocks of COLUMN_BLOCK groups side by side, a vector loop;
+otherwise element by element. A group whose one-pass squares the subtraction amplifies
+beyond ``moments.max_amplification``, or where anything is not finite, is read again
+(from the cache) for the sum of (x - mean)^2 itself."""
 
 from __future__ import annotations
 
@@ -34,11 +34,28 @@ def _limit(dtype: str) -> str:
     return floor
 
 
-def _group_functions(t: str, limit: str) -> list[str]:
-    """``tj_sums`` (a group's sums of x and x^2), ``tj_deviations`` (its sum of (x - m)^2)
-    and ``tj_finish`` (the total, the mean as the graph divides, the squares)."""
+def _shifted(dtype: str) -> bool:
+    """Whether groups are summed about their first element: float64 (whose limit is 8:
+    unshifted, any mean beyond 1.2 standard deviations from 0 would need the second
+    pass; about an element, only a group whose first element lies that far from its
+    mean). float32's limit leaves room for means a thousand deviations away, and its
+    pass is bound by the conversions: no subtraction there."""
+    return dtype == "float64"
+
+
+def _group_functions(t: str, limit: str, shifted: bool) -> list[str]:
+    """``tj_sums`` (a group's sums of x - k and (x - k)^2: k its first element or 0 for
+    the one pass, see _shifted; the mean for the second), ``tj_finish`` (the total,
+    the mean as the graph divides, the squares, branch-free so that the columns' loop
+    over groups vectorises) and ``tj_group``."""
+    shift = f"tj_shift(n > 0 ? (double)*(const {t} *)x : 0.0)" if shifted else "0.0"
     return [
-        "static void tj_sums(const char *x, int64_t n, int64_t st, double *s1, double *s2) {",
+        # The shift: an element of at most 2^900 (half an ulp of the largest double), so
+        # x - k overflows nowhere the plain sum would not; inf, NaN or larger: none.
+        "static inline double tj_shift(double v) { return fabs(v) <= 0x1p900 ? v : 0.0; }",
+        "",
+        "static inline __attribute__((always_inline)) void",
+        "tj_sums(const char *x, int64_t n, int64_t st, double k, double *s1, double *s2) {",
         "    double a = 0.0, b = 0.0;",
         "    int64_t i = 0;",
         f"    if (st == (int64_t)sizeof({t})) {{",
@@ -47,7 +64,7 @@ def _group_functions(t: str, limit: str) -> list[str]:
         f"        for (int j = 0; j < {LANES}; j++) la[j] = lb[j] = 0.0;",
         f"        for (; i + {LANES} <= n; i += {LANES})",
         f"            {SIMD}for (int j = 0; j < {LANES}; j++) {{",
-        "                const double v = (double)q[i + j];",
+        "                const double v = (double)q[i + j] - k;",
         "                la[j] += v;",
         "                lb[j] += v * v;",
         "            }",
@@ -61,7 +78,7 @@ def _group_functions(t: str, limit: str) -> list[str]:
         "        b = lb[0];",
         "    }",
         "    for (; i < n; i++) {",
-        f"        const double v = (double)*(const {t} *)(x + i * st);",
+        f"        const double v = (double)*(const {t} *)(x + i * st) - k;",
         "        a += v;",
         "        b += v * v;",
         "    }",
@@ -69,70 +86,64 @@ def _group_functions(t: str, limit: str) -> list[str]:
         "    *s2 = b;",
         "}",
         "",
-        "static double tj_deviations(const char *x, int64_t n, int64_t st, double m) {",
-        "    double b = 0.0;",
-        "    for (int64_t i = 0; i < n; i++) {",
-        f"        const double d = (double)*(const {t} *)(x + i * st) - m;",
-        "        b += d * d;",
-        "    }",
-        "    return b;",
-        "}",
-        "",
-        "/* The group at x's outputs from its sums; 1 when it must be read again about m. */",
-        f"static inline int tj_finish(int64_t n, double s1, double s2, {t} divisor,",
-        f"                            {t} *total, {t} *squares, double *m) {{",
-        "    if (n == 0) {",
-        f"        *total = ({t})0;",
-        f"        *squares = ({t})0;",
-        "        return 0;",
-        "    }",
-        f"    *total = ({t})s1;",
-        f"    const {t} mean = *total / divisor; /* (the graph's own division) */",
-        "    *m = (double)mean;",
-        "    const double q = s2 - *m * (2.0 * s1 - (double)n * *m);",
-        "    const double terms = s2 + fabs(*m) * (2.0 * fabs(s1) + (double)n * fabs(*m));",
-        f"    if (terms <= {DBL_MAX} && terms <= ({limit}) * q) {{ /* (false for NaN) */",
-        f"        *squares = ({t})q;",
-        "        return 0;",
-        "    }",
-        "    return 1;",
+        "/* A group's outputs from its sums (with none: 0 and 0, after a second pass over",
+        "   nothing); 1 when it must be read again about *m, for the squares. */",
+        "static inline __attribute__((always_inline)) int",
+        f"tj_finish(int64_t n, double k, double s1, double s2, {t} divisor, {t} *total,",
+        f"          {t} *squares, double *m) {{",
+        f"    const {t} sum = ({t})(k * (double)n + s1);",
+        f"    const {t} mean = sum / divisor; /* (the graph's own division) */",
+        "    const double md = (double)mean, c = md - k;",
+        "    const double q = s2 - c * (2.0 * s1 - (double)n * c);",
+        "    const double terms = s2 + fabs(c) * (2.0 * fabs(s1) + (double)n * fabs(c));",
+        "    *total = sum;",
+        f"    *squares = ({t})q;",
+        "    *m = md;",
+        f"    return !(terms <= {DBL_MAX} && terms <= ({limit}) * q); /* (NaN: again) */",
         "}",
         "",
         f"static void tj_group(const char *x, int64_t n, int64_t st, {t} divisor,",
         f"                     {t} *total, {t} *squares) {{",
         "    double s1, s2, m;",
-        "    tj_sums(x, n, st, &s1, &s2);",
-        "    if (tj_finish(n, s1, s2, divisor, total, squares, &m))",
-        f"        *squares = ({t})tj_deviations(x, n, st, m);",
+        f"    const double k = {shift};",
+        "    tj_sums(x, n, st, k, &s1, &s2);",
+        "    if (tj_finish(n, k, s1, s2, divisor, total, squares, &m)) {",
+        "        tj_sums(x, n, st, m, &s1, &s2);",
+        f"        *squares = ({t})s2;",
+        "    }",
         "}",
     ]
 
 
-def _columns_function(t: str, n_kept: int) -> list[str]:
+def _columns_function(t: str, n_kept: int, shifted: bool) -> list[str]:
     """``tj_columns``: groups side by side along the contiguous last kept axis (length
     nk, its groups' outputs contiguous), the reduced axis strided (a matrix's columns, a
     transposed matrix's rows): COLUMN_BLOCK groups' sums at a time, a vector loop over
     the block per reduced position; groups to read again, in a second such loop."""
+    column_shift = f"tj_shift((double)((const {t} *)first)[j])" if shifted else "0.0"
     return [
         f"static void tj_columns(int64_t nk, int64_t n, const char *x, int64_t st, {t} divisor,",
         f"                       {t} *total, {t} *squares) {{",
-        f"    double a[{COLUMN_BLOCK}], b[{COLUMN_BLOCK}], m[{COLUMN_BLOCK}];",
+        f"    double a[{COLUMN_BLOCK}], b[{COLUMN_BLOCK}], m[{COLUMN_BLOCK}], k[{COLUMN_BLOCK}];",
         f"    int again[{COLUMN_BLOCK}];",
         f"    for (int64_t j0 = 0; j0 < nk; j0 += {COLUMN_BLOCK}) {{",
         f"        const int64_t len = nk - j0 < {COLUMN_BLOCK} ? nk - j0 : {COLUMN_BLOCK};",
         f"        const char *first = x + j0 * (int64_t)sizeof({t});",
-        "        for (int64_t j = 0; j < len; j++) a[j] = b[j] = 0.0;",
+        "        for (int64_t j = 0; j < len; j++) {",
+        "            a[j] = b[j] = 0.0;",
+        f"            k[j] = n > 0 ? {column_shift} : 0.0;",
+        "        }",
         "        for (int64_t i = 0; i < n; i++) {",
         f"            const {t} *q = (const {t} *)(first + i * st);",
         f"            {SIMD}for (int64_t j = 0; j < len; j++) {{",
-        "                const double v = (double)q[j];",
+        "                const double v = (double)q[j] - k[j];",
         "                a[j] += v;",
         "                b[j] += v * v;",
         "            }",
         "        }",
         "        int any = 0;",
-        "        for (int64_t j = 0; j < len; j++) {",
-        "            again[j] = tj_finish(n, a[j], b[j], divisor, &total[j0 + j],",
+        f"        {SIMD}for (int64_t j = 0; j < len; j++) {{",
+        "            again[j] = tj_finish(n, k[j], a[j], b[j], divisor, &total[j0 + j],",
         "                                 &squares[j0 + j], &m[j]);",
         "            any |= again[j];",
         "        }",
@@ -164,8 +175,9 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     last = ndim - 1
     shape = "".join(f"int64_t n{a}, " for a in range(ndim))
     strides = "".join(f", int64_t st_{a}" for a in range(ndim))
-    lines = [PREAMBLE, parallel.DECLARATIONS, *_group_functions(t, _limit(dtype)), ""]
-    lines += _columns_function(t, n_kept)
+    shifted = _shifted(dtype)
+    lines = [PREAMBLE, parallel.DECLARATIONS, *_group_functions(t, _limit(dtype), shifted), ""]
+    lines += _columns_function(t, n_kept, shifted)
     lines.append(
         f"static void tj_reduce_serial({shape}char *x, char *div, char *out, char *out2"
         f"{strides}) {{"
