@@ -6,10 +6,10 @@ in one pass: ``Moments(axis)(x, divisor) -> (total, squares)`` with
     squares = sum((x - mean) ** 2, axis)     (in x's dtype)
 
 for float32 or float64 x and a divisor of x's dtype broadcast everywhere (the axis's
-length, for a mean). A layer norm, a variance or a standard deviation written out reduces x twice,
-the second time about the mean the first gave: two passes over x, the second waiting
-for the first. The host's specialize phase (rewriting/moments.py) computes both from this
-op instead, so x is read once.
+length, for a mean). A layer norm, a variance or a standard deviation written out
+reduces x twice, the second time about the mean the first gave: two passes over x, the
+second waiting for the first. The host's specialize phase (rewriting/moments.py)
+computes both from this op instead, so x is read once.
 
 A kernel sums x - k and (x - k) ** 2 in float64 (s1, s2; k is 0 for float32 x, the
 group's first element for float64 x), rounds ``n k + s1`` to ``total`` and divides it as
