@@ -53,6 +53,13 @@ def max_amplification(dtype: str, n: int) -> float:
     return MAX_AMPLIFICATION
 
 
+def graph_total_and_mean(x: np.ndarray, divisor: np.ndarray, axis: int) -> tuple:
+    """(total, mean) as the graph written out computes them with NumPy, in x's dtype:
+    Reduce.perform's sum, then true_div (call under ``np.errstate``)."""
+    total = np.sum(x, axis=axis, dtype=x.dtype)
+    return total, np.true_divide(total, divisor.reshape(()).astype(x.dtype), dtype=x.dtype)
+
+
 class Moments(Op):
     """``(sum(x, axis), sum((x - sum(x, axis) / divisor) ** 2, axis))``, one axis."""
 
@@ -96,11 +103,11 @@ class Moments(Op):
         Reduce), in x's dtype: a rewrite checked by DebugMode finds the same values."""
         x, divisor = inputs
         dtype = x.dtype
+        (axis,) = self.axis
         with np.errstate(all="ignore"):
-            total = np.sum(x, axis=self.axis, dtype=dtype)
-            mean = np.true_divide(total, divisor.reshape(()).astype(dtype), dtype=dtype)
-            deviations = np.subtract(x, np.expand_dims(mean, self.axis), dtype=dtype)
-            squares = np.sum(np.square(deviations), axis=self.axis, dtype=dtype)
+            total, mean = graph_total_and_mean(x, divisor, axis)
+            deviations = np.subtract(x, np.expand_dims(mean, axis), dtype=dtype)
+            squares = np.sum(np.square(deviations), axis=axis, dtype=dtype)
         output_storage[0][0] = np.asarray(total, dtype=dtype)
         output_storage[1][0] = np.asarray(squares, dtype=dtype)
 
@@ -116,16 +123,14 @@ class Moments(Op):
         n, dtype = x.shape[axis], x.dtype
         with np.errstate(all="ignore"):
             x64 = x.astype(np.float64)
-            total = np.sum(x, axis=axis, dtype=dtype)
-            mean = np.true_divide(total, divisor.reshape(()).astype(dtype), dtype=dtype)
-            m = np.expand_dims(mean.astype(np.float64), axis)
-            squares = np.sum((x64 - m) ** 2, axis=axis)
-            sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, dtype)
-            divisor64 = abs(float(divisor.reshape(())))
-            dm = sums / divisor64 + 4 * np.finfo(dtype).eps * np.abs(mean.astype(np.float64))
-            moved = 2 * dm * np.abs(np.sum(x64 - m, axis=axis)) + n * dm * dm
-            s1, s2 = np.sum(x64, axis=axis), np.sum(x64 * x64, axis=axis)
+            _, mean = graph_total_and_mean(x, divisor, axis)
             md = np.abs(mean.astype(np.float64))
+            deviations = x64 - np.expand_dims(mean.astype(np.float64), axis)
+            squares = np.sum(deviations**2, axis=axis)
+            sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, dtype)
+            dm = sums / abs(float(divisor.reshape(()))) + 4 * np.finfo(dtype).eps * md
+            moved = 2 * dm * np.abs(np.sum(deviations, axis=axis)) + n * dm * dm
+            s1, s2 = np.sum(x64, axis=axis), np.sum(x64 * x64, axis=axis)
             terms = np.minimum(
                 s2 + md * (2 * np.abs(s1) + n * md),
                 squares * (4 + max_amplification(dtype.name, n)),
