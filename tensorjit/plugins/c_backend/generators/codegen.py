@@ -147,6 +147,7 @@ def _vector_constants(s: str) -> dict[str, str]:
         "s": s,
         "t": "double" if double else "float",
         "u": u,
+        "i": "int64_t" if double else "int32_t",
         "f": "" if double else "f",
         "fma": "FP_FAST_FMA" if double else "FP_FAST_FMAF",
         "mant": str(mant),
@@ -196,6 +197,24 @@ TJ_INLINE $t tj_pow2i_$s($t k) {
     /* 2^k for an integer-valued k of the normal range: k is in the low bits of k + shift */
     return tj_from_bits_$s((tj_bits_$s(k + $shift) + $bias) << $mant);
 }
+TJ_INLINE $t tj_clamp_$s($t x, $t lo, $t hi) {
+    /* x limited to [lo, hi] for lo < 0 < hi, NaN kept. With AVX2 or AVX-512, by integer
+       minimums of the bits: as signed integers the bits of x >= 0 order as the values and
+       those of x < 0 are negative, so a signed min with hi's bits caps x >= 0 and leaves
+       x < 0 alone; as unsigned ones every x < 0 lies above x >= 0 and orders by magnitude,
+       so an unsigned min with lo's bits caps x < 0. There two float selects that keep NaN
+       cost gcc four compares, a mask operation and two blends per vector (exp 20-30%
+       faster without); SSE lacks the integer minimums (selects are faster). Same values. */
+#if defined(__AVX2__)
+    const $i b = ($i)tj_bits_$s(x), bh = ($i)tj_bits_$s(hi);
+    const $u u = ($u)(b < bh ? b : bh), ul = tj_bits_$s(lo);
+    const $t y = tj_from_bits_$s(u < ul ? u : ul);
+    return x != x ? x : y;
+#else
+    x = x > hi ? hi : x;
+    return x < lo ? lo : x;
+#endif
+}
 """,
     ),
     (
@@ -218,8 +237,7 @@ TJ_INLINE $t tj_vexp_$s($t x) {
        (Fast2Sum), so only the final sum rounds: the result is nearly always NumPy's.
        2^k as two factors 2^k1 2^(k - k1): the product overflows to inf, or rounds once
        to a denormal or 0. */
-    x = x > $exp_hi ? $exp_hi : x;
-    x = x < $exp_lo ? $exp_lo : x;
+    x = tj_clamp_$s(x, $exp_lo, $exp_hi);
     const $t k = TJ_MA_$s(x, $log2e, $shift) - $shift;
     const $t rh = TJ_MA_$s(-k, $ln2_hi, x), rl = -k * $ln2_lo;
     const $t h = 1 + rh, l = ((1 - h) + rh) + rl;
@@ -250,8 +268,7 @@ TJ_INLINE $t tj_vexp_normal_$s($t x) {
 TJ_INLINE $t tj_vexpm1_$s($t x) {
     /* e^x - 1 = 2^k ((c + r) + (e^r - 1 - r)) with c = 1 - 2^-k (exact while it matters),
        no cancellation; as in tj_vexp, c + rh = h + l exactly (|c| >= |rh| or c = 0) */
-    $t y = x > $exp_hi ? $exp_hi : x;
-    y = y < $expm1_lo ? $expm1_lo : y;
+    const $t y = tj_clamp_$s(x, $expm1_lo, $exp_hi);
     const $t k = TJ_MA_$s(y, $log2e, $shift) - $shift;
     const $t rh = TJ_MA_$s(-k, $ln2_hi, y), rl = -k * $ln2_lo;
     const $t c = 1 - tj_pow2i_$s(-(k < $kc_max ? k : $kc_max));
