@@ -2,17 +2,13 @@
 against the same graphs with the rewrite excluded, on the graphs it serves: a layer norm
 (4096 x 1024 float32, and the transformer block's 16 x 64 x 128), row standardisation
 ``(x - mean) / std`` in float64, ``var`` along rows in float32, and a column (feature,
-batch norm) standardisation in float32. Both functions are
-compiled in one process and timed alternately, medians; NumPy's time and a copy of x
-(the memory bound's stand-in: every graph here reads x and writes an array of x's size
-or less) in the same run. Values are checked against NumPy in float64.
+batch norm) standardisation in float32 (_one_pass.py: how they are compared).
 
 Run: taskset -c 1 .venv/bin/python benchmarks/moments.py [--threads 1] [--rounds 2]
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from typing import Any
 
@@ -21,11 +17,7 @@ from _competitors import limit_threads, threads_from_argv
 limit_threads(threads_from_argv(default=1))  # (the process gets that many cores)
 
 import numpy as np  # noqa: E402
-from _timing import median_time  # noqa: E402
-
-import tensorjit  # noqa: E402
-import tensorjit.tensor as T  # noqa: E402
-from tensorjit.core.config import config  # noqa: E402
+from _one_pass import compare  # noqa: E402
 
 REWRITE = "local_sum_and_squared_deviations"
 EPS = 1e-5
@@ -70,32 +62,8 @@ def cases(rng: np.random.Generator) -> list[tuple[str, Callable, list[np.ndarray
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
-    rng = np.random.default_rng(0)
-    print(f"{args.threads} thread(s); ms per call, medians of 15 (one pass / two passes)")
-    for name, graph, values in cases(rng):
-        inputs = [T.tensor(dtype=v.dtype.name, shape=(None,) * v.ndim) for v in values]
-        output = graph(T, *inputs)
-        with config.change_flags(threads=args.threads):
-            one = tensorjit.function(inputs, output)
-            with config.change_flags(excluded_rewrites=REWRITE):
-                two = tensorjit.function(inputs, output)
-        want = graph(np, *[v.astype(np.float64) for v in values])
-        tol = 1e-5 if values[0].dtype == np.float32 else 1e-12
-        for f in (one, two):
-            np.testing.assert_allclose(f(*values), want, rtol=tol, atol=tol)
-        timed = {
-            "one pass": lambda one=one, v=values: one(*v),
-            "two passes": lambda two=two, v=values: two(*v),
-            "numpy": lambda graph=graph, v=values: graph(np, *v),
-            "copy of x": lambda v=values: v[0].copy(),
-        }
-        for _ in range(args.rounds):
-            times = {label: median_time(step, 15) * 1e3 for label, step in timed.items()}
-            print(f"  {name:<30} " + "  ".join(f"{k} {t:.3f}" for k, t in times.items()))
+    tolerances = {"float32": 1e-5, "float64": 1e-12}
+    compare(REWRITE, cases(np.random.default_rng(0)), tolerances)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from tensorjit.tensor.blas import Gemm, Ger
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
+from tensorjit.tensor.max_exp_sum import MaxExpSum
 from tensorjit.tensor.moments import Moments
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
@@ -147,6 +148,16 @@ SPECS = (
         (Moments,),
         kernels.moments_factory,
         plan=_exactly((Moments,), kernels.moments_plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step("reduce"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:max_exp_sum",
+        BACKEND,
+        (MaxExpSum,),
+        kernels.max_exp_sum_factory,
+        plan=_exactly((MaxExpSum,), kernels.max_exp_sum_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("reduce"),
         plugin=PLUGIN,

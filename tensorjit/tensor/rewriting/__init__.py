@@ -20,6 +20,7 @@ from tensorjit.tensor.rewriting.algebra import (
 )
 from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
+from tensorjit.tensor.rewriting.max_exp_sum import local_max_and_shifted_exp_sum
 from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import (
@@ -87,6 +88,12 @@ REWRITES = [
         local_sum_and_squared_deviations,
         "specialize",
         ("moments",),
+    ),
+    (
+        "local_max_and_shifted_exp_sum",
+        local_max_and_shifted_exp_sum,
+        "specialize",
+        ("max_exp_sum",),
     ),
     ("elemwise_fusion", FusionRewriter(), "fusion", ()),
     # Fused operands: a broadcast alloc may only be covered by an operand of another

@@ -18,6 +18,7 @@ from tensorjit.tensor.blas import Gemm, PenalisedGemm
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
+from tensorjit.tensor.max_exp_sum import MaxExpSum
 from tensorjit.tensor.moments import Moments
 from tensorjit.tensor.rewriting import REWRITES
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
@@ -98,6 +99,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_ger",
         "local_decay_with_penalty",
         "local_sum_and_squared_deviations",
+        "local_max_and_shifted_exp_sum",
         "elemwise_fusion",
     }
     assert {name for name, *_ in REWRITES} == tested
@@ -1531,3 +1533,78 @@ def test_no_moments_for_a_device_function():
     assert not of_type(f, Moments)
     xv = rng(42).standard_normal((3, 4))
     np.testing.assert_allclose(f(xv), xv.var(axis=1), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- local_max_and_shifted_exp_sum
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_max_shifted_exponential_sums_read_x_once(dtype):
+    """A logsumexp, a log-softmax and a cross-entropy from logits written out, along the
+    last axis of a 3-d x: one MaxExpSum node gives the maximum and the sum of the shifted
+    exponentials, where each reduction read x before."""
+    x = T.tensor3("x", dtype=dtype)
+    labels = T.matrix("labels", dtype=dtype)  # one-hot
+    top = T.max(x, axis=-1, keepdims=True)
+    lse = top + T.log(T.sum(T.exp(x - top), axis=-1, keepdims=True))
+    outputs = [lse, x - lse, T.sum(labels.dimshuffle("x", 0, 1) * (lse - x), axis=-1)]
+    f, g = compile_pair([x, labels], outputs)
+    (node,) = of_type(f, MaxExpSum)
+    assert node.op.axis == (2,)
+    assert not [n for n in of_type(f, Reduce) if n.op.kind == "max"]
+    assert f.profile.applied["local_max_and_shifted_exp_sum"] >= 1
+    value = (rng(44).standard_normal((3, 5, 70)) * 4).astype(dtype)
+    one_hot = np.eye(70, dtype=dtype)[rng(45).integers(0, 70, 5)]
+    ref = value.astype(np.float64)
+    m = ref.max(-1, keepdims=True)
+    want_lse = m + np.log(np.exp(ref - m).sum(-1, keepdims=True))
+    wants = [want_lse, ref - want_lse, np.sum(one_hot[None] * (want_lse - ref), axis=-1)]
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    for got, unrewritten, want in zip(f(value, one_hot), g(value, one_hot), wants, strict=True):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(unrewritten, want, rtol=tol, atol=tol)
+
+
+def test_shifted_exponential_sums_stay_two_passes_where_one_pass_does_not_serve():
+    x, c = T.matrix("x"), T.col("c")
+    top = T.max(x, axis=1, keepdims=True)
+    cases = [
+        # another axis than the last (columns), a vector's (a full reduction splits)
+        ([x], [T.sum(T.exp(x - T.max(x, axis=0, keepdims=True)), axis=0)]),
+        ([x], [T.sum(T.exp(x[0] - T.max(x[0])))]),
+        # shifted by another value than the group's maximum, or by a maximum of other data
+        ([x, c], [T.sum(T.exp(x - c), axis=1)]),
+        ([x], [T.sum(T.exp(x - 2 * top), axis=1)]),
+        ([x], [T.sum(T.exp(x - T.max(x * 2, axis=1, keepdims=True)), axis=1)]),
+        # a softmax written out (its exponentials are divided too: computed once for both)
+        ([x], [T.exp(x - top) / T.sum(T.exp(x - top), axis=1, keepdims=True)]),
+        # not the exponentials alone (a constant factor is taken out of the sum: served),
+        # or a sum in another dtype than x's
+        ([x], [T.sum(T.exp(x - top) * x, axis=1)]),
+        (
+            [x],
+            [T.sum(T.exp(T.cast(x, "float32") - T.cast(top, "float32")), axis=1, dtype="float64")],
+        ),
+    ]
+    value = rng(46).standard_normal((4, 6))
+    for inputs, outputs in cases:
+        f, g = compile_pair(inputs, outputs)
+        assert not of_type(f, MaxExpSum)
+        args = [value, value[:, :1]][: len(inputs)]
+        for got, want in zip(f(*args), g(*args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_no_max_exp_sum_for_a_device_function():
+    from tensorjit.testing.device_under_test import DEVICE, REASON
+
+    if REASON is not None:
+        pytest.skip(f"no {DEVICE} device here (hardware/driver absent): {REASON}")
+    x = T.matrix("x", dtype="float32")
+    top = T.max(x, axis=1, keepdims=True)
+    with tensorjit.config.change_flags(device=DEVICE):
+        f = tensorjit.function([x], top + T.log(T.sum(T.exp(x - top), axis=1, keepdims=True)))
+    assert not of_type(f, MaxExpSum)
+    xv = rng(47).standard_normal((3, 4)).astype("float32")
+    m = xv.max(1, keepdims=True)
+    np.testing.assert_allclose(f(xv), m + np.log(np.exp(xv - m).sum(1, keepdims=True)), rtol=1e-6)

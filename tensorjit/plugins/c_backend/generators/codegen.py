@@ -123,6 +123,11 @@ PREAMBLE = (
 # exp 0.76, log 0.66, log1p 0.66, expm1 1.29, tanh 1.99; float32: 0.76, 0.64, 0.69, 1.06,
 # 1.94; exp and log are correctly rounded 99% of the time. gcc if-converts the selects
 # only under -fno-trapping-math (compiler.CFLAGS).
+# tj_vexp_normal's domain starts here (per precision suffix): e^x of any x from here to 0
+# is a normal number.
+NORMAL_EXP_LO = {"d": "-708", "f": "-87"}
+
+
 def _vector_constants(s: str) -> dict[str, str]:
     """The C literals of one precision ("d" or "f") for the template below."""
     from decimal import Decimal, localcontext
@@ -162,7 +167,7 @@ def _vector_constants(s: str) -> dict[str, str]:
         "exp_lo": "-746" if double else "-104",
         "expm1_lo": "-40" if double else "-20",
         # e^x is normal (2^k with k >= the smallest normal exponent) from here on
-        "normal_lo": "-708" if double else "-87",
+        "normal_lo": NORMAL_EXP_LO[s],
         "kc_max": "60" if double else "30",
         "tanh_max": "22" if double else "10",
         "libm_log": "defined(__x86_64__) && !defined(__AVX2__)" if double else "0",

@@ -13,7 +13,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
 from tensorjit.plugins.c_backend.build import compiler
-from tensorjit.plugins.c_backend.generators import codegen, moments, reduction
+from tensorjit.plugins.c_backend.generators import codegen, max_exp_sum, moments, reduction
 from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.cstyle.dialect import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function
@@ -226,25 +226,52 @@ def moments_plan(node: Apply) -> ReducePlan:
     return ReducePlan(kept, [(False,) * ndim, (True,) * ndim], [0, 1], source, cdef)
 
 
+def max_exp_sum_plan(node: Apply) -> ReducePlan:
+    """The C kernel of a MaxExpSum node (tensor/max_exp_sum.py), as a reduction's plan:
+    x its one pointer operand, the reduced axis last."""
+    x = node.inputs[0]
+    ndim = x.type.ndim
+    kept = [a for a in range(ndim) if a not in node.op.axis]
+    source, cdef = max_exp_sum.max_exp_sum_source(x.type.dtype, len(kept))
+    return ReducePlan(kept, [(False,) * ndim], [0], source, cdef)
+
+
 def moments_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
-    kept, _, _, source, cdef = plan or moments_plan(node)
+    return _two_statistics_factory(node, plan or moments_plan(node))
+
+
+def max_exp_sum_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
+    return _two_statistics_factory(node, plan or max_exp_sum_plan(node))
+
+
+def _two_statistics_factory(node: Apply, plan: ReducePlan) -> Run:
+    """The run of a kernel giving two statistics of x's groups along one axis (Moments,
+    MaxExpSum): ``tj_reduce(n..., x, the other inputs (one element each), out, out2,
+    x's strides...)``, the reduced axis last; both outputs of x's dtype."""
+    kept, _, _, source, cdef = plan
     ffi, lib = compiler.load(source, cdef, ("tj_reduce",), what=str(node.op))
     fn, from_buffer, cast = lib.tj_reduce, ffi.from_buffer, ffi.cast
     order = kept + list(node.op.axis)
     dtype = node.outputs[0].type.numpy_dtype
+    perform = node.op.perform
+    needs_elements = node.op.kind == "max"
 
     def run(inputs: list, output_storage: list) -> None:
-        x, divisor = inputs
-        divisor = np.ascontiguousarray(divisor, dtype=dtype)
+        x, *scalars = inputs
+        if needs_elements and x.shape[order[-1]] == 0:
+            perform(node, inputs, output_storage)  # NumPy's error for an empty max
+            return
+        scalars = [np.ascontiguousarray(v, dtype=dtype) for v in scalars]
         shape = tuple(x.shape[a] for a in kept)
         outs = []
         for cell in output_storage:
             out = cell[0]
-            if not reusable(out, shape, dtype, [x, divisor, *outs]):
+            if not reusable(out, shape, dtype, [x, *scalars, *outs]):
                 out = np.empty(shape, dtype)
             outs.append(out)
-        fn(*[x.shape[a] for a in order], cast("char *", x.ctypes.data), from_buffer(divisor),
-           *[from_buffer(o) for o in outs], *[x.strides[a] for a in order])  # fmt: skip
+        fn(*[x.shape[a] for a in order], cast("char *", x.ctypes.data),
+           *[from_buffer(v) for v in scalars], *[from_buffer(o) for o in outs],
+           *[x.strides[a] for a in order])  # fmt: skip
         for cell, out in zip(output_storage, outs, strict=True):
             cell[0] = out
 

@@ -45,6 +45,10 @@ REDUCE_KINDS = reductions.KINDS
 LANES = 32  # accumulators of a contiguous run
 SHORT_LANES = 8  # of its remainder (and of rows shorter than LANES)
 COLUMN_BLOCK = 256  # output accumulators of the columns loop
+# The lanes' tree starts from the lanes a run used: a run shorter than LANES touched only
+# the first SHORT_LANES, and folding the others in (their start: 0, or max/min's acc)
+# changes no value but costs a short row twice its time (a row of 10's max: 24 ns, 12).
+FIRST_WIDTH = f"(n >= {LANES} ? {LANES // 2} : {SHORT_LANES // 2})"
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,18 @@ def accumulator_dtype(kind: str, in_dtype: str, out_dtype: str) -> str:
 class _Writer:
     """Names and expressions shared by the loop generators of one kernel."""
 
-    def __init__(self, kind: str, reading: Reading, out_dtype: str, n_kept: int, ndim: int):
+    def __init__(
+        self,
+        kind: str,
+        reading: Reading,
+        out_dtype: str,
+        n_kept: int,
+        ndim: int,
+        run: str = "tj_run",
+        element: str = "tj_f",
+    ):
         self.kind, self.reading, self.n_kept, self.ndim = kind, reading, n_kept, ndim
+        self.run, self.element = run, element  # the C names of the run and element functions
         self.tin = ctype(reading.dtype)
         self.acc_dtype = accumulator_dtype(kind, reading.dtype, out_dtype)
         self.tacc, self.tout = ctype(self.acc_dtype), ctype(out_dtype)
@@ -109,7 +123,7 @@ class _Writer:
             f"*(const {t} *)({ptr}_{x}_{level}{offset.format(x=x)})"
             for x, t in zip(self.names, self.types)
         ]
-        return f"tj_f({', '.join(loads)})"
+        return f"{self.element}({', '.join(loads)})"
 
     def term(self, value: str) -> str:
         """An element as the accumulator combines it."""
@@ -160,6 +174,15 @@ def reduce_source(
     return "\n".join(lines) + "\n", cdef
 
 
+def run_source(kind: str, reading: Reading, out_dtype: str, run: str, element: str) -> list[str]:
+    """C lines of ``static acc <run>(acc, n, p...)``, a reduction's contiguous run (below)
+    on its own, for kernels that reduce one group several ways: ``reading`` has one axis
+    (an operand broadcast along it is read once) and defines the element function
+    ``element``."""
+    ndim = len(reading.operands[0][1])
+    return _run_function(_Writer(kind, reading, out_dtype, 0, ndim, run, element))
+
+
 def _run_function(w: _Writer) -> list[str]:
     """``tj_run(acc, n, p...)``: acc combined with a contiguous run of n elements along
     the last axis (operands broadcast there are read once), in LANES accumulators, then
@@ -175,7 +198,7 @@ def _run_function(w: _Writer) -> list[str]:
     lane_start = reductions.neutral(w.kind)
     tail = w.term(element.replace("K", "i"))
     lines = [
-        f"static {w.tacc} tj_run({w.tacc} acc, int64_t n, {', '.join(params)}) {{",
+        f"static {w.tacc} {w.run}({w.tacc} acc, int64_t n, {', '.join(params)}) {{",
         *setup,
         f"    {w.tacc} lane[{LANES}];",
         f"    for (int k = 0; k < {LANES}; k++) lane[k] = {lane_start};",
@@ -190,7 +213,7 @@ def _run_function(w: _Writer) -> list[str]:
         # every CPU, and contiguous halves, so the rounds are vector operations too (the
         # selects of max/min, as scalar branches, mispredict on every row)
         f"    if (n >= {SHORT_LANES}) {{",
-        f"        for (int width = {LANES // 2}; width >= 1; width /= 2)",
+        f"        for (int width = {FIRST_WIDTH}; width >= 1; width /= 2)",
         f"            {SIMD}for (int k = 0; k < width; k++)",
         f"                lane[k] = {w.combine('lane[k]', 'lane[k + width]')};",
         f"        acc = {w.combine('acc', 'lane[0]')};",
@@ -228,7 +251,7 @@ def _run_operands(w: _Writer) -> tuple[list[str], list[str], str]:
             loads.append(f"s{j}")
         else:
             loads.append(f"p{j}[K]")
-    return params, setup, f"tj_f({', '.join(loads)})"
+    return params, setup, f"{w.element}({', '.join(loads)})"
 
 
 # max/min of a run: when v replaces the kept value a (false for a NaN on either side:
@@ -237,57 +260,95 @@ BETTER = {"max": "{v} > {a}", "min": "{v} < {a}"}
 
 
 def _extreme_run_function(
-    w: _Writer, params: list[str], setup: list[str], element: str
+    w: _Writer, params: list[str], setup: list[str], element: str, kinds: tuple[str, ...] = ()
 ) -> list[str]:
     """tj_run for max/min: the lanes compare plainly and a NaN only sets its lane's flag;
     if any was seen (and acc is not NaN already), the run is read again for its first
-    NaN, which NumPy returns. acc NaN (an earlier NaN) stays: no comparison replaces it."""
-    t = w.tacc
+    NaN, which NumPy returns. acc NaN (an earlier NaN) stays: no comparison replaces it.
 
-    def keep(a: str, v: str) -> str:
-        return f"{a} = ({BETTER[w.kind].format(v=v, a=a)}) ? {v} : {a};"
+    With several ``kinds`` (max and min: a group's range), one pass keeps each in its own
+    lanes, the same lanes, tree and rule as alone, and the function stores them through
+    ``acc<i>`` pointers (each an accumulator in, its extreme out; a NaN's as alone)."""
+    t = w.tacc
+    kinds = kinds or (w.kind,)
+    several = len(kinds) > 1
+    lanes = [f"lane{i}" for i in range(len(kinds))] if several else ["lane"]
+    accs = [f"a{i}" for i in range(len(kinds))] if several else ["acc"]
+
+    def keep(kind: str, a: str, v: str) -> str:
+        return f"{a} = ({BETTER[kind].format(v=v, a=a)}) ? {v} : {a};"
+
+    def keep_all(a: str, v: str) -> list[str]:
+        return [keep(kind, a.format(lane=lane, acc=acc), v.format(lane=lane))
+                for kind, lane, acc in zip(kinds, lanes, accs)]  # fmt: skip
 
     # (integers have no NaN: no flags, and no "v != v" for the compiler to warn about)
     floating = w.acc_dtype.startswith(("float", "complex"))
     flag = "        nan_seen[k] |= v != v;" if floating else None
-    lines = [
-        f"static {t} tj_run({t} acc, int64_t n, {', '.join(params)}) {{",
+    if several:
+        pointers = ", ".join(f"{t} *acc{i}" for i in range(len(kinds)))
+        lines = [
+            f"static void {w.run}({pointers}, int64_t n, {', '.join(params)}) {{",
+            *[f"    {t} {a} = *acc{i};" for i, a in enumerate(accs)],
+        ]
+    else:
+        lines = [f"static {t} {w.run}({t} acc, int64_t n, {', '.join(params)}) {{"]
+    lines += [
         *setup,
-        f"    {t} lane[{LANES}];",
+        *[f"    {t} {lane}[{LANES}];" for lane in lanes],
         f"    int nan_seen[{LANES}];",
-        f"    for (int k = 0; k < {LANES}; k++) {{ lane[k] = acc; nan_seen[k] = 0; }}",
+        f"    for (int k = 0; k < {LANES}; k++) {{",
+        *[f"        {lane}[k] = {a};" for lane, a in zip(lanes, accs)],
+        "        nan_seen[k] = 0;",
+        "    }",
         "    int64_t i = 0;",
     ]
     lines += _lane_rounds(
         f"            const {t} v = {element.replace('K', 'i + k')};",
         *([f"    {flag}"] if flag else []),
-        f"            {keep('lane[k]', 'v')}",
+        *[f"            {line}" for line in keep_all("{lane}[k]", "v")],
     )
     lines += [
         "    int seen = 0;",
         f"    for (int k = 0; k < {LANES}; k++) seen |= nan_seen[k];",
         f"    if (n >= {SHORT_LANES}) {{",
-        f"        for (int width = {LANES // 2}; width >= 1; width /= 2)",
-        f"            {SIMD}for (int k = 0; k < width; k++)",
-        f"                {keep('lane[k]', 'lane[k + width]')}",
-        f"        {keep('acc', 'lane[0]')}",
+        f"        for (int width = {FIRST_WIDTH}; width >= 1; width /= 2)",
+        f"            {SIMD}for (int k = 0; k < width; k++) {{",
+        *[f"                {line}" for line in keep_all("{lane}[k]", "{lane}[k + width]")],
+        "            }",
+        *[f"        {line}" for line in keep_all("{acc}", "{lane}[0]")],
         "    }",
         "    for (; i < n; i++) {",
         f"        const {t} v = {element.replace('K', 'i')};",
         *(["        seen |= v != v;"] if floating else []),
-        f"        {keep('acc', 'v')}",
+        *[f"        {line}" for line in keep_all("{acc}", "v")],
         "    }",
     ]
     if floating:
+        found = [*(f"{a} = v;" for a in accs), "break;"] if several else ["return v;"]
         lines += [
-            "    if (seen && acc == acc)",
+            f"    if (seen && {accs[0]} == {accs[0]})",
             "        for (i = 0; i < n; i++) {",
             f"            const {t} v = {element.replace('K', 'i')};",
-            "            if (v != v) return v;",
+            f"            if (v != v) {{ {' '.join(found)} }}",
             "        }",
         ]
-    lines += ["    (void)seen;", "    return acc;", "}"]
+    lines.append("    (void)seen;")
+    if several:
+        lines += [f"    *acc{i} = {a};" for i, a in enumerate(accs)] + ["}"]
+    else:
+        lines += ["    return acc;", "}"]
     return lines
+
+
+def range_run_source(dtype: str, run: str, element: str) -> list[str]:
+    """C lines of ``static void <run>(T *top, T *bottom, int64_t n, const T *p0)``: the
+    maximum and the minimum of a contiguous run of ``element(p0[i])`` (defined by the
+    caller) in one pass, each as a max's or min's run alone gives it (with NaN: NaN)."""
+    reading = Reading(((dtype, (False,)),), (), "", dtype)
+    w = _Writer("max", reading, dtype, 0, 1, run, element)
+    params, setup, loaded = _run_operands(w)
+    return _extreme_run_function(w, params, setup, loaded, ("max", "min"))
 
 
 def _open_loops(w: _Writer, lines: list[str], axes: range, ptr: str, indent: str) -> str:
@@ -400,7 +461,7 @@ def _serial_function(
     run_args = ", ".join(f"(const {t} *)b_{x}_{last}" for x, t in zip(w.names, w.types))
     lines += [
         f"{inner}if ({_contiguous_check(w, last)}) {{",
-        f"{inner}    acc = tj_run(acc, n{last}, {run_args});",
+        f"{inner}    acc = {w.run}(acc, n{last}, {run_args});",
         f"{inner}}} else {{",
         f"{inner}    for (int64_t i{last} = 0; i{last} < n{last}; i{last}++) {{",
         f"{inner}        const {w.tacc} v = "

@@ -17,6 +17,7 @@ from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend.build import compiler, parallel
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
 from tensorjit.plugins.c_backend.generators.codegen import (
+    NORMAL_EXP_LO,
     PREAMBLE,
     SIMD,
     Unsupported,
@@ -90,10 +91,9 @@ _LOG_SOFTMAX = (
 """
 )
 # The exponentials of a chunk of values x - max <= 0 (or NaN): when none is below
-# NORMAL_LO (whose exponential is a normal number, as is every larger one's), they take
+# NORMAL_EXP_LO (whose exponential is a normal number, as is every larger one's), they take
 # tj_vexp_normal, tj_vexp's value in one scaling and without clamps (half the work);
 # otherwise tj_vexp (denormal results, -inf).
-NORMAL_LO = {"f": "-87", "d": "-708"}
 _EXP_CHUNK = """{indent}int below = 0;
 {indent}_Pragma("omp simd reduction(|:below)")
 {indent}for (int64_t j = 0; j < {count}; j++) below |= {array}[j] < {normal_lo};
@@ -105,7 +105,9 @@ _EXP_CHUNK = """{indent}int below = 0;
 
 
 def _exp_chunk(indent: str, array: str, count: str, s: str) -> str:
-    return _EXP_CHUNK.format(indent=indent, array=array, count=count, s=s, normal_lo=NORMAL_LO[s])
+    return _EXP_CHUNK.format(
+        indent=indent, array=array, count=count, s=s, normal_lo=NORMAL_EXP_LO[s]
+    )
 
 
 # Short rows (a classifier's 10 classes) in blocks of BLOCK_ROWS rows: ``XB(l, j)`` /

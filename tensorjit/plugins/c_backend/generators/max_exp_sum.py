@@ -1,0 +1,163 @@
+"""C source of ``MaxExpSum`` (tensor/max_exp_sum.py): per group of x along the reduced
+axis, its maximum m and the sum of exp(x - m), the group read from memory once.
+
+The loops run over the kept axes first, then the reduced one (each axis's byte stride of
+x given); both outputs are C-contiguous, of x's dtype. A contiguous group runs through
+the reductions' own run functions (reduction.run_source, range_run_source: the same
+lanes, tree and conversions as the max and the sum the graph would run, so the same
+numbers): its maximum and minimum in one pass, then the sum of the shifted
+exponentials, read again from the cache (a group shorter than SHORT_GROUP: its maximum
+alone, then the sum through tj_vexp). When the minimum's shifted value lies where e^x is a normal
+number (codegen.NORMAL_EXP_LO; the common case), every exponential of the group takes
+tj_vexp_normal, which gives tj_vexp's values without its clamps and second scaling; else
+(denormal results, -inf, NaN) tj_vexp itself. A strided group (a transposed matrix's rows)
+is copied CHUNK elements at a time into a buffer and run from there.
+"""
+
+from __future__ import annotations
+
+from tensorjit.plugins.c_backend.build import parallel
+from tensorjit.plugins.c_backend.generators import reduction
+from tensorjit.plugins.c_backend.generators.codegen import (
+    NORMAL_EXP_LO,
+    PREAMBLE,
+    convert,
+    ctype,
+    helper_sources,
+)
+from tensorjit.tensor import max_exp_sum
+
+CHUNK = 256  # elements of a strided group copied at a time (a buffer on the stack)
+# Shorter groups take the maximum alone and tj_vexp: for them (a classifier's classes,
+# attention over 64 tokens) the minimum's pass and the lanes' trees cost more than the
+# second exponential form saves (4096 rows of 10: 2.3x the two reductions' time).
+SHORT_GROUP = 128
+
+
+def _runs(dtype: str) -> tuple[list[str], str]:
+    """The element functions and the runs (the range: max and min in one pass; the max
+    alone; the shifted exponentials' sum in both forms) of a group; the sum's
+    accumulator type."""
+    t, s = ctype(dtype), "d" if dtype == "float64" else "f"
+    shifted = ((dtype, (False,)), (dtype, (True,)))  # (x, the maximum: read once)
+    exp, normal = f"tj_vexp_{s}", f"tj_vexp_normal_{s}"
+    lines = [
+        f"static inline {t} tj_same({t} x0) {{ return x0; }}",
+        # x0 - x1 rounded to the dtype first, as the graph's Composite{sub,exp} does
+        f"static inline {t} tj_exp_shifted({t} x0, {t} x1) {{ return {exp}(x0 - x1); }}",
+        f"static inline {t} tj_exp_normal({t} x0, {t} x1) {{ return {normal}(x0 - x1); }}",
+    ]
+    lines += reduction.range_run_source(dtype, "tj_run_range", "tj_same")
+    for kind, reading, run, element in (
+        ("max", ((dtype, (False,)),), "tj_run_max", "tj_same"),
+        ("sum", shifted, "tj_run_exp", "tj_exp_shifted"),
+        ("sum", shifted, "tj_run_exp_normal", "tj_exp_normal"),
+    ):
+        lines += reduction.run_source(kind, reduction.Reading(reading, (), "", dtype), dtype, run,
+                                      element)  # fmt: skip
+    return [*helper_sources(f"{exp}( {normal}("), *lines], reduction.accumulator_dtype(
+        "sum", dtype, dtype
+    )
+
+
+def _group_function(dtype: str, acc_dtype: str) -> list[str]:
+    """``tj_group``: one group's maximum and sum (n >= 1: the caller checks)."""
+    t, tacc = ctype(dtype), ctype(acc_dtype)
+    s = "d" if dtype == "float64" else "f"
+    total = convert("acc", acc_dtype, dtype)
+    return [
+        f"static void tj_group(const char *x, int64_t n, int64_t st, {t} *top, {t} *total) {{",
+        f"    {tacc} acc = 0;",
+        f"    if (st == (int64_t)sizeof({t})) {{",
+        f"        const {t} *q = (const {t} *)x;",
+        f"        {t} m = q[0], lo = q[0];",
+        f"        if (n < {SHORT_GROUP})",
+        "            m = tj_run_max(m, n, q);",
+        "        else",
+        "            tj_run_range(&m, &lo, n, q);",
+        # (NaN anywhere, or an infinite m: the comparison fails, tj_vexp)
+        f"        if (n >= {SHORT_GROUP} && lo - m >= {NORMAL_EXP_LO[s]})",
+        "            acc = tj_run_exp_normal(acc, n, q, &m);",
+        "        else",
+        "            acc = tj_run_exp(acc, n, q, &m);",
+        "        *top = m;",
+        f"        *total = {total};",
+        "        return;",
+        "    }",
+        f"    {t} buffer[{CHUNK}];",
+        f"    {t} m = *(const {t} *)x, lo = m;",
+        f"    for (int64_t i0 = 0; i0 < n; i0 += {CHUNK}) {{",
+        f"        const int64_t len = n - i0 < {CHUNK} ? n - i0 : {CHUNK};",
+        f"        for (int64_t i = 0; i < len; i++) buffer[i] = *(const {t} *)(x + (i0 + i) * st);",
+        "        tj_run_range(&m, &lo, len, buffer);",
+        "    }",
+        f"    const int normal = lo - m >= {NORMAL_EXP_LO[s]};",
+        f"    for (int64_t i0 = 0; i0 < n; i0 += {CHUNK}) {{",
+        f"        const int64_t len = n - i0 < {CHUNK} ? n - i0 : {CHUNK};",
+        f"        for (int64_t i = 0; i < len; i++) buffer[i] = *(const {t} *)(x + (i0 + i) * st);",
+        "        acc = normal ? tj_run_exp_normal(acc, len, buffer, &m)",
+        "                     : tj_run_exp(acc, len, buffer, &m);",
+        "    }",
+        "    *top = m;",
+        f"    *total = {total};",
+        "}",
+    ]  # fmt: skip
+
+
+def max_exp_sum_source(dtype: str, n_kept: int) -> tuple[str, str]:
+    """(C source, cdef) of ``tj_reduce(n..., x, out, out2, st...)``: the reduced axis
+    last, ``out`` the maxima, ``out2`` the sums; and of the uniform entry
+    ``tj_reduce_u(n, pointers, out, strides)`` of whole-graph programs (pointers: x, then
+    out2; strides: x's)."""
+    if dtype not in max_exp_sum.INPUT_DTYPES:
+        raise ValueError(f"max_exp_sum of {dtype}")
+    t, ndim = ctype(dtype), n_kept + 1
+    last = ndim - 1
+    runs, acc_dtype = _runs(dtype)
+    lines = [PREAMBLE, parallel.DECLARATIONS, *runs, *_group_function(dtype, acc_dtype)]
+    shape = "".join(f"int64_t n{a}, " for a in range(ndim))
+    strides = "".join(f", int64_t st_{a}" for a in range(ndim))
+    lines += [
+        f"static void tj_reduce_serial({shape}char *x, char *out, char *out2{strides}) {{",
+        f"    {t} *top = ({t} *)out, *total = ({t} *)out2;",
+        "    int64_t o = 0;",
+        f"    if (n{last} == 0) return; /* (the caller raises NumPy's error) */",
+    ]
+    indent, pointer = "    ", "x"
+    for a in range(n_kept):
+        lines.append(f"{indent}for (int64_t i{a} = 0; i{a} < n{a}; i{a}++) {{")
+        indent += "    "
+        lines.append(f"{indent}const char *x{a + 1} = {pointer} + i{a} * st_{a};")
+        pointer = f"x{a + 1}"
+    lines += [
+        f"{indent}tj_group({pointer}, n{last}, st_{last}, &top[o], &total[o]);",
+        f"{indent}o++;",
+    ]
+    for _ in range(n_kept):
+        indent = indent[:-4]
+        lines.append(f"{indent}}}")
+    lines.append("}")
+    params = [("int64_t", f"n{a}") for a in range(ndim)]
+    params += [("char *", "x"), ("char *", "out"), ("char *", "out2")]
+    params += [("int64_t", f"st_{a}") for a in range(ndim)]
+    if n_kept:
+        row_bytes = " * ".join([f"(int64_t)sizeof({t})"] + [f"n{a}" for a in range(1, n_kept)])
+        per_item = " * ".join(f"n{a}" for a in range(1, ndim))
+        steps = {"x": "st_0", "out": row_bytes, "out2": row_bytes}
+        lines.append(
+            parallel.split_outer("tj_reduce", params, "n0", steps, per_item, parallel.CHEAP_GRAIN)
+        )
+    else:
+        typed = ", ".join(f"{t_} {n}" for t_, n in params)
+        names = ", ".join(n for _, n in params)
+        lines.append(f"void tj_reduce({typed}) {{ tj_reduce_serial({names}); }}")
+    lengths, x_strides = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
+    call = ", ".join([*lengths, "p[0]", "out", "p[1]", *x_strides])
+    lines.append(
+        "void tj_reduce_u(const int64_t *n, char **p, char *out, const int64_t *s) "
+        f"{{ tj_reduce({call}); }}"
+    )
+    cdef = parallel.CDEF
+    cdef += f"void tj_reduce({'int64_t, ' * ndim}char *, char *, char *{', int64_t' * ndim});\n"
+    cdef += "void tj_reduce_u(const int64_t *, char **, char *, const int64_t *);\n"
+    return "\n".join(lines) + "\n", cdef
