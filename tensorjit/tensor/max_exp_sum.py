@@ -5,16 +5,18 @@
     total = sum(exp(x - top), axis)               (in x's dtype)
 
 for float32 or float64 x: the statistics of a logsumexp (``top + log(total)``), a
-log-softmax or a softmax written out (``exp(x - top) / total``), a cross-entropy from
-logits. Written out, the two reductions are two passes over x, the second waiting for the
-first; the host's specialize phase (rewriting/max_exp_sum.py) computes both from this op
-instead, so each group is read from memory once (its second reading comes from the cache).
+log-softmax or a cross-entropy from logits. Written out, the two reductions are two
+passes over x, the second waiting for the first; the host's specialize phase
+(rewriting/max_exp_sum.py) computes both from this op instead, so each group is read
+from memory once (its second reading comes from the cache).
 
-A kernel gives the same numbers as the graph's own host kernels: the maximum and the sum
-of the shifted exponentials in the reductions' order (the run functions are shared), and
-the exponential of each shifted element as the elementwise code computes it; where every
-shifted element of a group lies where e^x is a normal number, through the exponential's
-form without the clamps and the second scaling (the same values, a third less work).
+For contiguous groups a kernel gives the same numbers as the graph's own host kernels:
+the maximum and the sum of the shifted exponentials in the reductions' order (the run
+functions are shared), and the exponential of each shifted element as the elementwise
+code computes it (strided groups run in chunks: the same maximum, up to the sign of a
+zero, and a sum within its rounding bound); where every shifted element of a group lies
+where e^x is a normal number, through the exponential's form without the clamps and the
+second scaling (the same values, a third less work).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class MaxExpSum(Op):
     kind = "max"
 
     def __init__(self, axis: int):
+        if isinstance(axis, bool) or int(axis) != axis:
+            raise TypeError(f"max_exp_sum: expected an integer axis, got {axis!r}")
         self.axis = (int(axis),)
 
     def __str__(self) -> str:
@@ -60,7 +64,10 @@ class MaxExpSum(Op):
         if x.type.dtype not in INPUT_DTYPES:
             raise TypeError(f"max_exp_sum: expected float32 or float64 x, got {x.describe()}")
         if not 0 <= axis < x.type.ndim:
-            raise ValueError(f"max_exp_sum: axis {axis} out of range for {x.describe()}")
+            raise ValueError(
+                f"max_exp_sum: axis {axis} out of range for {x.describe()} (a non-negative "
+                "axis: the op is made by a rewrite, which normalises it)"
+            )
         if x.type.shape[axis] == 0:
             raise ValueError(
                 f"max_exp_sum of {x.describe()} over axis {axis}, of static length 0: "

@@ -68,7 +68,8 @@ def _maximum_of(s: Variable, x: Variable, axis: int) -> Apply | None:
     if tuple(restore.op.new_order) != order:
         return None
     top = restore.inputs[0].owner
-    if top is None or top.inputs[0] is not x:
+    # (a MaxExpSum's first output: its total, shifted by, is no maximum)
+    if top is None or top.inputs[0] is not x or restore.inputs[0] is not top.outputs[0]:
         return None
     if type(top.op) is MaxExpSum or (type(top.op) is tm.Reduce and top.op.kind == "max"):
         return top if top.op.axis == (axis,) else None

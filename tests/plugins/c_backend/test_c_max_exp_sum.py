@@ -151,3 +151,5 @@ def test_bad_inputs_name_the_variable():
         MaxExpSum(1)(T.matrix("counts", dtype="int32"))
     with pytest.raises(ValueError, match="axis 2 out of range.*'m'"):
         MaxExpSum(2)(T.matrix("m"))
+    with pytest.raises(TypeError, match="expected an integer axis, got 1.7"):
+        MaxExpSum(1.7)

@@ -1608,3 +1608,21 @@ def test_no_max_exp_sum_for_a_device_function():
     xv = rng(47).standard_normal((3, 4)).astype("float32")
     m = xv.max(1, keepdims=True)
     np.testing.assert_allclose(f(xv), m + np.log(np.exp(xv - m).sum(1, keepdims=True)), rtol=1e-6)
+
+
+def test_a_sum_shifted_by_another_sum_is_not_taken_for_a_maximum():
+    """sum(exp(x - t)) with t = sum(exp(x - max(x))): t is a MaxExpSum's total, not its
+    maximum, so the second sum stays its own."""
+    x = T.matrix("x")
+    top = T.max(x, axis=1, keepdims=True)
+    t = T.sum(T.exp(x - top), axis=1, keepdims=True)
+    u = T.sum(T.exp(x - t), axis=1)
+    f, g = compile_pair([x], [t, u])
+    assert len(of_type(f, MaxExpSum)) == 1
+    value = rng(48).standard_normal((3, 5))
+    want_t = np.exp(value - value.max(1, keepdims=True)).sum(1, keepdims=True)
+    for got, unrewritten, want in zip(
+        f(value), g(value), [want_t, np.exp(value - want_t).sum(1)], strict=True
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        np.testing.assert_allclose(unrewritten, want, rtol=1e-13)

@@ -344,7 +344,8 @@ def _extreme_run_function(
 def range_run_source(dtype: str, run: str, element: str) -> list[str]:
     """C lines of ``static void <run>(T *top, T *bottom, int64_t n, const T *p0)``: the
     maximum and the minimum of a contiguous run of ``element(p0[i])`` (defined by the
-    caller) in one pass, each as a max's or min's run alone gives it (with NaN: NaN)."""
+    caller) in one pass, each as a max's or min's run alone gives it; with a NaN, both
+    take the max's NaN (its first), so both accumulators must come in NaN or not alike."""
     reading = Reading(((dtype, (False,)),), (), "", dtype)
     w = _Writer("max", reading, dtype, 0, 1, run, element)
     params, setup, loaded = _run_operands(w)
