@@ -69,6 +69,36 @@ def test_softmax_blocks_of_short_rows_and_chunks_of_long_rows(dtype, layout, sha
     assert np.isfinite(sm[1:-1]).all() and np.isfinite(lsm[1:-1]).all()
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("n", [128, 129, 1000])
+def test_softmax_of_long_contiguous_rows_in_one_loop(dtype, n):
+    """Rows of stride 1 and at least UNIT_MIN_ROW elements: exponentials, stores and sum
+    in one vector loop (tj_vexp_normal when the row's minimum allows it, else tj_vexp),
+    a tail shorter than a vector padded; the same values as the strided rows' chunks
+    within the sums' rounding, NaN, inf and denormal results as NumPy gives them."""
+    assert n >= rowwise.UNIT_MIN_ROW
+    x = T.matrix("x", dtype=dtype)
+    f = compiled([x], [nnet.softmax(x), nnet.log_softmax(x)])
+    value = (RNG.standard_normal((6, n)) * 3).astype(dtype)
+    value[1, 5] = -800.0  # e^(x - max) denormal or 0: the general exponential
+    value[2, 0] = np.nan  # (the max skips a first NaN; the sums carry it)
+    value[3, 7] = np.inf  # inf - inf: NaN, as NumPy
+    value[4, :] = -np.inf  # -inf - -inf: NaN, as NumPy
+    value[5, : n // 2] = -60.0  # wide rows of normal results
+    with np.errstate(all="ignore"):  # (NumPy's and DebugMode's perform: inf - inf)
+        want = np_softmax(value.astype("float64"), 1)
+        sm, lsm = f(value)
+        strided_sm, strided_lsm = f(np.asfortranarray(value))  # (the chunks)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got in (sm, strided_sm):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(np.exp(lsm), sm, rtol=10 * tol, atol=tol)
+    np.testing.assert_allclose(lsm, strided_lsm, rtol=tol, atol=tol)
+    assert np.isnan(sm[2:5]).all() and np.isfinite(sm[[0, 1, 5]]).all()
+    assert sm[1, 5] == want[1, 5] == 0.0
+
+
 def test_softmax_extremes_and_3d():
     x = T.tensor3("x")
     f = compiled([x], [nnet.softmax(x, axis=1), nnet.log_softmax(x, axis=1)])
