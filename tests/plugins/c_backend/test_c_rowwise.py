@@ -58,7 +58,7 @@ def test_softmax_blocks_of_short_rows_and_chunks_of_long_rows(dtype, layout, sha
     f = compiled([x], [nnet.softmax(x), nnet.log_softmax(x)])
     value = layouts(shape, dtype)[layout]
     value[-1, 1] = np.nan  # the last row (a partial block's) is NaN, the others are not
-    value[0, 0] = np.nan  # (a NaN first element: the max skips it, the sums carry it)
+    value[0, 0] = np.nan  # (a NaN first element keeps the max NaN; the sums carry NaN)
     sm, lsm = f(value)
     want = np_softmax(value.astype("float64"), 1)
     tol = 1e-5 if dtype == "float32" else 1e-12
@@ -75,13 +75,19 @@ def test_softmax_of_long_contiguous_rows_in_one_loop(dtype, n):
     """Rows of stride 1 and at least UNIT_MIN_ROW elements: exponentials, stores and sum
     in one vector loop (tj_vexp_normal when the row's minimum allows it, else tj_vexp),
     a tail shorter than a vector padded; the same values as the strided rows' chunks
-    within the sums' rounding, NaN, inf and denormal results as NumPy gives them."""
-    assert n >= rowwise.UNIT_MIN_ROW
+    within the sums' rounding, NaN, inf, zero and denormal results as NumPy gives them."""
     x = T.matrix("x", dtype=dtype)
     f = compiled([x], [nnet.softmax(x), nnet.log_softmax(x)])
-    value = (RNG.standard_normal((6, n)) * 3).astype(dtype)
-    value[1, 5] = -800.0  # e^(x - max) denormal or 0: the general exponential
-    value[2, 0] = np.nan  # (the max skips a first NaN; the sums carry it)
+    # (the kernel has the one-loop body, taken for rows of stride 1 from this length)
+    node = [v for v in f.fgraph.toposort() if isinstance(v.op, nnet.Softmax)][0]
+    assert f"if (n >= {rowwise.UNIT_MIN_ROW})" in rowwise.source_of(node)[0]
+    assert n >= rowwise.UNIT_MIN_ROW
+    tiny = np.finfo(dtype).smallest_subnormal
+    denormal = -95.0 if dtype == "float32" else -720.0  # e^(x - max): a denormal number
+    value = (RNG.standard_normal((7, n)) * 3).astype(dtype)
+    value[1, 5] = -800.0  # e^(x - max) rounds to 0: the general exponential
+    value[6, 9] = value[6].max() + denormal
+    value[2, 0] = np.nan  # (a first NaN keeps the max NaN; the sums carry NaN anyway)
     value[3, 7] = np.inf  # inf - inf: NaN, as NumPy
     value[4, :] = -np.inf  # -inf - -inf: NaN, as NumPy
     value[5, : n // 2] = -60.0  # wide rows of normal results
@@ -95,8 +101,10 @@ def test_softmax_of_long_contiguous_rows_in_one_loop(dtype, n):
     with np.errstate(all="ignore"):
         np.testing.assert_allclose(np.exp(lsm), sm, rtol=10 * tol, atol=tol)
     np.testing.assert_allclose(lsm, strided_lsm, rtol=tol, atol=tol)
-    assert np.isnan(sm[2:5]).all() and np.isfinite(sm[[0, 1, 5]]).all()
+    assert np.isnan(sm[2:5]).all() and np.isfinite(sm[[0, 1, 5, 6]]).all()
     assert sm[1, 5] == want[1, 5] == 0.0
+    # a denormal result within a few of its spacings (tiny) of the exact one
+    assert 0 < sm[6, 9] and abs(float(sm[6, 9]) - want[6, 9]) <= 4 * tiny + 1e-3 * want[6, 9]
 
 
 def test_softmax_extremes_and_3d():
