@@ -7,11 +7,12 @@ the reductions' own run functions (reduction.run_source, range_run_source: the s
 lanes, tree and conversions as the max and the sum the graph would run, so the same
 numbers): its maximum and minimum in one pass, then the sum of the shifted
 exponentials, read again from the cache (a group shorter than SHORT_GROUP: its maximum
-alone, then the sum through tj_vexp). When the minimum's shifted value lies where e^x is a normal
-number (codegen.NORMAL_EXP_LO; the common case), every exponential of the group takes
-tj_vexp_normal, which gives tj_vexp's values without its clamps and second scaling; else
-(denormal results, -inf, NaN) tj_vexp itself. A strided group (a transposed matrix's rows)
-is copied CHUNK elements at a time into a buffer and run from there.
+alone, then the sum through tj_vexp). When the minimum's shifted value lies where e^x is
+a normal number (codegen.NORMAL_EXP_LO; the common case), every exponential of the group
+takes tj_vexp_normal, which gives tj_vexp's values without its clamps and second
+scaling; else (denormal results, -inf, NaN) tj_vexp itself. Groups run in blocks: the
+block's ranges, then its sums. A strided group (a transposed matrix's rows) is copied
+CHUNK elements at a time into a buffer and run from there.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from tensorjit.tensor import max_exp_sum
 
 CHUNK = 256  # elements of a strided group copied at a time (a buffer on the stack)
 # Shorter groups take the maximum alone and tj_vexp: for them (a classifier's classes,
-# attention over 64 tokens) the minimum's pass and the lanes' trees cost more than the
-# second exponential form saves (4096 rows of 10: 2.3x the two reductions' time).
+# attention over 64 tokens) the minimum's lanes and tree cost more than the second
+# exponential form saves.
 SHORT_GROUP = 128
 BLOCK = 8  # groups whose ranges are found before their sums
 BLOCK_BYTES = 262144  # at most this much of them (a quarter of a 1 MiB L2)
