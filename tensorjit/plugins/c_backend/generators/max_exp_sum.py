@@ -18,7 +18,7 @@ CHUNK elements at a time into a buffer and run from there.
 from __future__ import annotations
 
 from tensorjit.plugins.c_backend.build import parallel
-from tensorjit.plugins.c_backend.generators import reduction
+from tensorjit.plugins.c_backend.generators import reduction, two_statistics
 from tensorjit.plugins.c_backend.generators.codegen import (
     NORMAL_EXP_LO,
     PREAMBLE,
@@ -122,10 +122,8 @@ def max_exp_sum_source(dtype: str, n_kept: int) -> tuple[str, str]:
     last = ndim - 1
     runs, acc_dtype = _runs(dtype)
     lines = [PREAMBLE, parallel.DECLARATIONS, *runs, *_group_functions(dtype, acc_dtype)]
-    shape = "".join(f"int64_t n{a}, " for a in range(ndim))
-    strides = "".join(f", int64_t st_{a}" for a in range(ndim))
     lines += [
-        f"static void tj_reduce_serial({shape}char *x, char *out, char *out2{strides}) {{",
+        two_statistics.serial_signature(ndim, ("x",)),
         f"    {t} *top = ({t} *)out, *total = ({t} *)out2;",
         "    int64_t o = 0;",
         f"    if (n{last} == 0) return; /* (the caller raises NumPy's error) */",
@@ -165,27 +163,6 @@ def max_exp_sum_source(dtype: str, n_kept: int) -> tuple[str, str]:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
-    params = [("int64_t", f"n{a}") for a in range(ndim)]
-    params += [("char *", "x"), ("char *", "out"), ("char *", "out2")]
-    params += [("int64_t", f"st_{a}") for a in range(ndim)]
-    if n_kept:
-        row_bytes = " * ".join([f"(int64_t)sizeof({t})"] + [f"n{a}" for a in range(1, n_kept)])
-        per_item = " * ".join(f"n{a}" for a in range(1, ndim))
-        steps = {"x": "st_0", "out": row_bytes, "out2": row_bytes}
-        lines.append(
-            parallel.split_outer("tj_reduce", params, "n0", steps, per_item, parallel.CHEAP_GRAIN)
-        )
-    else:
-        typed = ", ".join(f"{t_} {n}" for t_, n in params)
-        names = ", ".join(n for _, n in params)
-        lines.append(f"void tj_reduce({typed}) {{ tj_reduce_serial({names}); }}")
-    lengths, x_strides = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
-    call = ", ".join([*lengths, "p[0]", "out", "p[1]", *x_strides])
-    lines.append(
-        "void tj_reduce_u(const int64_t *n, char **p, char *out, const int64_t *s) "
-        f"{{ tj_reduce({call}); }}"
-    )
-    cdef = parallel.CDEF
-    cdef += f"void tj_reduce({'int64_t, ' * ndim}char *, char *, char *{', int64_t' * ndim});\n"
-    cdef += "void tj_reduce_u(const int64_t *, char **, char *, const int64_t *);\n"
+    entry_lines, cdef = two_statistics.entries(t, n_kept, ("x",), parallel.CHEAP_GRAIN)
+    lines += entry_lines
     return "\n".join(lines) + "\n", cdef

@@ -15,6 +15,7 @@ beyond ``moments.max_amplification``, or where anything is not finite, is read a
 from __future__ import annotations
 
 from tensorjit.plugins.c_backend.build import parallel
+from tensorjit.plugins.c_backend.generators import two_statistics
 from tensorjit.plugins.c_backend.generators.codegen import PREAMBLE, SIMD, ctype
 from tensorjit.tensor import moments
 
@@ -173,15 +174,10 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
         raise ValueError(f"moments of {dtype}")
     t, ndim = ctype(dtype), n_kept + 1
     last = ndim - 1
-    shape = "".join(f"int64_t n{a}, " for a in range(ndim))
-    strides = "".join(f", int64_t st_{a}" for a in range(ndim))
     shifted = _shifted(dtype)
     lines = [PREAMBLE, parallel.DECLARATIONS, *_group_functions(t, _limit(dtype), shifted), ""]
     lines += _columns_function(t, n_kept, shifted)
-    lines.append(
-        f"static void tj_reduce_serial({shape}char *x, char *div, char *out, char *out2"
-        f"{strides}) {{"
-    )
+    lines.append(two_statistics.serial_signature(ndim, ("x", "div")))
     lines += [
         f"    {t} *pt = ({t} *)out, *ps = ({t} *)out2;",
         f"    const {t} divisor = *({t} *)div;",
@@ -219,31 +215,6 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
         indent = indent[:-4]
         lines.append(f"{indent}}}")
     lines.append("}")
-    params = [("int64_t", f"n{a}") for a in range(ndim)]
-    params += [("char *", "x"), ("char *", "div"), ("char *", "out"), ("char *", "out2")]
-    params += [("int64_t", f"st_{a}") for a in range(ndim)]
-    names = ", ".join(n for _, n in params)
-    if n_kept:
-        row_bytes = " * ".join([f"(int64_t)sizeof({t})"] + [f"n{a}" for a in range(1, n_kept)])
-        per_item = " * ".join(f"n{a}" for a in range(1, ndim))
-        steps = {"x": "st_0", "out": row_bytes, "out2": row_bytes}
-        lines.append(
-            parallel.split_outer(
-                "tj_reduce", params, "n0", steps, per_item, 2 * parallel.CHEAP_GRAIN
-            )
-        )
-    else:
-        typed = ", ".join(f"{t_} {n}" for t_, n in params)
-        lines.append(f"void tj_reduce({typed}) {{ tj_reduce_serial({names}); }}")
-    lengths, x_strides = [f"n[{a}]" for a in range(ndim)], [f"s[{a}]" for a in range(ndim)]
-    call = ", ".join([*lengths, "p[0]", "p[1]", "out", "p[2]", *x_strides])
-    lines.append(
-        "void tj_reduce_u(const int64_t *n, char **p, char *out, const int64_t *s) "
-        f"{{ tj_reduce({call}); }}"
-    )
-    shape_decl = "int64_t, " * ndim
-    stride_decl = ", int64_t" * ndim
-    cdef = parallel.CDEF
-    cdef += f"void tj_reduce({shape_decl}char *, char *, char *, char *{stride_decl});\n"
-    cdef += "void tj_reduce_u(const int64_t *, char **, char *, const int64_t *);\n"
+    entry_lines, cdef = two_statistics.entries(t, n_kept, ("x", "div"), 2 * parallel.CHEAP_GRAIN)
+    lines += entry_lines
     return "\n".join(lines) + "\n", cdef
