@@ -24,10 +24,15 @@ from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
 from tensorjit.tensor.composite import Composite
-from tensorjit.tensor.elemwise import DimShuffle, scalar_name
+from tensorjit.tensor.elemwise import scalar_name
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.max_exp_sum import INPUT_DTYPES, MaxExpSum
-from tensorjit.tensor.rewriting.util import compiles_for_host, fits
+from tensorjit.tensor.rewriting.util import (
+    compiles_for_host,
+    fits,
+    reduced_value_restored,
+    single_client,
+)
 
 # Composite{sub,exp}: exp(x0 - x1)
 _SHIFTED_EXP = (("sub", (("in", 0), ("in", 1))), ("exp", (("step", 0),)))
@@ -50,7 +55,7 @@ def _shifted_operands(fgraph: FunctionGraph, node: Apply) -> tuple[Variable, Var
     if type(op) is not tm.Reduce or op.kind != "sum":
         return None
     exponentials = node.inputs[0].owner
-    if scalar_name(exponentials) != "exp" or len(fgraph.clients.get(node.inputs[0], ())) != 1:
+    if scalar_name(exponentials) != "exp" or single_client(fgraph, node.inputs[0]) is not node:
         return None
     shifted = exponentials.inputs[0].owner
     if scalar_name(shifted) != "sub":
@@ -61,15 +66,10 @@ def _shifted_operands(fgraph: FunctionGraph, node: Apply) -> tuple[Variable, Var
 def _maximum_of(s: Variable, x: Variable, axis: int) -> Apply | None:
     """The node computing max(x, axis) (a Reduce, or a MaxExpSum node's maximum) when s
     is it with the axis kept (a DimShuffle putting it back)."""
-    restore = s.owner
-    if restore is None or type(restore.op) is not DimShuffle:
-        return None
-    order = tuple(range(axis)) + ("x",)
-    if tuple(restore.op.new_order) != order:
-        return None
-    top = restore.inputs[0].owner
+    reduced = reduced_value_restored(s, axis)
+    top = None if reduced is None else reduced.owner
     # (a MaxExpSum's first output: its total, shifted by, is no maximum)
-    if top is None or top.inputs[0] is not x or restore.inputs[0] is not top.outputs[0]:
+    if top is None or top.inputs[0] is not x or reduced is not top.outputs[0]:
         return None
     if type(top.op) is MaxExpSum or (type(top.op) is tm.Reduce and top.op.kind == "max"):
         return top if top.op.axis == (axis,) else None

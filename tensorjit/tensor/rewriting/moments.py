@@ -21,9 +21,9 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.rewrites import node_rewriter
 from tensorjit.tensor import math as tm
-from tensorjit.tensor.elemwise import DimShuffle, scalar_name
+from tensorjit.tensor.elemwise import scalar_name
 from tensorjit.tensor.moments import INPUT_DTYPES, Moments
-from tensorjit.tensor.rewriting.util import compiles_for_host, fits
+from tensorjit.tensor.rewriting.util import compiles_for_host, fits, reduced_value_restored
 
 
 def _deviation(node: Apply) -> Variable | None:
@@ -52,14 +52,10 @@ def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable] | None:
     kept, divisor = g.owner.inputs
     if not all(divisor.type.broadcastable) or divisor.type.dtype != g.type.dtype:
         return None
-    restore = kept.owner
-    if restore is None or type(restore.op) is not DimShuffle:
+    reduced = reduced_value_restored(kept, axis)
+    if reduced is None:
         return None
-    ndim = g.type.ndim
-    order = tuple(range(axis)) + ("x",) + tuple(range(axis, ndim - 1))
-    if tuple(restore.op.new_order) != order:
-        return None
-    summed = restore.inputs[0].owner
+    summed = reduced.owner
     if summed is not None and type(summed.op) is Moments and summed.inputs[1] is divisor:
         return summed, divisor  # (a second copy of the squares: the first was rewritten)
     if (

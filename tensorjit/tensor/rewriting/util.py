@@ -6,7 +6,7 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
-from tensorjit.tensor.elemwise import scalar_name
+from tensorjit.tensor.elemwise import DimShuffle, scalar_name
 from tensorjit.tensor.rewriting.shape import shape_of
 from tensorjit.tensor.shape_ops import Shape
 from tensorjit.tensor.subtensor import Subtensor
@@ -23,6 +23,17 @@ def single_client(fgraph: FunctionGraph, var: Variable) -> Apply | None:
         return None
     ((client, _),) = clients
     return None if client == OUTPUT else client
+
+
+def reduced_value_restored(var: Variable, axis: int) -> Variable | None:
+    """``r`` when ``var`` is ``r`` with its reduced axis ``axis`` put back (a DimShuffle
+    inserting a broadcastable axis there: a reduction's result with keepdims)."""
+    restore = var.owner
+    if restore is None or type(restore.op) is not DimShuffle:
+        return None
+    ndim = var.type.ndim
+    order = tuple(range(axis)) + ("x",) + tuple(range(axis, ndim - 1))
+    return restore.inputs[0] if tuple(restore.op.new_order) == order else None
 
 
 def constant_data(var: Variable) -> np.ndarray | None:
