@@ -95,12 +95,18 @@ _LOG_SOFTMAX = (
 # minimum first (in UNIT_LANES lanes), and when the minimum minus the maximum is at least
 # NORMAL_EXP_LO, the vectors' exponentials take tj_vexp_normal (else tj_vexp; NaN: NaN
 # rows as above); a tail shorter than a vector runs padded in a buffer, through tj_vexp
-# (the same values). The sum in UNIT_LANES
-# lanes, combined in a fixed tree. (A softmax of 4000 rows of 1000 in a C harness: 1.66
-# ms through the chunks, 1.51-1.55 fused.)
+# (the same values). The sum in UNIT_LANES lanes, combined in a fixed tree. (A softmax
+# of 4000 rows of 1000 in a C harness: 1.66 ms through the chunks, 1.51-1.55 fused.)
 UNIT_LANES = 16
 UNIT_MIN_ROW = 128  # rows at least this long (shorter ones: the chunks, faster there)
-_UNIT_EXP = """
+# The vectors' loop of _UNIT_EXP (twice: one per exponential form), EXP the one it calls.
+_UNIT_LOOP = """        for (; j + {unit} <= n; j += {unit})
+            {simd}for (int k = 0; k < {unit}; k++) {{
+                const {t} e = EXP(X(j + k) - m);
+{keep_unit}                sl[k] += e;
+            }}
+"""
+_UNIT_EXP_FRAME = """
     {t} m = X(0), lo = m;
     {{
         {t} ml[{unit}], mn[{unit}];
@@ -121,18 +127,8 @@ _UNIT_EXP = """
     {acc} sl[{unit}] = {{0}};
     int64_t j = 0;
     if (lo - m >= {normal_lo})
-        for (; j + {unit} <= n; j += {unit})
-            {simd}for (int k = 0; k < {unit}; k++) {{
-                const {t} e = tj_vexp_normal_{s}(X(j + k) - m);
-{keep_unit}                sl[k] += e;
-            }}
-    else
-        for (; j + {unit} <= n; j += {unit})
-            {simd}for (int k = 0; k < {unit}; k++) {{
-                const {t} e = tj_vexp_{s}(X(j + k) - m);
-{keep_unit}                sl[k] += e;
-            }}
-    if (j < n) {{
+{normal_loop}    else
+{general_loop}    if (j < n) {{
         {t} e[{unit}] __attribute__((aligned(64)));
         const int64_t len = n - j;
         for (int k = 0; k < {unit}; k++) e[k] = 0;
@@ -146,6 +142,9 @@ _UNIT_EXP = """
         for (int k = 0; k < width; k++) sl[k] += sl[k + width];
     {acc} s = sl[0];
 """
+_UNIT_EXP = _UNIT_EXP_FRAME.replace(
+    "{normal_loop}", _UNIT_LOOP.replace("EXP", "tj_vexp_normal_{s}")
+).replace("{general_loop}", _UNIT_LOOP.replace("EXP", "tj_vexp_{s}"))
 _UNIT_SOFTMAX = (
     _UNIT_EXP.replace("{keep_unit}", "                O(j + k) = e;\n").replace(
         "{keep_tail}", "            O(j + k) = e[k];\n"
