@@ -38,6 +38,7 @@ from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
 from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.max_exp_sum import MaxExpSum
 from tensorjit.tensor.moments import Moments
+from tensorjit.tensor.moments_map import MomentsMap
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 
@@ -150,6 +151,16 @@ SPECS = (
         plan=_exactly((Moments,), kernels.moments_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("reduce"),
+        plugin=PLUGIN,
+    ),
+    KernelSpec(
+        "c:moments_map",
+        BACKEND,
+        (MomentsMap,),
+        kernels.moments_map_factory,
+        plan=_exactly((MomentsMap,), kernels.moments_map_plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step("elemwise"),
         plugin=PLUGIN,
     ),
     KernelSpec(

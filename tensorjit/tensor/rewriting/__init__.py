@@ -4,7 +4,8 @@ canonicalize: canonical sums and products (fraction cancellation), exp/log inver
 dimshuffle/reshape/sum simplifications, shapes from infer_shape.
 stabilize: softplus, log1p, expm1, sigmoid forms.
 specialize: powers, GEMM/GEMV.
-fusion: elementwise subgraphs into one Composite node.
+fusion: elementwise subgraphs into one Composite node; then a map reading its rows'
+Moments into one MomentsMap node.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tensorjit.tensor.rewriting.blas import local_gemm, local_ger
 from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.max_exp_sum import local_max_and_shifted_exp_sum
 from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
+from tensorjit.tensor.rewriting.moments_map import local_moments_map
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import (
     local_decay_with_penalty,
@@ -99,6 +101,8 @@ REWRITES = [
     # Fused operands: a broadcast alloc may only be covered by an operand of another
     # node of the fused group (2 * alloc(c, *w.shape) * w).
     ("fused_elemwise_alloc", local_elemwise_alloc, "fusion", ()),
+    # After fusion: the map is one Elemwise node by then.
+    ("local_moments_map", local_moments_map, "fusion", ("moments_map",)),
 ]
 
 

@@ -30,7 +30,11 @@ def blocked_groups() -> int:
 
 
 def compile_both(inputs: list, outputs: list, threads: int = 1, **flags: object) -> tuple:
-    """The function with small blocks and with blocks off (every step over all rows)."""
+    """The function with small blocks and with blocks off (every step over all rows).
+    A layer norm's map stays apart from its Moments (as in a training graph, whose
+    gradient reads the statistics), so its steps run in row blocks, not as one
+    MomentsMap node (test_c_moments_map.py)."""
+    flags.setdefault("excluded_rewrites", "local_moments_map")
     with tensorjit.config.change_flags(row_block_bytes=SMALL_BLOCKS, threads=threads, **flags):
         blocked = tensorjit.function(inputs, outputs, mode=C_ONLY)
     with tensorjit.config.change_flags(row_block_bytes=0, threads=threads, **flags):

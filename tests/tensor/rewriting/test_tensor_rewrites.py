@@ -101,6 +101,7 @@ def test_every_registered_tensor_rewrite_has_a_test_here():
         "local_sum_and_squared_deviations",
         "local_max_and_shifted_exp_sum",
         "elemwise_fusion",
+        "local_moments_map",  # tests/plugins/c_backend/test_c_moments_map.py
     }
     assert {name for name, *_ in REWRITES} == tested
 

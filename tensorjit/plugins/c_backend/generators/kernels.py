@@ -13,7 +13,13 @@ import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant
 from tensorjit.plugins.c_backend.build import compiler
-from tensorjit.plugins.c_backend.generators import codegen, max_exp_sum, moments, reduction
+from tensorjit.plugins.c_backend.generators import (
+    codegen,
+    max_exp_sum,
+    moments,
+    moments_map,
+    reduction,
+)
 from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.cstyle.dialect import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function
@@ -28,6 +34,9 @@ class ElemwisePlan(NamedTuple):
     bcast: list[tuple[bool, ...]]  # per input: which axes broadcast
     source: str
     cdef: str
+    # Whether the kernel has the flat entries (tj_contig_u...); without them a program
+    # calls the strided ones even for contiguous operands (a MomentsMap needs the rows).
+    flat: bool = True
 
 
 def elemwise_plan(node: Apply) -> ElemwisePlan:
@@ -94,7 +103,7 @@ def _uniform_elemwise(n_ptrs: int, ndim: int) -> str:
 
 
 def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
-    kinds, bcast, source, cdef = plan or elemwise_plan(node)
+    kinds, bcast, source, cdef, _ = plan or elemwise_plan(node)
     ffi, lib = compiler.load(source, cdef, ("tj_contig", "tj_strided"), what=str(node.op))
     contig, strided = lib.tj_contig, lib.tj_strided
     from_buffer, cast = ffi.from_buffer, ffi.cast
@@ -167,6 +176,51 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
         ptrs = [ptr(a) for a in vals]
         strides = [st for a in vals for st in a.strides]
         strided(*shape, *ptrs, from_buffer(out), *strides, *out.strides)
+        output_storage[0][0] = out
+
+    return run
+
+
+def moments_map_plan(node: Apply) -> ElemwisePlan:
+    """The C kernel of a MomentsMap node (tensor/moments_map.py): an elementwise plan of
+    its inputs (x, the divisor, the operands) with strided entries only."""
+    kinds, consts, bcast = elemwise_operands(node.inputs)
+    x = node.inputs[0]
+    source, cdef = moments_map.moments_map_source(
+        node.op.scalar_op,
+        x.type.dtype,
+        [v.type.dtype for v in node.inputs[2:]],
+        kinds,
+        bcast,
+        consts,
+        node.outputs[0].type.dtype,
+    )
+    return ElemwisePlan(kinds, bcast, source, cdef, flat=False)
+
+
+def moments_map_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
+    kinds, bcast, source, cdef, _ = plan or moments_map_plan(node)
+    ffi, lib = compiler.load(source, cdef, ("tj_strided_u",), what=str(node.op))
+    fn, new, cast = lib.tj_strided_u, ffi.new, ffi.cast
+    perform = node.op.perform
+    var_idx = [i for i, k in enumerate(kinds) if k != "const"]
+    moving = [(i, [a for a, b in enumerate(bcast[i]) if not b]) for i in var_idx]
+    out_dtype = node.outputs[0].type.numpy_dtype
+
+    def run(inputs: list, output_storage: list) -> None:
+        shape = inputs[0].shape
+        for i, axes in moving:
+            s = inputs[i].shape
+            if len(s) != len(shape) or any(s[a] != shape[a] for a in axes):
+                perform(node, inputs, output_storage)  # its error names the operand
+                return
+        vals = [inputs[i] for i in var_idx]
+        out = output_storage[0][0]
+        if not reusable(out, shape, out_dtype, vals):
+            out = np.empty(shape, out_dtype)
+        ptrs = [cast("char *", a.ctypes.data) for a in (*vals, out)]
+        strides = [st for a in (*vals, out) for st in a.strides]
+        fn(new("int64_t[]", list(shape)), new("char *[]", ptrs), new("int64_t[]", strides))
         output_storage[0][0] = out
 
     return run

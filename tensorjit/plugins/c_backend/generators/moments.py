@@ -116,6 +116,12 @@ def _group_functions(t: str, limit: str, shifted: bool) -> list[str]:
     ]
 
 
+def group_source(dtype: str) -> list[str]:
+    """C lines of ``tj_group(x, n, st, divisor, total, squares)``: one group's outputs
+    (the functions a Moments kernel calls per group; a MomentsMap kernel per row)."""
+    return _group_functions(ctype(dtype), _limit(dtype), _shifted(dtype))
+
+
 def _columns_function(t: str, n_kept: int, shifted: bool) -> list[str]:
     """``tj_columns``: groups side by side along the contiguous last kept axis (length
     nk, its groups' outputs contiguous), the reduced axis strided (a matrix's columns, a
@@ -175,7 +181,7 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     t, ndim = ctype(dtype), n_kept + 1
     last = ndim - 1
     shifted = _shifted(dtype)
-    lines = [PREAMBLE, parallel.DECLARATIONS, *_group_functions(t, _limit(dtype), shifted), ""]
+    lines = [PREAMBLE, parallel.DECLARATIONS, *group_source(dtype), ""]
     lines += _columns_function(t, n_kept, shifted)
     lines.append(two_statistics.serial_signature(ndim, ("x", "div")))
     lines += [

@@ -294,7 +294,8 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
     PyObject *copies[TJ_MAXOPS];
     char *ptrs[TJ_MAXOPS + 1];
     int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
-    int n = s->n_ops, nd = s->ndim, fast = 1, j, ax;
+    /* (a kernel without flat entries: always the strided ones) */
+    int n = s->n_ops, nd = s->ndim, fast = s->fn[0] != NULL, j, ax;
 
     if (tj_broadcast_shape(s, v, nd, shape))
         return 1;

@@ -372,14 +372,19 @@ class _Tables:
         return [int(ffi.cast("uintptr_t", getattr(lib, name))) for name in names]
 
     def elemwise(self, node: Apply, plan: kernels.ElemwisePlan) -> Step:
-        kinds, bcast, source, cdef = plan
+        kinds, bcast, source, cdef, flat = plan
         out = node.outputs[0]
         ndim = out.type.ndim
         operands = [i for i, kind in enumerate(kinds) if kind != "const"]
         if len(operands) + 1 > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
             raise Unsupported(f"{node.op}: {len(operands)} operands")
-        functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u", "tj_strided_stream_u")
-        entries = self._load(node, functions, source, cdef)
+        if flat:
+            functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u", "tj_strided_stream_u")
+            entries = self._load(node, functions, source, cdef)
+        else:  # (program.c calls the strided entries when the flat ones are NULL)
+            functions = ("tj_strided_u", "tj_strided_stream_u")
+            strided, streams = self._load(node, functions, source, cdef)
+            entries = [0, strided, 0, streams]
         ops = [self._slot(node.inputs[i]) for i in operands]
         masks = [sum(1 << a for a, b in enumerate(bcast[i]) if b) for i in operands]
         full = [int(kinds[i] == "full") for i in operands]

@@ -15,7 +15,7 @@ static int tj_streams(const tj_step *s, int n, PyArrayObject **a, PyArrayObject 
 {
     /* (the contiguous entry's lines start at the output's first element; the strided
        one finds the aligned lines in each row) */
-    if (s->stream_min_bytes == 0 || s->target >= 0 || s->fn[2] == NULL || s->fn[3] == NULL ||
+    if (s->stream_min_bytes == 0 || s->target >= 0 || s->fn[contiguous ? 2 : 3] == NULL ||
         (contiguous && ((uintptr_t)PyArray_BYTES(out) & 63) != 0))
         return 0;
     size_t touched = (size_t)PyArray_NBYTES(out);
