@@ -27,6 +27,13 @@ from tensorjit.plugins.c_backend.generators import codegen, moments
 from tensorjit.plugins.c_backend.generators.codegen import SIMD, ctype
 from tensorjit.plugins.cstyle.elementwise import element_function
 
+# A block of rows has its statistics computed before its outputs: rows of at most this many
+# bytes together (at least one row, at most MAX_BLOCK_ROWS), so that the short rows' chains
+# of latency (sums, their tree, the column arithmetic) overlap, while a long row's
+# streamed outputs still alternate with the next row's sums.
+BLOCK_BYTES = 8192
+MAX_BLOCK_ROWS = 64
+
 CDEF = (
     "void tj_strided_u(const int64_t *, char **, const int64_t *);\n"
     "void tj_strided_stream_u(const int64_t *, char **, const int64_t *);\n"
@@ -107,16 +114,33 @@ def moments_map_source(
         f"    const int64_t len = n[{last}];",
         f"    const {t} divisor = {divisor};",
         f"    const int unit = {unit};",
-        "    for (int64_t r = lo; r < hi; r++) {",
-        *[f"        char *b{p} = p[{p}];" for p in range(n_ptrs)],
-        "        int64_t rest = r, i;",
+        f"    int64_t block = {BLOCK_BYTES} / (len > 0 ? len * (int64_t)sizeof({t}) : 1);",
+        f"    block = block < 1 ? 1 : block > {MAX_BLOCK_ROWS} ? {MAX_BLOCK_ROWS} : block;",
+        # the leading axes' index of row lo (an odometer from there: no division per row)
+        f"    int64_t ix[{max(last, 1)}], rest = lo;",
+        "    if (lo >= hi) return; /* (no rows: a leading length may be 0) */",
+        f"    for (int a = {last - 1}; a >= 0; a--) ix[a] = rest % n[a], rest /= n[a];",
+        "    for (int64_t r0 = lo; r0 < hi; r0 += block) {",
+        "        const int64_t rows = hi - r0 < block ? hi - r0 : block;",
+        f"        char *bases[{MAX_BLOCK_ROWS}][{n_ptrs}];",
+        f"        {t} totals[{MAX_BLOCK_ROWS}], squares_of[{MAX_BLOCK_ROWS}];",
+        "        for (int64_t j = 0; j < rows; j++) {",
+        *[
+            f"            char *b{p} = p[{p}]"
+            + "".join(f" + ix[{a}] * {stride(p, a)}" for a in range(last) if a in moving[p])
+            + ";"
+            for p in range(n_ptrs)
+        ],
+        f"            for (int a = {last - 1}; a >= 0 && ++ix[a] == n[a]; a--) ix[a] = 0;",
     ]
-    for a in reversed(range(last)):
-        lines.append(f"        i = rest % n[{a}], rest /= n[{a}];")
-        lines += [f"        b{p} += i * {stride(p, a)};" for p in range(n_ptrs) if a in moving[p]]
     lines += [
-        f"        {t} total, squares;",
-        f"        tj_group(b{x_ptr}, len, {stride(x_ptr, last)}, divisor, &total, &squares);",
+        *[f"            bases[j][{p}] = b{p};" for p in range(n_ptrs)],
+        f"            tj_group(b{x_ptr}, len, {stride(x_ptr, last)}, divisor, &totals[j],",
+        "                     &squares_of[j]);",
+        "        }",
+        "        for (int64_t j = 0; j < rows; j++) {",
+        f"        const {t} total = totals[j], squares = squares_of[j];",
+        *[f"        char *b{p} = bases[j][{p}];" for p in range(n_ptrs)],
     ]
     for i in range(2, len(kinds)):
         if kinds[i] != "const" and pointers.index(i) not in along:
@@ -157,6 +181,7 @@ def moments_map_source(
         "            for (int64_t k = 0; k < len; k++)",
         f"                *({tout} *)(b{out_index} + k * {stride(out_index, last)}) ="
         f" tj_f({arguments(False)});",
+        "        }",
         "        }",
         "    }",
         "    if (stream) tj_stream_fence();",
