@@ -13,7 +13,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.graph.op import Op
 from tensorjit.core.memory.transfer_op import before_transfers
-from tensorjit.tensor.elemwise import DimShuffle, resolve_weak_constants
+from tensorjit.tensor.elemwise import pad_left, resolve_weak_constants, unpadded
 from tensorjit.tensor.math import (
     alloc,
     cast,
@@ -111,7 +111,7 @@ class Second(Op):
     def make_node(self, a: Any, b: Any) -> Apply:
         a, b = resolve_weak_constants([as_tensor_variable(a), as_tensor_variable(b)])
         ndim = max(a.type.ndim, b.type.ndim)
-        a, b = (_pad_left(v, ndim) for v in (a, b))
+        a, b = (pad_left(v, ndim) for v in (a, b))
         shape = []
         for axis, (n, m) in enumerate(zip(a.type.shape, b.type.shape)):
             if n is not None and m is not None and n != m and 1 not in (n, m):
@@ -165,24 +165,6 @@ class Second(Op):
         )
         gb = tsum(g, axis=axes, keepdims=True) if axes else g
         return [None, gb]
-
-
-def _pad_left(var: Variable, ndim: int) -> Variable:
-    missing = ndim - var.type.ndim
-    if missing <= 0:
-        return var
-    return DimShuffle(var.type.ndim, ("x",) * missing + tuple(range(var.type.ndim)))(var)
-
-
-def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
-    """The user's variable (and axis) behind the left-padding ``make_node`` added."""
-    owner = var.owner
-    if owner is not None and isinstance(owner.op, DimShuffle):
-        order, n_in = owner.op.new_order, owner.op.input_ndim
-        n_pad = len(order) - n_in
-        if n_pad > 0 and order == ("x",) * n_pad + tuple(range(n_in)) and axis >= n_pad:
-            return owner.inputs[0], axis - n_pad
-    return var, axis
 
 
 def second(a: Any, b: Any) -> Variable:
@@ -422,7 +404,7 @@ def second_shape(node: Apply, a_shape: tuple, b_shape: tuple) -> tuple:
             if n == m:
                 continue
             if n == 1 and var.type.shape[axis] != 1:
-                user_var, user_axis = _unpadded(before_transfers(var), axis)
+                user_var, user_axis = unpadded(before_transfers(var), axis)
                 user_var = before_transfers(user_var)
                 raise ValueError(
                     f"second: input {user_var.describe()} has length 1 in dimension "

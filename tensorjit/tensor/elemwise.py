@@ -93,7 +93,7 @@ class Elemwise(Op):
             raise TypeError(f"{name} takes {self.scalar_op.nin} inputs, got {len(inputs)}")
         vars_ = resolve_weak_constants([as_tensor_variable(i) for i in inputs])
         ndim = max(v.type.ndim for v in vars_)
-        vars_ = [_pad_left(v, ndim) for v in vars_]
+        vars_ = [pad_left(v, ndim) for v in vars_]
         shape = broadcast_static_shapes(name, vars_)
         try:
             dtype = self.scalar_op.output_dtype([v.type.dtype for v in vars_])
@@ -181,7 +181,7 @@ class Elemwise(Op):
 
                 g = tsum(g, axis=tuple(axes), keepdims=True)
             elif g.type.ndim < x.type.ndim:
-                g = _pad_left(g, x.type.ndim)
+                g = pad_left(g, x.type.ndim)
             result.append(g)
         return result
 
@@ -203,7 +203,7 @@ def check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape:
     not declare broadcastable (every backend's elementwise kernels share this check)."""
     for axis, (n, m) in enumerate(zip(shape, out_shape)):
         if n == 1 and m != 1 and not var.type.broadcastable[axis]:
-            user_var, user_axis = _unpadded(before_transfers(var), axis)
+            user_var, user_axis = unpadded(before_transfers(var), axis)
             user_var = before_transfers(user_var)  # the user's variable, not a device copy
             # The scalar op's name: an in-place variant (chosen on a device) says the same.
             raise ValueError(
@@ -226,7 +226,7 @@ def _padding_source(var: Variable) -> tuple[Variable, int] | None:
     return None
 
 
-def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
+def unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
     """The variable (and axis) before the left-padding Elemwise added for broadcasting."""
     source = _padding_source(var)
     if source is not None and axis >= source[1]:
@@ -234,7 +234,8 @@ def _unpadded(var: Variable, axis: int) -> tuple[Variable, int]:
     return var, axis
 
 
-def _pad_left(var: Variable, ndim: int) -> Variable:
+def pad_left(var: Variable, ndim: int) -> Variable:
+    """``var`` with new broadcastable axes in front, to ``ndim`` axes."""
     missing = ndim - var.type.ndim
     if missing <= 0:
         return var

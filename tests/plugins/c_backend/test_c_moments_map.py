@@ -137,13 +137,68 @@ def test_statistics_read_elsewhere_keep_two_kernels():
 def test_an_operand_of_the_wrong_length_is_named():
     x = T.matrix("x", dtype="float32")
     g, b = T.vector("g", dtype="float32"), T.vector("b", dtype="float32")
+    y = T.matrix("y", dtype="float32")
     x_value, g_value, b_value = data((4, 10), "float32", 5)
     for whole_graph in (True, False):
         with tensorjit.config.change_flags(whole_graph=whole_graph):
             f = tensorjit.function([x, g, b], layer_norm(x, g, b), mode=C_ONLY)
-        assert [n for n in f.kernels if isinstance(n.op, MomentsMap)]
-        with pytest.raises(ValueError, match="shape"):
+            h = tensorjit.function([x, y], layer_norm(x, 1.0, y), mode=C_ONLY)
+        for function in (f, h):
+            assert [n for n in function.kernels if isinstance(n.op, MomentsMap)]
+        with pytest.raises(ValueError, match="'g'.*length 9 in dimension 0.*length 10"):
             f(x_value, g_value[:9], b_value)
+        # a row of y would broadcast over x's rows, which y's type does not declare
+        with pytest.raises(ValueError, match="'y'.*has length 1 in dimension 0"):
+            h(x_value, x_value[:1])
+
+
+def test_a_map_reading_only_x_and_a_statistic():
+    """The map's one operand is x itself (and the squares, not the mean)."""
+    x = T.matrix("x", dtype="float32")
+    y = x * T.sum((x - x.mean(axis=1, keepdims=True)) ** 2, axis=1, keepdims=True)
+    fused, apart = functions([x], y)
+    value = data((30, 70), "float32", 6)[0]
+    np.testing.assert_array_equal(fused(value), apart(value))
+
+
+def test_a_static_operand_length_with_a_dynamic_x():
+    x = T.matrix("x", dtype="float32")
+    g = T.tensor(dtype="float32", shape=(12,), name="g")
+    fused, apart = functions([x, g], layer_norm(x, g, 0.5))
+    x_value, g_value, _ = data((5, 12), "float32", 7)
+    np.testing.assert_array_equal(fused(x_value, g_value), apart(x_value, g_value))
+
+
+def test_debug_mode_accepts_the_kernels_rows_far_from_zero():
+    """Rows of 1e5 + N(0, 1): the kernel's statistics (float64 sums) and perform's
+    (NumPy's float32) differ by more than float32's tolerance, within Moments' bounds
+    carried through the map."""
+    x = T.matrix("x", dtype="float32")
+    g, b = T.vector("g", dtype="float32"), T.vector("b", dtype="float32")
+    f = compiled_with("moments_map", MomentsMap, [x, g, b], layer_norm(x, g, b), mode=DEBUG_C)
+    _, apart = functions([x, g, b], layer_norm(x, g, b))
+    x_value, g_value, b_value = data((3, 100000), "float32", 8)
+    value = ((x_value + 1e5).astype("float32"), g_value, b_value)
+    np.testing.assert_array_equal(f(*value), apart(*value))
+
+
+def test_row_blocks_run_a_moments_map_with_another_step_over_the_rows():
+    """A program's row-blocked group holding the MomentsMap step (an elementwise step
+    without flat entries) and an exponential over the same rows."""
+    from tensorjit.plugins.c_backend.whole_graph.program import _interpreter
+
+    x = T.matrix("x", dtype="float64")
+    g, b = T.vector("g", dtype="float64"), T.vector("b", dtype="float64")
+    outputs = [layer_norm(x, g, b), T.exp(x) * 2.0]
+    with tensorjit.config.change_flags(row_block_bytes=4096, stream_min_bytes=1):
+        blocked = compiled_with("moments_map", MomentsMap, [x, g, b], outputs, mode=C_ONLY)
+    with tensorjit.config.change_flags(row_block_bytes=0):
+        whole = compiled_with("moments_map", MomentsMap, [x, g, b], outputs, mode=C_ONLY)
+    value = data((300, 64), "float64", 9)
+    before = _interpreter().row_block_info()[0]
+    got = blocked(*value)
+    assert _interpreter().row_block_info()[0] > before
+    np.testing.assert_array_equal(got, whole(*value))
 
 
 def test_bad_nodes_are_refused_with_the_variable():
@@ -151,7 +206,12 @@ def test_bad_nodes_are_refused_with_the_variable():
     from tensorjit.tensor.scalar import scalar_op_named
 
     total_plus_x = Composite(((scalar_op_named("add"), (("in", 0), ("in", 2))),), 3, "float32")
+    one = T.constant(np.ones((1, 1), "float32"))
     with pytest.raises(TypeError, match="two or more axes.*'v'"):
-        MomentsMap(total_plus_x)(T.vector("v", dtype="float32"), T.constant(1.0), T.vector("v"))
+        MomentsMap(total_plus_x)(T.vector("v", dtype="float32"), one, T.vector("v"))
     with pytest.raises(TypeError, match="takes 3 inputs"):
-        MomentsMap(total_plus_x)(T.matrix("m", dtype="float32"), T.constant(1.0))
+        MomentsMap(total_plus_x)(T.matrix("m", dtype="float32"), one)
+    with pytest.raises(TypeError, match="divisor must broadcast over every axis"):
+        MomentsMap(total_plus_x)(T.matrix("m", dtype="float32"), T.constant(1.0), T.matrix())
+    with pytest.raises(TypeError, match="expected a float32 divisor"):
+        MomentsMap(total_plus_x)(T.matrix("m", dtype="float32"), T.constant(np.ones((1, 1))))

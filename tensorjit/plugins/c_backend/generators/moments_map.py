@@ -82,12 +82,12 @@ def moments_map_source(
     def typed(i: int) -> str:
         return ctype(operand_dtypes[i - 2])
 
-    # the vector loop's condition: each pointer moving along a row (x's operand copies,
-    # not x's own, which tj_group reads through its stride) moves by one element there
-    unit_sizes = [(p, typed(pointers[p])) for p in along if p != out_index and pointers[p] != 0]
-    unit = " && ".join(
-        f"{stride(p, last)} == (int64_t)sizeof({c})" for p, c in [*unit_sizes, (out_index, tout)]
-    )
+    # the operands read along a row (x's operand copies too, not x's own pointer, which
+    # tj_group reads through its stride); the vector loop's condition: each of them and
+    # the output moves by one element there
+    read_along = [p for p in along if p != out_index and pointers[p] != 0]
+    sizes = [(p, typed(pointers[p])) for p in read_along] + [(out_index, tout)]
+    unit = " && ".join(f"{stride(p, last)} == (int64_t)sizeof({c})" for p, c in sizes)
 
     # tj_f's arguments at element k of the row (contiguous or strided form)
     def arguments(contiguous: bool) -> str:
@@ -150,8 +150,7 @@ def moments_map_source(
         "        if (unit) {",
         *[
             f"            const {typed(pointers[p])} *q{p} = (const {typed(pointers[p])} *)b{p};"
-            for p in along
-            if p != out_index
+            for p in read_along
         ],
         f"            {tout} *o = ({tout} *)b{out_index};",
         "            int64_t k = 0;",
