@@ -169,7 +169,7 @@ def moments_map_source(
         f"                            line[j] = tj_f({arguments(True)});",
         "                        }",
         "                    }",
-        "                    tj_stream_line(o + k, line);",
+        "                    tj_stream_line_whole(o + k, line);",
         "                }",
         "            }",
         f"            {SIMD}for (int64_t j = k; j < len; j++) {{",
