@@ -100,6 +100,11 @@ class _Folding:
         return ("step", len(self.program) - 1)
 
 
+def _host_rendered(dtype: str) -> bool:
+    """Whether a host kernel renders values of ``dtype`` (not complex, not float16)."""
+    return not dtype.startswith("complex") and dtype != "float16"
+
+
 def _only_read_by(fgraph: FunctionGraph, nodes: set[Apply], readers: set[Apply]) -> bool:
     """Whether every output of ``nodes`` is read by ``readers`` only."""
     for node in nodes:
@@ -129,6 +134,8 @@ def local_moments_map(fgraph: FunctionGraph, node: Apply):
     x, divisor = moments.inputs
     if x not in folding.leaves or x.type.broadcastable != out.type.broadcastable:
         return None
+    if not all(_host_rendered(v.type.dtype) for v in [out, *folding.leaves]):
+        return None  # (the node would run Op.perform, whose NumPy Moments differ)
     readers = folding.folded | {node}
     if not _only_read_by(fgraph, {moments} | folding.folded, readers):
         return None  # (its statistics or columns are read elsewhere: two kernels)

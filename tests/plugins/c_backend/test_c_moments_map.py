@@ -115,6 +115,28 @@ def test_per_node_kernel_and_debug_mode_agree():
     np.testing.assert_allclose(debug(*value), got, rtol=1e-5, atol=1e-5)
 
 
+def test_maps_to_dtypes_the_host_does_not_render_keep_two_kernels():
+    """A complex or float16 result: the node would run Op.perform (NumPy's float32
+    statistics), the graph apart keeps Moments in C."""
+    x = T.matrix("x", dtype="float32")
+    for dtype in ("complex64", "float16"):
+        y = T.cast(layer_norm(x, 1.0, 0.0), dtype)
+        f = tensorjit.function([x], y, mode=C_ONLY)
+        assert not [n for n in f.kernels if isinstance(n.op, MomentsMap)]
+        assert [n for n in f.kernels if isinstance(n.op, Moments)]
+
+
+def test_a_constant_x_of_one_element_runs_op_perform():
+    from tensorjit.tensor.composite import Composite
+    from tensorjit.tensor.scalar import scalar_op_named
+
+    total_plus_x = Composite(((scalar_op_named("add"), (("in", 0), ("in", 2))),), 3, "float32")
+    x = T.constant(np.full((1, 1), 2.0, "float32"))
+    one = T.constant(np.ones((1, 1), "float32"))
+    f = tensorjit.function([], MomentsMap(total_plus_x)(x, one, x), mode=C_ONLY)
+    np.testing.assert_array_equal(f(), [[4.0]])
+
+
 def test_statistics_read_elsewhere_keep_two_kernels():
     """The mean also an output, a gradient reading the statistics, or the statistics
     of columns: no MomentsMap (it would compute the Moments twice, or not row-wise)."""

@@ -186,6 +186,8 @@ def moments_map_plan(node: Apply) -> ElemwisePlan:
     its inputs (x, the divisor, the operands) with strided entries only."""
     kinds, consts, bcast = elemwise_operands(node.inputs)
     x = node.inputs[0]
+    if kinds[0] != "full":
+        raise Unsupported(f"{node.op}: a constant x of one element (Op.perform)")
     source, cdef = moments_map.moments_map_source(
         node.op.scalar_op,
         x.type.dtype,
