@@ -7,12 +7,12 @@
 with the operands broadcasting to x's shape (x itself among them, for a layer norm's
 ``(x - mean) / sqrt(var + eps) * g + b``; a column of the statistics' own arithmetic,
 the mean and the scale, is part of ``scalar_op``, which the compiler hoists out of the
-row's loop). Written out, the statistics and the
-map are two kernels, each reading every row: the map only begins when all rows' moments
-are known, so a matrix larger than the cache is read from memory twice (row blocks of a
-program read it once, but the map's stores and the next block's sums still take turns).
-A kernel computes a row's moments and its outputs together, while the row is in the
-innermost cache (rewriting/moments_map.py makes this node on the host).
+row's loop). Written out, the statistics and the map are two kernels, each reading every
+row: the map only begins when all rows' moments are known, so a matrix larger than the
+cache is read from memory twice (row blocks of a program read it once, but the map's
+stores and the next block's sums still take turns). A kernel computes a row's moments
+and its outputs together, while the row is in the innermost cache
+(rewriting/moments_map.py makes this node on the host).
 
 The values are those of the graph written out: the same Moments of each row, and the
 map's scalar function of the same numbers; a column value computed from the moments

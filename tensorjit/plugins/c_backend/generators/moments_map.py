@@ -8,13 +8,14 @@ divisor unless it is a constant, the operands) and then the output, the strides 
 pointer's along every axis (read only where its type does not broadcast). There is no
 flat entry: the rows' length is the last axis's. Rows are cut over the pool.
 
-Each row: ``tj_group`` (generators/moments.py: the row's total and squares, the numbers a
-Moments kernel gives for it), then one loop over the row calling the map's ``tj_f`` with
-both statistics, each operand's element (an operand broadcast along the row: its one
-value) and x's; a vector loop when every pointer moving along the row moves by one
-element. Streaming rows are written in whole aligned lines, so the stores of one row
-drain while the next row's sums run (the point: written out, the statistics of all rows
-come before any output, and a pass storing to memory runs alone).
+Rows run in blocks (see BLOCK_BYTES): each row's ``tj_group`` (generators/moments.py: the
+row's total and squares, the numbers a Moments kernel gives for it), then each row's loop
+calling the map's ``tj_f`` with both statistics, each operand's element (an operand
+broadcast along the row: its one value) and x's; a vector loop when every pointer moving
+along the row moves by one element. Streamed rows are written in whole aligned lines
+(``tj_stream_line_whole``), so the stores of one block drain while the next block's sums
+run (the point: written out, the statistics of all rows come before any output, and a
+pass storing to memory runs alone).
 """
 
 from __future__ import annotations
