@@ -2,7 +2,8 @@
 in one pass: ``Moments(axis)(x, divisor) -> (total, squares)`` with
 
     total = sum(x, axis)                     (in x's dtype)
-    mean = total / divisor                   (in x's dtype, as the graph divides)
+    mean = total / divisor                   (in x's dtype, as the graph divides;
+                                              total * divisor with mean_by="mul")
     squares = sum((x - mean) ** 2, axis)     (in x's dtype)
 
 for float32 or float64 x and a divisor of x's dtype broadcast everywhere (the axis's
@@ -53,24 +54,33 @@ def max_amplification(dtype: str, n: int) -> float:
     return MAX_AMPLIFICATION
 
 
-def graph_total_and_mean(x: np.ndarray, divisor: np.ndarray, axis: int) -> tuple:
+MEANS_BY = ("div", "mul")
+
+
+def graph_total_and_mean(x: np.ndarray, divisor: np.ndarray, axis: int, mean_by: str) -> tuple:
     """(total, mean) as the graph written out computes them with NumPy, in x's dtype:
-    Reduce.perform's sum, then true_div (call under ``np.errstate``)."""
+    Reduce.perform's sum, then true_div by the divisor (or mul by it, ``mean_by="mul"``:
+    a static length's reciprocal) (call under ``np.errstate``)."""
     total = np.sum(x, axis=axis, dtype=x.dtype)
-    return total, np.true_divide(total, divisor.reshape(()).astype(x.dtype), dtype=x.dtype)
+    scale = np.true_divide if mean_by == "div" else np.multiply
+    return total, scale(total, divisor.reshape(()).astype(x.dtype), dtype=x.dtype)
 
 
 class Moments(Op):
     """``(sum(x, axis), sum((x - sum(x, axis) / divisor) ** 2, axis))``, one axis."""
 
-    __props__ = ("axis",)
+    __props__ = ("axis", "mean_by")
     kind = "moments"  # (a whole-graph program's reduce step reads a reduction's kind)
 
-    def __init__(self, axis: int):
+    def __init__(self, axis: int, mean_by: str = "div"):
+        if mean_by not in MEANS_BY:
+            raise ValueError(f"moments: mean_by must be one of {MEANS_BY}, got {mean_by!r}")
         self.axis = (int(axis),)
+        self.mean_by = mean_by
 
     def __str__(self) -> str:
-        return f"moments{{axis={self.axis}}}"
+        by = "" if self.mean_by == "div" else ", mean_by=mul"
+        return f"moments{{axis={self.axis}{by}}}"
 
     def make_node(self, x: Any, divisor: Any) -> Apply:
         x, divisor = as_tensor_variable(x), as_tensor_variable(divisor)
@@ -105,7 +115,7 @@ class Moments(Op):
         dtype = x.dtype
         (axis,) = self.axis
         with np.errstate(all="ignore"):
-            total, mean = graph_total_and_mean(x, divisor, axis)
+            total, mean = graph_total_and_mean(x, divisor, axis, self.mean_by)
             deviations = np.subtract(x, np.expand_dims(mean, axis), dtype=dtype)
             squares = np.sum(np.square(deviations), axis=axis, dtype=dtype)
         output_storage[0][0] = np.asarray(total, dtype=dtype)
@@ -123,12 +133,13 @@ class Moments(Op):
         n, dtype = x.shape[axis], x.dtype
         with np.errstate(all="ignore"):
             x64 = x.astype(np.float64)
-            _, mean = graph_total_and_mean(x, divisor, axis)
+            _, mean = graph_total_and_mean(x, divisor, axis, self.mean_by)
             md = np.abs(mean.astype(np.float64))
             deviations = x64 - np.expand_dims(mean.astype(np.float64), axis)
             squares = np.sum(deviations**2, axis=axis)
             sums = summation_bound(np.sum(abs_float64(x), axis=axis), n + 1, dtype)
-            dm = sums / abs(float(divisor.reshape(()))) + 4 * np.finfo(dtype).eps * md
+            d = abs(float(divisor.reshape(())))
+            dm = (sums / d if self.mean_by == "div" else sums * d) + 4 * np.finfo(dtype).eps * md
             moved = 2 * dm * np.abs(np.sum(deviations, axis=axis)) + n * dm * dm
             s1, s2 = np.sum(x64, axis=axis), np.sum(x64 * x64, axis=axis)
             terms = np.minimum(

@@ -42,15 +42,20 @@ class MomentsMap(Op):
     """``Elemwise(scalar_op)(total, squares, *operands)`` of the Moments of x's rows
     (the last axis), their two statistics broadcast along it."""
 
-    __props__ = ("scalar_op",)
+    __props__ = ("scalar_op", "mean_by")
     # A whole-graph program runs it as an elementwise step (strided entries only: a
     # kernel needs x's rows), which reads these as of an Elemwise.
     inplace = None
 
-    def __init__(self, scalar_op: Any):
+    def __init__(self, scalar_op: Any, mean_by: str = "div"):
         if scalar_op.nin < 2:
             raise ValueError(f"moments_map: {scalar_op} reads fewer than the two statistics")
         self.scalar_op = scalar_op
+        self.mean_by = mean_by  # Moments': the mean is the total / or * the divisor
+
+    def moments(self, ndim: int) -> Moments:
+        """The Moments of x's rows that this map reads."""
+        return Moments(ndim - 1, self.mean_by)
 
     def __str__(self) -> str:
         return f"moments_map{{{self.scalar_op}}}"
@@ -60,7 +65,7 @@ class MomentsMap(Op):
         operands_ = [as_tensor_variable(v) for v in operands]
         if x.type.ndim < 2:
             raise TypeError(f"moments_map: expected an x of two or more axes, got {x.describe()}")
-        Moments(x.type.ndim - 1).make_node(x, divisor)  # (its checks of x and the divisor)
+        self.moments(x.type.ndim).make_node(x, divisor)  # (its checks of x and the divisor)
         if len(operands_) + 2 != self.scalar_op.nin:
             raise TypeError(
                 f"moments_map: {self.scalar_op} takes {self.scalar_op.nin} inputs, got the "
@@ -88,7 +93,7 @@ class MomentsMap(Op):
 
     def statistics(self, x: np.ndarray, divisor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows' (total, squares) as Moments.perform gives them, the axis kept."""
-        moments = Moments(x.ndim - 1)
+        moments = self.moments(x.ndim)
         cells: list = [[None], [None]]
         moments.perform(None, [x, divisor], cells)  # type: ignore[arg-type]
         return cells[0][0][..., None], cells[1][0][..., None]
@@ -124,7 +129,7 @@ class MomentsMap(Op):
         moved by Moments' own bounds (each of the four corners; the map is monotonic in
         each statistic wherever a layer norm's is), plus a few roundings of the result."""
         x, divisor, *operands = inputs
-        moments = Moments(x.ndim - 1)
+        moments = self.moments(x.ndim)
         with np.errstate(all="ignore"):
             bounds = moments.rounding_bounds(None, [x, divisor])  # type: ignore[arg-type]
             total, squares = (s.astype(np.float64) for s in self.statistics(x, divisor))

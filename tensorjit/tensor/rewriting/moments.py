@@ -1,6 +1,7 @@
 """``total = sum(x, a)`` and ``sum((x - total / divisor) ** 2, a)`` along one axis a (the
-mean of a layer norm, a batch norm, ``var``, ``std``; the divisor broadcast everywhere)
--> one ``Moments`` node (tensor/moments.py) that reads x once for both.
+mean of a layer norm, a batch norm, ``var``, ``std``; the divisor broadcast everywhere;
+or ``total * c``, as canonicalize writes the mean of a static length) -> one ``Moments``
+node (tensor/moments.py) that reads x once for both.
 
 Written out, the second sum waits for the first (the mean is its quotient) and reads x
 again: two passes over a matrix larger than the cache. Moments computes the total, the
@@ -43,21 +44,41 @@ def _deviation(node: Apply) -> Variable | None:
     return None
 
 
-def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable] | None:
-    """(the node summing x, the divisor) when g is ``sum(x, axis)`` (a Reduce, or a
-    Moments node's total) with the axis kept, divided by a value broadcast everywhere,
-    all of one dtype."""
-    if scalar_name(g.owner) != "true_div":
+def _scaled_sum(g: Variable, axis: int) -> tuple[Variable, Variable, str] | None:
+    """(the kept sum, the divisor, mean_by) when g is a kept value divided by one
+    broadcast everywhere ("div"), or multiplied by one ("mul": a static length's
+    reciprocal, as canonicalize writes a division by a constant), all of one dtype."""
+    name = scalar_name(g.owner)
+    if name == "true_div":
+        pairs = [tuple(g.owner.inputs)]
+    elif name == "mul" and len(g.owner.inputs) == 2:
+        a, b = g.owner.inputs
+        pairs = [(a, b), (b, a)]
+    else:
         return None
-    kept, divisor = g.owner.inputs
-    if not all(divisor.type.broadcastable) or divisor.type.dtype != g.type.dtype:
+    for kept, divisor in pairs:
+        if all(divisor.type.broadcastable) and divisor.type.dtype == g.type.dtype:
+            if reduced_value_restored(kept, axis) is not None:
+                return kept, divisor, "div" if name == "true_div" else "mul"
+    return None
+
+
+def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable, str] | None:
+    """(the node summing x, the divisor, mean_by) when g is ``sum(x, axis)`` (a Reduce,
+    or a Moments node's total) with the axis kept, divided by (or multiplied by) a value
+    broadcast everywhere, all of one dtype."""
+    found = _scaled_sum(g, axis)
+    if found is None:
         return None
-    reduced = reduced_value_restored(kept, axis)
-    if reduced is None:
-        return None
-    summed = reduced.owner
-    if summed is not None and type(summed.op) is Moments and summed.inputs[1] is divisor:
-        return summed, divisor  # (a second copy of the squares: the first was rewritten)
+    kept, divisor, mean_by = found
+    summed = reduced_value_restored(kept, axis).owner  # type: ignore[union-attr]
+    if (
+        summed is not None
+        and type(summed.op) is Moments
+        and summed.inputs[1] is divisor
+        and summed.op.mean_by == mean_by
+    ):
+        return summed, divisor, mean_by  # (a second copy of the squares: the first was rewritten)
     if (
         summed is None
         or type(summed.op) is not tm.Reduce
@@ -66,7 +87,7 @@ def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable] | None:
         or summed.outputs[0].type.dtype != g.type.dtype
     ):
         return None
-    return summed, divisor
+    return summed, divisor, mean_by
 
 
 @node_rewriter([tm.Reduce, tm.MappedReduce], name="local_sum_and_squared_deviations")
@@ -86,7 +107,7 @@ def local_sum_and_squared_deviations(fgraph: FunctionGraph, node: Apply):
         found = _mean_of(g, axis)
         if found is None or x.type.dtype != dtype or x.type.broadcastable != d.type.broadcastable:
             continue
-        summed, divisor = found
+        summed, divisor, mean_by = found
         if summed.inputs[0] is not x:
             continue
         if type(summed.op) is Moments:
@@ -94,7 +115,7 @@ def local_sum_and_squared_deviations(fgraph: FunctionGraph, node: Apply):
             if summed.op.axis != (axis,) or squares is None:
                 return None
             return {node.outputs[0]: squares}
-        total, squares = Moments(axis)(x, divisor)
+        total, squares = Moments(axis, mean_by)(x, divisor)
         total, squares = fits(summed.outputs[0], total), fits(node.outputs[0], squares)
         if total is None or squares is None:
             return None

@@ -140,6 +140,6 @@ def local_moments_map(fgraph: FunctionGraph, node: Apply):
     if not _only_read_by(fgraph, {moments} | folding.folded, readers):
         return None  # (its statistics or columns are read elsewhere: two kernels)
     composite = Composite(tuple(folding.program), 2 + len(folding.leaves), out.type.dtype)
-    new = MomentsMap(composite)(x, divisor, *folding.leaves)
+    new = MomentsMap(composite, moments.op.mean_by)(x, divisor, *folding.leaves)
     replacement = fits(out, new)
     return None if replacement is None else {out: replacement}

@@ -200,6 +200,26 @@ def test_a_layer_norm_reads_its_rows_once_in_row_blocks(threads):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_static_length_mean_is_a_product_by_its_reciprocal(dtype):
+    """With a static length the graph's mean is ``total * (1/n)``: Moments computes it
+    the same way (mean_by="mul"), so its values are those of the two passes within
+    their rounding (DebugMode checks the bound on each call)."""
+    x = T.tensor(dtype=dtype, shape=(None, 48), name="x")
+    outputs = [T.var(x, axis=1), T.mean(x, axis=1)]
+    f = compiled_with("moments", Moments, [x], outputs)
+    (node,) = [n for n in f.kernels if isinstance(n.op, Moments)]
+    assert node.op.mean_by == "mul"
+    with tensorjit.config.change_flags(excluded_rewrites=ONE_PASS):
+        two = tensorjit.function([x], outputs, mode=C_ONLY)
+    value = (np.random.default_rng(27).standard_normal((40, 48)) * 2 + 1).astype(dtype)
+    got, want = f(value), two(value)
+    rtol = 1e-6 if dtype == "float32" else 1e-14  # (float64 totals are summed otherwise)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol)
+    np.testing.assert_allclose(got[0], value.astype(np.float64).var(axis=1), rtol=rtol * 4)
+
+
 def test_bad_inputs_name_the_variable():
     m = T.matrix("m")
     with pytest.raises(TypeError, match="expected float32 or float64 x.*counts.*int32"):
@@ -210,3 +230,5 @@ def test_bad_inputs_name_the_variable():
         Moments(1)(m, T.col("n"))
     with pytest.raises(TypeError, match="expected a float64 divisor"):
         Moments(1)(m, T.constant(np.ones((1, 1), "float32")))
+    with pytest.raises(ValueError, match="mean_by must be one of"):
+        Moments(1, "sub")

@@ -102,6 +102,27 @@ def test_standardised_rows_with_a_column_weight():
     np.testing.assert_array_equal(fused(*args), apart(*args))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_static_row_length_gives_a_constant_factor(dtype):
+    """x of static row length 48: the mean is the total times 1/48 (canonicalize's form),
+    Moments takes that factor (mean_by="mul"), a constant the kernel inlines."""
+    x = T.tensor(dtype=dtype, shape=(None, 48), name="x")
+    w = T.col("w", dtype=dtype)
+    y = (x - x.mean(axis=1, keepdims=True)) / x.std(axis=1, keepdims=True) * w
+    fused, apart = functions([x, w], y)
+    (node,) = [n for n in fused.kernels if isinstance(n.op, MomentsMap)]
+    assert node.op.mean_by == "mul"
+    debug = compiled_with("moments_map", MomentsMap, [x, w], y, mode=DEBUG_C)
+    rng = np.random.default_rng(10)
+    args = (
+        rng.standard_normal((33, 48)).astype(dtype) + 3,
+        rng.standard_normal((33, 1)).astype(dtype),
+    )
+    got = fused(*args)
+    np.testing.assert_array_equal(got, apart(*args))
+    np.testing.assert_array_equal(got, debug(*args))
+
+
 def test_per_node_kernel_and_debug_mode_agree():
     """Outside whole-graph programs the node's own kernel runs it; DebugMode compares
     that with Op.perform (NumPy's Moments and the map) on each call."""

@@ -1511,8 +1511,9 @@ def test_squared_deviations_stay_two_passes_where_one_pass_does_not_serve():
         # or a centre the sum does not give alone
         ([x, c], [T.sum((x - c) ** 2, axis=1)]),
         ([x], [mean, T.sum((x - 2 * mean) ** 2, axis=1)]),
-        # the mean in another dtype than the deviations' sum (an integer divisor)
-        ([x], [T.sum((x - T.sum(x, axis=1, keepdims=True) / 3) ** 2, axis=1)]),
+        # the mean in another dtype than the deviations' sum (an integer divisor; a
+        # constant one is a float reciprocal after canonicalize: served, mean_by="mul")
+        ([x], [T.sum((x - T.sum(x, axis=1, keepdims=True) / x.shape[1]) ** 2, axis=1)]),
     ]
     value = rng(41).standard_normal((4, 6))
     for inputs, outputs in cases:

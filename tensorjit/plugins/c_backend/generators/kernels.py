@@ -196,6 +196,7 @@ def moments_map_plan(node: Apply) -> ElemwisePlan:
         bcast,
         consts,
         node.outputs[0].type.dtype,
+        node.op.mean_by,
     )
     return ElemwisePlan(kinds, bcast, source, cdef, flat=False)
 
@@ -278,7 +279,7 @@ def moments_plan(node: Apply) -> ReducePlan:
     x = node.inputs[0]
     ndim = x.type.ndim
     kept = [a for a in range(ndim) if a not in node.op.axis]
-    source, cdef = moments.moments_source(x.type.dtype, len(kept))
+    source, cdef = moments.moments_source(x.type.dtype, len(kept), node.op.mean_by)
     return ReducePlan(kept, [(False,) * ndim, (True,) * ndim], [0, 1], source, cdef)
 
 

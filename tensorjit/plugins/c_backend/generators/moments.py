@@ -44,7 +44,7 @@ def _shifted(dtype: str) -> bool:
     return dtype == "float64"
 
 
-def _group_functions(t: str, limit: str, shifted: bool) -> list[str]:
+def _group_functions(t: str, limit: str, shifted: bool, mean_by: str) -> list[str]:
     """``tj_sums`` (a group's sums of x - k and (x - k)^2: k its first element or 0 for
     the one pass, see _shifted; the mean for the second), ``tj_finish`` (the total,
     the mean as the graph divides, the squares, branch-free so that the columns' loop
@@ -93,7 +93,8 @@ def _group_functions(t: str, limit: str, shifted: bool) -> list[str]:
         f"tj_finish(int64_t n, double k, double s1, double s2, {t} divisor, {t} *total,",
         f"          {t} *squares, double *m) {{",
         f"    const {t} sum = ({t})(k * (double)n + s1);",
-        f"    const {t} mean = sum / divisor; /* (the graph's own division) */",
+        f"    const {t} mean = sum {'/' if mean_by == 'div' else '*'} divisor;"
+        " /* (the graph's own division, or product) */",
         "    const double md = (double)mean, c = md - k;",
         "    const double q = s2 - c * (2.0 * s1 - (double)n * c);",
         "    const double terms = s2 + fabs(c) * (2.0 * fabs(s1) + (double)n * fabs(c));",
@@ -116,10 +117,11 @@ def _group_functions(t: str, limit: str, shifted: bool) -> list[str]:
     ]
 
 
-def group_source(dtype: str) -> list[str]:
+def group_source(dtype: str, mean_by: str) -> list[str]:
     """C lines of ``tj_group(x, n, st, divisor, total, squares)``: one group's outputs
-    (the functions a Moments kernel calls per group; a MomentsMap kernel per row)."""
-    return _group_functions(ctype(dtype), _limit(dtype), _shifted(dtype))
+    (the functions a Moments kernel calls per group; a MomentsMap kernel per row), the
+    mean the total divided by the divisor or, ``mean_by="mul"``, times it."""
+    return _group_functions(ctype(dtype), _limit(dtype), _shifted(dtype), mean_by)
 
 
 def _columns_function(t: str, n_kept: int, shifted: bool) -> list[str]:
@@ -171,7 +173,7 @@ def _columns_function(t: str, n_kept: int, shifted: bool) -> list[str]:
     ] if n_kept else []  # fmt: skip
 
 
-def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
+def moments_source(dtype: str, n_kept: int, mean_by: str = "div") -> tuple[str, str]:
     """(C source, cdef) of ``tj_reduce(n..., x, divisor, out, out2, st...)``: the reduced
     axis last, ``out`` the totals, ``out2`` the squares; and of the uniform entry
     ``tj_reduce_u(n, pointers, out, strides)`` of whole-graph programs (pointers: x, the
@@ -181,7 +183,7 @@ def moments_source(dtype: str, n_kept: int) -> tuple[str, str]:
     t, ndim = ctype(dtype), n_kept + 1
     last = ndim - 1
     shifted = _shifted(dtype)
-    lines = [PREAMBLE, parallel.DECLARATIONS, *group_source(dtype), ""]
+    lines = [PREAMBLE, parallel.DECLARATIONS, *group_source(dtype, mean_by), ""]
     lines += _columns_function(t, n_kept, shifted)
     lines.append(two_statistics.serial_signature(ndim, ("x", "div")))
     lines += [

@@ -49,10 +49,11 @@ def moments_map_source(
     bcast: Sequence[tuple[bool, ...]],
     consts: dict[int, Any],
     out_dtype: str,
+    mean_by: str = "div",
 ) -> tuple[str, str]:
     """(C source, cdef) of a MomentsMap kernel for x of C type ``dtype``. ``kinds``,
     ``bcast`` and ``consts`` describe the node's inputs (x, divisor, operands...) as
-    kernels.elemwise_operands does: "const" ones are inlined."""
+    kernels.elemwise_operands does: "const" ones are inlined; ``mean_by``: Moments'."""
     t, tout = ctype(dtype), ctype(out_dtype)
     ndim = len(bcast[0])
     last = ndim - 1
@@ -107,7 +108,7 @@ def moments_map_source(
 
     lines = [codegen.inline_mode(body), codegen.PREAMBLE, parallel.DECLARATIONS]
     lines += [codegen.STREAM_STORES, *codegen.helper_sources(body), *function]
-    lines += moments.group_source(dtype)
+    lines += moments.group_source(dtype, mean_by)
     lines += [
         "",
         "static void tj_rows(const int64_t *n, char **p, const int64_t *s, int64_t lo,",
