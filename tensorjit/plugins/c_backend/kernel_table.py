@@ -111,6 +111,23 @@ def _family(name: str, module: Any, sources: Callable, step: Callable | None = N
     )
 
 
+def _generated(
+    name: str, ops: tuple[type, ...], factory: Callable, plan: Callable, step: str
+) -> KernelSpec:
+    """The spec of a family whose plan holds its generated source (exactly ``ops``; the
+    plan, ``factory`` and the program's ``step`` builder take that plan)."""
+    return KernelSpec(
+        f"c:{name}",
+        BACKEND,
+        ops,
+        factory,
+        plan=_exactly(ops, plan),
+        sources=lambda node, plan: [(plan.source, str(node.op))],
+        step=_step(step),
+        plugin=PLUGIN,
+    )
+
+
 def _per_dtype_library(name: str, module: Any) -> KernelSpec:
     """The spec of per-node kernels that ``module`` keeps in one library per float dtype
     (``OPS``, ``supported``, ``factory``, ``source_of(dtype)``); no program step."""
@@ -133,45 +150,27 @@ SPECS = (
         plugin=PLUGIN,
         cannot_fail=_elemwise_cannot_fail,
     ),
-    KernelSpec(
-        "c:reduce",
-        BACKEND,
+    _generated(
+        "reduce",
         (Reduce, MappedReduce, ElemwiseReduce),
         kernels.reduce_factory,
-        plan=_exactly((Reduce, MappedReduce, ElemwiseReduce), kernels.reduce_plan),
-        sources=lambda node, plan: [(plan.source, str(node.op))],
-        step=_step("reduce"),
-        plugin=PLUGIN,
+        kernels.reduce_plan,
+        "reduce",
     ),
-    KernelSpec(
-        "c:moments",
-        BACKEND,
-        (Moments,),
-        kernels.moments_factory,
-        plan=_exactly((Moments,), kernels.moments_plan),
-        sources=lambda node, plan: [(plan.source, str(node.op))],
-        step=_step("reduce"),
-        plugin=PLUGIN,
-    ),
-    KernelSpec(
-        "c:moments_map",
-        BACKEND,
+    _generated("moments", (Moments,), kernels.moments_factory, kernels.moments_plan, "reduce"),
+    _generated(
+        "moments_map",
         (MomentsMap,),
         kernels.moments_map_factory,
-        plan=_exactly((MomentsMap,), kernels.moments_map_plan),
-        sources=lambda node, plan: [(plan.source, str(node.op))],
-        step=_step("elemwise"),
-        plugin=PLUGIN,
+        kernels.moments_map_plan,
+        "elemwise",
     ),
-    KernelSpec(
-        "c:max_exp_sum",
-        BACKEND,
+    _generated(
+        "max_exp_sum",
         (MaxExpSum,),
         kernels.max_exp_sum_factory,
-        plan=_exactly((MaxExpSum,), kernels.max_exp_sum_plan),
-        sources=lambda node, plan: [(plan.source, str(node.op))],
-        step=_step("reduce"),
-        plugin=PLUGIN,
+        kernels.max_exp_sum_plan,
+        "reduce",
     ),
     KernelSpec(
         "c:blas",

@@ -45,9 +45,10 @@ def _deviation(node: Apply) -> Variable | None:
 
 
 def _scaled_sum(g: Variable, axis: int) -> tuple[Variable, Variable, str] | None:
-    """(the kept sum, the divisor, mean_by) when g is a kept value divided by one
-    broadcast everywhere ("div"), or multiplied by one ("mul": a static length's
-    reciprocal, as canonicalize writes a division by a constant), all of one dtype."""
+    """(the reduced value, the divisor, mean_by) when g is that value with its axis put
+    back, divided by one broadcast everywhere ("div"), or multiplied by one ("mul": a
+    static length's reciprocal, as canonicalize writes a division by a constant), all of
+    one dtype."""
     name = scalar_name(g.owner)
     if name == "true_div":
         pairs = [tuple(g.owner.inputs)]
@@ -58,8 +59,9 @@ def _scaled_sum(g: Variable, axis: int) -> tuple[Variable, Variable, str] | None
         return None
     for kept, divisor in pairs:
         if all(divisor.type.broadcastable) and divisor.type.dtype == g.type.dtype:
-            if reduced_value_restored(kept, axis) is not None:
-                return kept, divisor, "div" if name == "true_div" else "mul"
+            reduced = reduced_value_restored(kept, axis)
+            if reduced is not None:
+                return reduced, divisor, "div" if name == "true_div" else "mul"
     return None
 
 
@@ -70,8 +72,8 @@ def _mean_of(g: Variable, axis: int) -> tuple[Apply, Variable, str] | None:
     found = _scaled_sum(g, axis)
     if found is None:
         return None
-    kept, divisor, mean_by = found
-    summed = reduced_value_restored(kept, axis).owner  # type: ignore[union-attr]
+    reduced, divisor, mean_by = found
+    summed = reduced.owner
     if (
         summed is not None
         and type(summed.op) is Moments
