@@ -13,10 +13,18 @@ benchmarks/cuda_session.sh for a GPU machine without a package registry.
   4096-wide variant (4096-4096-10, minibatches of 512): tensorjit (the data set in
   shared variables sliced by a symbolic index, as the tutorials write it), a
   hand-written CuPy step, and JAX (jit, parameters kept on the device).
-- Call overhead (a+1 on 10 elements) and compile time of the MLP step (fresh process,
-  cold and warm caches).
+- Reductions: the full sum of 10^8 float32 and softmax over the rows of a 4096x4096
+  float32 matrix, against CuPy, JAX and PyTorch; fraction of copy bandwidth.
+- The paper's MLP SGD step in float32 also in PyTorch (eager), the hand-written step.
+- Call overhead (a+1 on 10 elements, device in and out) against CuPy, JAX and PyTorch,
+  and compile time of the MLP step (fresh process, cold and warm caches).
+- Agreement: MRG31k3p uniforms on the device against the host's stream (bit for bit);
+  the examples (logistic regression, MLP) trained on the device with
+  ``assert_no_cpu_op=raise`` against the C backend's losses; the float32 MLP step's
+  costs on both.
 
-Run (on the GPU machine): python benchmarks/cuda.py [--parts copy,figure7,mlp,overhead,compile]
+Run (on the GPU machine): python benchmarks/cuda.py
+    [--parts copy,figure7,reductions,mlp,overhead,mrg,examples,compile]
 """
 
 from __future__ import annotations
@@ -87,6 +95,16 @@ def timed_jax(step, *args) -> float:
     return median_time(lambda: step(*args).block_until_ready(), 7, inner=20)
 
 
+def timed_torch(step, *args, inner: int = 20) -> float:
+    import torch
+
+    def run():
+        step(*args)
+        torch.cuda.synchronize()
+
+    return median_time(run, 7, inner=inner)
+
+
 def copy_bandwidth() -> float:
     import cupy
 
@@ -138,9 +156,70 @@ def figure7(bandwidth: float, dtype: str = "float32") -> None:
             )
 
 
-def mlp_tensorjit(n_in, n_hidden, n_out, batch, n_batches=20, dtype="float32"):
+def reductions(bandwidth: float) -> None:
+    """Bandwidth-bound reductions: a full sum (reads 10^8 floats) and row softmax (reads
+    and writes a 4096x4096 matrix)."""
+    import cupy
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    print("Reductions, float32: time per call (ms), medians; fraction of copy bandwidth")
+    print(f"{'reduction':<26} {'tj':>8} {'cupy':>8} {'jax':>8} {'torch':>8} {'tj bw':>6}")
+
+    def cupy_softmax(v):
+        e = cupy.exp(v - v.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def numpy_softmax(v):
+        e = np.exp(v - v.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def total(v):
+        return v.sum()
+
+    cases = [  # name, shape, tensorjit, cupy, jax, pytorch, reference, arrays moved
+        ("sum of 10^8", (10**8,), total, total, jax.jit(total), total, total, 1),
+        (
+            "softmax rows 4096x4096",
+            (4096, 4096),
+            nnet.softmax,
+            cupy_softmax,
+            jax.jit(lambda v: jax.nn.softmax(v, axis=-1)),
+            lambda v: torch.softmax(v, dim=-1),
+            numpy_softmax,
+            2,
+        ),
+    ]
     rng = np.random.default_rng(0)
-    with config.change_flags(device="cuda"):
+    for name, shape, tj_fn, cp_fn, jx_fn, th_fn, reference, moved in cases:
+        value = rng.uniform(-1.0, 1.0, shape).astype("float32")
+        want = reference(value.astype("float64"))
+        x = TensorType("float32", (None,) * len(shape), device="cuda")("x")
+        graph = tj_fn(x)
+        f = tensorjit.function([x], Out(graph, return_internal_type=True))
+        x_dev = device(value)
+        got = host(f(x_dev))
+        # A float32 tree sum errs by up to log2(n) roundings of the sum of magnitudes
+        # (the sum of 10^8 uniforms around zero is small against that); softmax's rows
+        # are short: a few roundings of each element.
+        eps = np.finfo(np.float32).eps
+        atol = np.log2(value.size) * eps * np.abs(value).sum() if value.ndim == 1 else 0.0
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol)
+        t_tj = timed(f, x_dev, inner=10)
+        t_cp = timed_cupy(cp_fn, cupy.asarray(value))
+        t_jx = timed_jax(jx_fn, jnp.asarray(value))
+        t_th = timed_torch(th_fn, torch.as_tensor(value, device="cuda"))
+        fraction = moved * value.nbytes / t_tj / bandwidth
+        print(
+            f"{name:<26} {t_tj * 1e3:8.3f} {t_cp * 1e3:8.3f} {t_jx * 1e3:8.3f} "
+            f"{t_th * 1e3:8.3f} {fraction:6.2f}"
+        )
+
+
+def mlp_tensorjit(n_in, n_hidden, n_out, batch, n_batches=20, dtype="float32", where="cuda"):
+    rng = np.random.default_rng(0)
+    with config.change_flags(device=where):
         data_x = tensorjit.shared(
             rng.standard_normal((batch * n_batches, n_in)).astype(dtype), name="x"
         )
@@ -244,18 +323,61 @@ def mlp_jax(n_in, n_hidden, n_out, batch, n_batches=20, dtype="float32"):
     return step
 
 
+def mlp_torch(n_in, n_hidden, n_out, batch, n_batches=20, dtype="float32"):
+    import torch
+
+    rng = np.random.default_rng(0)
+    on = {"device": "cuda"}
+    data_x = torch.as_tensor(rng.standard_normal((batch * n_batches, n_in)).astype(dtype), **on)
+    data_y = torch.as_tensor(rng.integers(0, n_out, batch * n_batches), **on)
+    params = [
+        torch.as_tensor(
+            (rng.standard_normal((n_in, n_hidden)) / np.sqrt(n_in)).astype(dtype), **on
+        ),
+        torch.zeros(n_hidden, **on),
+        torch.zeros((n_hidden, n_out), **on),
+        torch.zeros(n_out, **on),
+    ]
+    for p in params:
+        p.requires_grad_(True)
+    counter = iter(range(10**9))
+
+    def step():
+        i = next(counter) % n_batches
+        xb, yb = data_x[i * batch : (i + 1) * batch], data_y[i * batch : (i + 1) * batch]
+        w1, b1, w2, b2 = params
+        logits = torch.tanh(xb @ w1 + b1) @ w2 + b2
+        cost = torch.nn.functional.cross_entropy(logits, yb)
+        grads = torch.autograd.grad(cost, params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= 0.1 * g
+        return cost
+
+    return step
+
+
 def mlp() -> None:
+    import jax
+    import torch
+
+    # float32 means float32 in every library: no TF32 in PyTorch's or JAX's products
+    # (CuPy and tensorjit's cuBLAS calls use none by default).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    jax.config.update("jax_default_matmul_precision", "highest")
     print("MLP SGD step, float32: time per step (ms), medians of 7 x 20 steps")
     for shape in ((784, 500, 10, 60), (4096, 4096, 10, 512)):
         steps = {
             "tensorjit": mlp_tensorjit(*shape),
             "cupy (hand-written)": mlp_cupy(*shape),
             "jax (jit)": mlp_jax(*shape),
+            "pytorch (eager)": mlp_torch(*shape),
         }
         times = {
             "tensorjit": timed(steps["tensorjit"]),
             "cupy (hand-written)": timed_cupy(steps["cupy (hand-written)"]),
             "jax (jit)": timed_jax(steps["jax (jit)"]),
+            "pytorch (eager)": timed_torch(steps["pytorch (eager)"]),
         }
         base = times["tensorjit"]
         for label, t in times.items():
@@ -268,7 +390,78 @@ def overhead() -> None:
     f = tensorjit.function([a], Out(a + 1, return_internal_type=True))
     value = device(np.ones(10, "float32"))
     t = timed(f, value, inner=200)
-    print(f"call overhead, a+1 on 10 elements (device in and out): {t * 1e6:.1f} us")
+    import cupy
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    v_cp, v_jx, v_th = cupy.ones(10, cupy.float32), jnp.ones(10, jnp.float32), torch.ones(10)
+    plus_one = jax.jit(lambda v: v + 1)
+    rivals = {
+        "cupy": timed_cupy(lambda v: v + 1, v_cp),
+        "jax (jit)": timed_jax(plus_one, v_jx),
+        "pytorch": timed_torch(lambda v: v + 1, v_th.cuda(), inner=200),
+    }
+    print(
+        f"call overhead, a+1 on 10 elements (device in and out, synchronised): "
+        f"tensorjit {t * 1e6:.1f} us; "
+        + "; ".join(f"{k} {v * 1e6:.1f} us" for k, v in rivals.items())
+    )
+
+
+def mrg() -> None:
+    """MRG31k3p on the device: the host's stream, bit for bit, and its speed."""
+    from tensorjit.tensor.random import MRG_RandomStreams
+
+    draws = {}
+    for where in ("cpu", "cuda"):
+        with config.change_flags(device=where):
+            streams = MRG_RandomStreams(1234)
+            f = tensorjit.function([], streams.uniform((10**6,), dtype="float32"))
+        draws[where] = [np.asarray(f()) for _ in range(3)]  # outputs come to the host
+    same = all(np.array_equal(a, b) for a, b in zip(draws["cpu"], draws["cuda"]))
+    print(f"MRG31k3p uniforms, 3 draws of 10^6 float32: device == host bit for bit: {same}")
+
+
+def _example(name: str):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", name)
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def examples() -> None:
+    """The examples trained on the device with assert_no_cpu_op=raise against the C
+    backend, and the float32 MLP step's costs on both."""
+    import contextlib
+    import io
+
+    logreg, mlp_example = _example("logistic_regression.py"), _example("mlp.py")
+    runs = {
+        "logistic regression (2000 steps)": lambda: list(logreg.main(steps=2000, report=500)[:2]),
+        "MLP (2 epochs of 6000)": lambda: mlp_example.main(epochs=2, verbose=False),
+    }
+    for label, run in runs.items():
+        losses = {}
+        for where, no_cpu in (("cpu", "ignore"), ("cuda", "raise")):
+            with config.change_flags(device=where, assert_no_cpu_op=no_cpu):
+                with contextlib.redirect_stdout(io.StringIO()):
+                    losses[where] = np.asarray(run(), "float64")
+        gap = np.max(np.abs(losses["cuda"] - losses["cpu"]))
+        print(f"{label}: losses cpu {losses['cpu']} cuda {losses['cuda']}  max gap {gap:.2e}")
+    costs = {}
+    for where in ("cpu", "cuda"):
+        step = mlp_tensorjit(784, 500, 10, 60, where=where)
+        as_host = host if where == "cuda" else np.asarray
+        costs[where] = np.asarray([float(as_host(step())) for _ in range(50)])
+    gap = np.max(np.abs(costs["cuda"] - costs["cpu"]))
+    print(
+        f"float32 MLP step, 50 steps: cost {costs['cpu'][0]:.5f} -> {costs['cpu'][-1]:.5f} (cpu), "
+        f"{costs['cuda'][0]:.5f} -> {costs['cuda'][-1]:.5f} (cuda); max gap {gap:.2e}"
+    )
 
 
 COMPILE_SCRIPT = """
@@ -297,18 +490,26 @@ def compile_time() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="copy,figure7,mlp,overhead,compile")
+    parser.add_argument(
+        "--parts", default="copy,figure7,reductions,mlp,overhead,mrg,examples,compile"
+    )
     parts = parser.parse_args().parts.split(",")
     from tensorjit.plugins.cuda_backend.runtime import describe_devices
 
     print("CUDA devices:", *describe_devices(), sep="\n  ")
-    bandwidth = copy_bandwidth() if {"copy", "figure7"} & set(parts) else None
+    bandwidth = copy_bandwidth() if {"copy", "figure7", "reductions"} & set(parts) else None
     if "figure7" in parts:
         figure7(bandwidth)
+    if "reductions" in parts:
+        reductions(bandwidth)
     if "mlp" in parts:
         mlp()
     if "overhead" in parts:
         overhead()
+    if "mrg" in parts:
+        mrg()
+    if "examples" in parts:
+        examples()
     if "compile" in parts:
         compile_time()
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A pycuda wheel for the lent GPU machine (CPython 3.12, CUDA 13), built on a machine
+# with CUDA's headers but no driver: pycuda links libcuda, so a stand-in libcuda.so.1 is
+# made whose functions (those pycuda's extension calls) all return
+# CUDA_ERROR_NO_DEVICE; on the GPU machine the driver's own libcuda.so.1 is loaded in
+# its place. Usage: bash benchmarks/cuda_pycuda_wheel.sh [python3.12] -> .gpu/wheels/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${1:-$(pyenv prefix 3.12 2>/dev/null)/bin/python}
+CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
+WORK=$(mktemp -d)
+mkdir -p .gpu/wheels
+"$PY" -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" install -q numpy setuptools wheel
+"$WORK/venv/bin/pip" download -q --no-deps --no-binary pycuda -d "$WORK" pycuda
+tar xzf "$WORK"/pycuda-*.tar.gz -C "$WORK"
+SRC=$(echo "$WORK"/pycuda-*/)
+
+# Pass 1: an empty stand-in, to learn which driver functions the extension calls.
+build() {
+  (cd "$SRC" && rm -rf build siteconf.py &&
+    "$WORK/venv/bin/python" configure.py --cuda-root="$CUDA_ROOT" \
+      --cudadrv-lib-dir="$WORK/stub" --no-cuda-enable-curand >/dev/null &&
+    "$WORK/venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$WORK/wheel" .)
+}
+mkdir -p "$WORK/stub"
+echo 'int tj_stub_placeholder;' >"$WORK/stub/stub.c"
+gcc -shared -fPIC -o "$WORK/stub/libcuda.so" -Wl,-soname,libcuda.so.1 "$WORK/stub/stub.c"
+build
+unzip -o -q "$WORK"/wheel/pycuda-*.whl 'pycuda/_driver*.so' -d "$WORK/first"
+nm -D --undefined-only "$WORK"/first/pycuda/_driver*.so | awk '$2 ~ /^cu/ {print $2}' |
+  sed 's/@.*//' | sort -u | awk '{print "int " $1 "(void) { return 100; }"}' >"$WORK/stub/stub.c"
+
+# Pass 2: the stand-in defines them all, so the linker keeps libcuda.so.1 as NEEDED.
+gcc -shared -fPIC -o "$WORK/stub/libcuda.so" -Wl,-soname,libcuda.so.1 "$WORK/stub/stub.c"
+rm -rf "$WORK/wheel"
+build
+cp "$WORK"/wheel/pycuda-*.whl .gpu/wheels/
+
+# Check: installed with the stand-in (its error strings filled in) as the driver, the
+# import succeeds and cuInit reports no device.
+mkdir -p "$WORK/check"
+grep -v 'cuGetError' "$WORK/stub/stub.c" >"$WORK/check/stub.c"
+{
+  echo 'int cuGetErrorString(int e, const char **s) { *s = "no device (stand-in)"; return 0; }'
+  echo 'int cuGetErrorName(int e, const char **s) { *s = "CUDA_ERROR_NO_DEVICE"; return 0; }'
+} >>"$WORK/check/stub.c"
+gcc -shared -fPIC -o "$WORK/check/libcuda.so.1" -Wl,-soname,libcuda.so.1 "$WORK/check/stub.c"
+"$WORK/venv/bin/pip" install -q --no-deps --target "$WORK/site" .gpu/wheels/pycuda-*.whl \
+  .gpu/wheels/pytools-*.whl .gpu/wheels/platformdirs-*.whl .gpu/wheels/siphash24-*.whl
+LD_LIBRARY_PATH="$WORK/check" PYTHONPATH="$WORK/site" "$WORK/venv/bin/python" -c "
+import pycuda.driver as d
+try:
+    d.init()
+except d.Error as e:
+    print('pycuda imports; without a GPU:', e)"
+echo "built: $(ls .gpu/wheels/pycuda-*.whl)"
