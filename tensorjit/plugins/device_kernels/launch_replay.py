@@ -289,7 +289,8 @@ class _Builder:
                 step_of_node.append(len(steps) - 1)
                 continue
             kernel = graph.kernels[k]
-            if k >= first_commit and not kernel.cannot_fail(node):
+            # (as commit_plan: an op that never raises, a transfer, may follow a commit)
+            if k >= first_commit and node.op.may_raise and not kernel.cannot_fail(node):
                 raise Unplannable(f"{node.op} may fail after an input is overwritten")
             step = PythonStep(
                 k,

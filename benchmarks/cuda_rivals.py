@@ -23,7 +23,7 @@ benchmarks/cuda_session.sh for a GPU machine without a package registry.
   ``assert_no_cpu_op=raise`` against the C backend's losses; the float32 MLP step's
   costs on both.
 
-Run (on the GPU machine): python benchmarks/cuda.py
+Run (on the GPU machine): python benchmarks/cuda_rivals.py
     [--parts copy,figure7,reductions,mlp,overhead,mrg,examples,compile]
 """
 
@@ -467,7 +467,7 @@ def examples() -> None:
 COMPILE_SCRIPT = """
 import sys, time
 sys.path.insert(0, "benchmarks")
-from cuda import mlp_tensorjit, sync
+from cuda_rivals import mlp_tensorjit, sync
 start = time.perf_counter()
 step = mlp_tensorjit(784, 500, 10, 60)
 step(); sync()
