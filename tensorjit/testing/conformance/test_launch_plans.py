@@ -108,6 +108,25 @@ def test_training_with_in_place_updates_matches_step_for_step():
     replayed(on, 5)
 
 
+def test_an_output_brought_to_the_host_after_an_in_place_update_is_replayed():
+    # The output reads the updated value, so its transfer to the host runs after the
+    # update has overwritten w: a transfer can not fail, so the call stays replayable
+    # (on CUDA the training steps' costs came after their products' in-place updates).
+    def build() -> tuple[Any, Any]:
+        with config.change_flags(device=DEVICE):
+            w = tensorjit.shared(np.arange(6.0), name="w")
+            x = T.vector("x")
+            new = w * x + 1.0
+            return tensorjit.function([x], new.sum(), updates=[(w, new)], mode=FAST_DEVICE), w
+
+    (on, w_on), (off, w_off) = both(build)
+    x = np.linspace(0.5, 1.5, 6)
+    for _ in range(4):
+        assert float(host(on(x))) == float(host(off(x)))
+    np.testing.assert_array_equal(host(w_on.get_value()), host(w_off.get_value()))
+    replayed(on, 3)
+
+
 def test_a_minibatch_index_read_on_the_host():
     rng = np.random.default_rng(3)
     data = rng.standard_normal((40, 6))
