@@ -6,13 +6,9 @@
 #
 # The machine's python3 (3.12) has numpy, scipy, pluggy, pytest, pytest-xdist,
 # hypothesis, CuPy, JAX and PyTorch, but no pycuda, cffi or pycparser. On the
-# development machine first (with PyPI), into the ignored folder .gpu that travels:
-#   echo /.gpu/ >> .git/info/exclude; mkdir -p .gpu/wheels
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-#       --platform manylinux2014_x86_64 -d .gpu/wheels \
-#       cffi pycparser pytools platformdirs mako siphash24 pyopencl
-#   bash benchmarks/cuda_pycuda_wheel.sh   # pycuda for CPython 3.12, built without a driver
+# development machine first (with PyPI), into the ignored folder .gpu/wheels that travels
+# (those, and pycuda for CPython 3.12 built without a driver; a few minutes):
+#   bash benchmarks/cuda_session_wheels.sh
 # Then, on the GPU machine, with `.gpu` carried:
 #   DEADLINE=420 bash benchmarks/cuda_session.sh        (seconds for the whole run)
 #   STEPS="launch_plans bench dense" DEADLINE=240 ...   (some steps only; default: all)

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# A pycuda wheel for the lent GPU machine (CPython 3.12, CUDA 13), built on a machine
-# with CUDA's headers but no driver: pycuda links libcuda, so a stand-in libcuda.so.1 is
-# made whose functions (those pycuda's extension calls) all return
-# CUDA_ERROR_NO_DEVICE; on the GPU machine the driver's own libcuda.so.1 is loaded in
-# its place. Usage: bash benchmarks/cuda_pycuda_wheel.sh [python3.12] -> .gpu/wheels/
+# The wheels benchmarks/cuda_session.sh installs on the lent GPU machine (CPython 3.12,
+# no package registry there), into the ignored folder .gpu/wheels that the device call
+# carries: the pure and manylinux wheels the machine lacks, downloaded, and pycuda,
+# built here against CUDA 13's headers without a driver. pycuda links libcuda, so a
+# stand-in libcuda.so.1 is made whose functions (those pycuda's extension calls) all
+# return CUDA_ERROR_NO_DEVICE; on the GPU machine the driver's own libcuda.so.1 is
+# loaded in its place. Usage: bash benchmarks/cuda_session_wheels.sh [python3.12]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-$(pyenv prefix 3.12 2>/dev/null)/bin/python}
 CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
 WORK=$(mktemp -d)
 mkdir -p .gpu/wheels
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >>.git/info/exclude
 "$PY" -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d .gpu/wheels \
+  cffi pycparser pytools platformdirs mako siphash24 pyopencl
 "$WORK/venv/bin/pip" install -q numpy setuptools wheel
 "$WORK/venv/bin/pip" download -q --no-deps --no-binary pycuda -d "$WORK" pycuda
 tar xzf "$WORK"/pycuda-*.tar.gz -C "$WORK"
