@@ -84,7 +84,7 @@ if [ -n "${found:-}" ]; then
 fi
 
 # The launch plans' conformance tests on their own (quick, for a rerun after a fix).
-step launch_plans 60 device_suite.txt "${ON_CUDA[@]}" "${PYTEST[@]}" \
+step launch_plans 60 launch_plans.txt "${ON_CUDA[@]}" "${PYTEST[@]}" \
   tensorjit/testing/conformance/test_launch_plans.py
 # CUDA's own tests (kernels to PTX and on the GPU, arrays, cuBLAS); the device suite,
 # which test_device_suite_on_cuda runs serially, runs below in parallel instead.
@@ -108,7 +108,7 @@ step memory 90 memory_suite.txt env TENSORJIT_FLAGS=device=cuda "${PYTEST[@]}" \
   -m "not host_memory" tests/core/memory
 step compile 60 bench.txt bash -c "cd benchmarks && $PY cuda_rivals.py --parts compile"
 
-for log in cuda_tests device_suite dense_suite memory_suite; do
+for log in launch_plans cuda_tests device_suite dense_suite memory_suite; do
   [ -f "$OUT/$log.txt" ] || continue
   echo "$log: $(grep -c ' PASSED' "$OUT/$log.txt") passed, $(grep -c ' FAILED' "$OUT/$log.txt")" \
     "failed, $(grep -c ' ERROR' "$OUT/$log.txt") errors, $(grep -c ' SKIPPED' "$OUT/$log.txt")" \

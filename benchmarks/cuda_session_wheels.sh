@@ -8,11 +8,15 @@
 # loaded in its place. Usage: bash benchmarks/cuda_session_wheels.sh [python3.12]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${1:-$(pyenv prefix 3.12 2>/dev/null)/bin/python}
+PY=${1:-$(pyenv prefix 3.12 2>/dev/null || true)/bin/python}
+[ -x "$PY" ] || { echo "no Python 3.12 (give its path: $0 /path/to/python3.12)" >&2; exit 1; }
 CUDA_ROOT=${CUDA_ROOT:-/usr/local/cuda}
 WORK=$(mktemp -d)
-mkdir -p .gpu/wheels
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >>.git/info/exclude
+trap 'rm -rf "$WORK"' EXIT
+# one version of each package: the session installs every wheel here at once
+rm -rf .gpu/wheels && mkdir -p .gpu/wheels
+exclude=$(git rev-parse --git-path info/exclude)
+grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo /.gpu/ >>"$exclude"
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

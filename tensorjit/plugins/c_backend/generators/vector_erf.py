@@ -101,19 +101,15 @@ C0_HI, C0_LO = _float_pair(P32[0])
 
 SOURCES = {
     "tj_exp_tail_arg_f": (
-        ("tj_bits_f",),
+        ("tj_exp_poly_f",),
         """
 TJ_INLINE float tj_exp_tail_arg_f(float y) {
-    /* e^y for -17 <= y <= 0 (erf's tail), to ~1 ulp: y = k ln2 + r, |r| <= ln2/2, e^r by
-       its Taylor series to r^7 (relative 1.3e-8), 2^k from the bits. tj_vexp_f's
-       Fast2Sum and denormal-safe scaling cost as much as the rest of erf. */
+    /* e^y for -17 <= y <= 0 (erf's tail), to ~1 ulp: y = k ln2 + r, e^r by
+       tj_exp_poly_f (Horner's rule, whether or not FMA is), 2^k from the bits; without
+       tj_vexp_f's clamps and denormal-safe scaling, which cost as much as the rest of
+       erf */
     const float k = TJ_MA_f(y, 1.44269502f, 12582912.0f) - 12582912.0f;
-    const float r = TJ_MA_f(-k, 1.42860677e-06f, TJ_MA_f(-k, 0.693145752f, y));
-    const float r2 = r * r, r4 = r2 * r2;
-    const float p = TJ_MA_f(TJ_MA_f(TJ_MA_f(1.98412698e-4f, r, 1.38888889e-3f), r2,
-                                    TJ_MA_f(8.33333333e-3f, r, 4.16666667e-2f)), r4,
-                            TJ_MA_f(TJ_MA_f(0.166666667f, r, 0.5f), r2, TJ_MA_f(1.0f, r, 1.0f)));
-    return p * tj_pow2i_f(k);
+    return tj_exp_poly_f(y, k) * tj_pow2i_f(k);
 }
 """,
     ),
