@@ -498,20 +498,18 @@ def main() -> None:
 
     print("CUDA devices:", *describe_devices(), sep="\n  ")
     bandwidth = copy_bandwidth() if {"copy", "figure7", "reductions"} & set(parts) else None
-    if "figure7" in parts:
-        figure7(bandwidth)
-    if "reductions" in parts:
-        reductions(bandwidth)
-    if "mlp" in parts:
-        mlp()
-    if "overhead" in parts:
-        overhead()
-    if "mrg" in parts:
-        mrg()
-    if "examples" in parts:
-        examples()
-    if "compile" in parts:
-        compile_time()
+    runs = {
+        "figure7": lambda: figure7(bandwidth),
+        "reductions": lambda: reductions(bandwidth),
+        "mlp": mlp,
+        "overhead": overhead,
+        "mrg": mrg,
+        "examples": examples,
+        "compile": compile_time,
+    }
+    for name, run in runs.items():  # in this order, whatever --parts's
+        if name in parts:
+            run()
 
 
 if __name__ == "__main__":
