@@ -71,24 +71,26 @@ def host(value):
     return CUDA_ARRAYS.to_host(value)
 
 
-def timed(step, *args, inner: int = 20) -> float:
-    """Median time of ``step(*args)`` on tensorjit's device (synchronised)."""
+def timed_until(wait, step, *args, inner: int = 20) -> float:
+    """Median time of ``step(*args)`` followed by ``wait()`` (the library's device
+    synchronisation: its kernels run asynchronously)."""
 
     def run():
         step(*args)
-        sync()
+        wait()
 
     return median_time(run, 7, inner=inner)
+
+
+def timed(step, *args, inner: int = 20) -> float:
+    """On tensorjit's device."""
+    return timed_until(sync, step, *args, inner=inner)
 
 
 def timed_cupy(step, *args) -> float:
     import cupy
 
-    def run():
-        step(*args)
-        cupy.cuda.Device().synchronize()
-
-    return median_time(run, 7, inner=20)
+    return timed_until(cupy.cuda.Device().synchronize, step, *args)
 
 
 def timed_jax(step, *args) -> float:
@@ -98,11 +100,7 @@ def timed_jax(step, *args) -> float:
 def timed_torch(step, *args, inner: int = 20) -> float:
     import torch
 
-    def run():
-        step(*args)
-        torch.cuda.synchronize()
-
-    return median_time(run, 7, inner=inner)
+    return timed_until(torch.cuda.synchronize, step, *args, inner=inner)
 
 
 def copy_bandwidth() -> float:
