@@ -1,5 +1,7 @@
 """Composite: several scalar ops fused into one, so one Elemwise node (one loop in a
-compiled backend, one VM step here) computes a whole elementwise subgraph."""
+compiled backend, one VM step here) computes a whole elementwise subgraph. A composite
+with several outputs (``outputs``: the steps whose values leave it) serves a
+MultiOutputElemwise node: one loop writing each of them."""
 
 from __future__ import annotations
 
@@ -21,10 +23,26 @@ Program = tuple[tuple[ScalarOp, tuple[tuple[str, int], ...]], ...]
 class Composite(ScalarOp):
     """A scalar function built from other scalar ops; equal if the programs are equal."""
 
-    def __init__(self, program: Program, nin: int, out_dtype: str):
+    def __init__(
+        self,
+        program: Program,
+        nin: int,
+        out_dtype: str,
+        outputs: tuple[int, ...] | None = None,
+        out_dtypes: tuple[str, ...] | None = None,
+    ):
+        """``outputs``/``out_dtypes``: the steps whose values are outputs and their
+        dtypes (default: the last step, of ``out_dtype``)."""
         self.program = program
-        self.out_dtype = out_dtype
+        self.outputs = (len(program) - 1,) if outputs is None else tuple(outputs)
+        self.out_dtypes = (out_dtype,) if out_dtypes is None else tuple(out_dtypes)
+        if len(self.out_dtypes) != len(self.outputs):
+            raise ValueError("a Composite needs one dtype per output")
+        self.out_dtype = self.out_dtypes[0]
+        self.nout = len(self.outputs)
         names = ",".join(op.name for op, _ in program)
+        if self.nout > 1:
+            names += f"->{self.nout}"
         super().__init__(f"Composite{{{names}}}", nin, self._evaluate)
 
     def __eq__(self, other: object) -> bool:
@@ -32,18 +50,21 @@ class Composite(ScalarOp):
             type(other) is Composite
             and self.program == other.program  # type: ignore[attr-defined]
             and self.nin == other.nin  # type: ignore[attr-defined]
+            and self.outputs == other.outputs  # type: ignore[attr-defined]
+            and self.out_dtypes == other.out_dtypes  # type: ignore[attr-defined]
         )
 
     def __hash__(self) -> int:
-        return hash((Composite, self.program, self.nin))
+        return hash((Composite, self.program, self.nin, self.outputs))
 
     def output_dtype(self, dtypes: Sequence[str]) -> str:
         return self.out_dtype
 
     def _evaluate(self, *inputs: Any, out: np.ndarray | None = None) -> Any:
-        """Run the program. For large arrays, steps write into working buffers whose
-        previous value is no longer read (``out`` first, then intermediates adopted as
-        buffers): a chain then needs no temporary at all, any program only a few."""
+        """Run the program (the output's value; a tuple of them with several). For large
+        arrays, steps write into working buffers whose previous value is no longer read
+        (``out`` first, then intermediates adopted as buffers): a chain then needs no
+        temporary at all, any program only a few."""
         results: list[Any] = []
         last_use = self._last_use
         reuse = getattr(out, "size", 0) >= REUSE_THRESHOLD or any(
@@ -83,6 +104,8 @@ class Composite(ScalarOp):
             for kind, i in args:  # drop intermediates as soon as they are no longer read
                 if kind == "step" and last_use[i] == j:
                     results[i] = None
+        if self.nout > 1:
+            return tuple(results[k] for k in self.outputs)
         return results[-1]
 
     def _last_read(self, owner: tuple[str, int]) -> int:
@@ -112,7 +135,8 @@ class Composite(ScalarOp):
                 for kind, i in args:
                     if kind == "step":
                         cached[i] = j
-            cached[-1] = len(self.program)
+            for k in self.outputs:  # outputs live to the end: no step overwrites them
+                cached[k] = len(self.program)
             self.__dict__["_last_use_cache"] = cached
         return cached
 

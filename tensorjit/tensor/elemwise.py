@@ -89,12 +89,7 @@ class Elemwise(Op):
 
     def make_node(self, *inputs: Any) -> Apply:
         name = self.scalar_op.name
-        if len(inputs) != self.scalar_op.nin:
-            raise TypeError(f"{name} takes {self.scalar_op.nin} inputs, got {len(inputs)}")
-        vars_ = resolve_weak_constants([as_tensor_variable(i) for i in inputs])
-        ndim = max(v.type.ndim for v in vars_)
-        vars_ = [pad_left(v, ndim) for v in vars_]
-        shape = broadcast_static_shapes(name, vars_)
+        vars_, shape = elemwise_inputs(self.scalar_op, inputs)
         try:
             dtype = self.scalar_op.output_dtype([v.type.dtype for v in vars_])
         except TypeError:
@@ -114,32 +109,13 @@ class Elemwise(Op):
         return Apply(self, vars_, [out_type.make_variable()])
 
     def infer_shape(self, fgraph, node, input_shapes):
-        # Each dimension's length comes from an input that does not broadcast there.
-        out_shape = []
-        for axis, static in enumerate(node.outputs[0].type.shape):
-            if static is not None:
-                out_shape.append(static)
-                continue
-            for var, shape in zip(node.inputs, input_shapes):
-                if not var.type.broadcastable[axis]:
-                    out_shape.append(shape[axis])
-                    break
-        return [tuple(out_shape)]
+        return [broadcast_output_shape(node, input_shapes)]
 
     def input_check(self, node: Apply) -> Callable[[list[Any]], None]:
         return partial(self.output_shape, node)
 
     def output_shape(self, node: Apply, inputs: Sequence[Any]) -> tuple[int, ...]:
-        """The result's shape for these input values (of any device); raises as NumPy
-        does on shapes that do not broadcast, and on a run-time length 1 the type does
-        not declare broadcastable."""
-        shape = inputs[0].shape
-        if any(value.shape != shape for value in inputs):
-            shape = np.broadcast_shapes(*(value.shape for value in inputs))
-            for var, value in zip(node.inputs, inputs):
-                if value.shape != shape and value.ndim:
-                    check_runtime_broadcast(node, var, value.shape, shape)
-        return shape
+        return elemwise_output_shape(node, inputs)
 
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:
         out_dtype = node.outputs[0].type.numpy_dtype
@@ -196,6 +172,45 @@ class Elemwise(Op):
         if len(input_strs) == 1:
             return f"{symbol}{input_strs[0]}"
         return f"({f' {symbol} '.join(input_strs)})"
+
+
+def elemwise_inputs(scalar_op: ScalarOp, inputs: Sequence[Any]) -> tuple[list[Variable], tuple]:
+    """An elementwise node's inputs (constants given NumPy's dtypes, left-padded to one
+    ndim) and their broadcast static shape."""
+    if len(inputs) != scalar_op.nin:
+        raise TypeError(f"{scalar_op.name} takes {scalar_op.nin} inputs, got {len(inputs)}")
+    vars_ = resolve_weak_constants([as_tensor_variable(i) for i in inputs])
+    ndim = max(v.type.ndim for v in vars_)
+    vars_ = [pad_left(v, ndim) for v in vars_]
+    return vars_, broadcast_static_shapes(scalar_op.name, vars_)
+
+
+def broadcast_output_shape(node: Apply, input_shapes: Sequence[tuple]) -> tuple:
+    """The symbolic shape of an elementwise node's outputs: each dimension's length
+    comes from an input that does not broadcast there."""
+    out_shape = []
+    for axis, static in enumerate(node.outputs[0].type.shape):
+        if static is not None:
+            out_shape.append(static)
+            continue
+        for var, shape in zip(node.inputs, input_shapes):
+            if not var.type.broadcastable[axis]:
+                out_shape.append(shape[axis])
+                break
+    return tuple(out_shape)
+
+
+def elemwise_output_shape(node: Apply, inputs: Sequence[Any]) -> tuple[int, ...]:
+    """An elementwise node's result shape for these input values (of any device);
+    raises as NumPy does on shapes that do not broadcast, and on a run-time length 1 the
+    type does not declare broadcastable."""
+    shape = inputs[0].shape
+    if any(value.shape != shape for value in inputs):
+        shape = np.broadcast_shapes(*(value.shape for value in inputs))
+        for var, value in zip(node.inputs, inputs):
+            if value.shape != shape and value.ndim:
+                check_runtime_broadcast(node, var, value.shape, shape)
+    return shape
 
 
 def check_runtime_broadcast(node: Apply, var: Variable, shape: tuple, out_shape: tuple) -> None:

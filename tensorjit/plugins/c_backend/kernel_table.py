@@ -39,6 +39,7 @@ from tensorjit.tensor.math import Alloc, Dot, MappedReduce, Reduce
 from tensorjit.tensor.max_exp_sum import MaxExpSum
 from tensorjit.tensor.moments import Moments
 from tensorjit.tensor.moments_map import MomentsMap
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.shape_ops import MakeVector, Reshape, Shape
 from tensorjit.tensor.subtensor import IncSubtensor, Subtensor
 
@@ -142,9 +143,9 @@ SPECS = (
     KernelSpec(
         "c:elemwise",
         BACKEND,
-        (Elemwise,),
+        (Elemwise, MultiOutputElemwise),
         kernels.elemwise_factory,
-        plan=_exactly((Elemwise,), kernels.elemwise_plan),
+        plan=_exactly((Elemwise, MultiOutputElemwise), kernels.elemwise_plan),
         sources=lambda node, plan: [(plan.source, str(node.op))],
         step=_step("elemwise"),
         plugin=PLUGIN,

@@ -151,15 +151,19 @@ class Emitter:
 
     def emit(self, op: ScalarOp, args: list[str], dtypes: list[str]) -> tuple[str, str]:
         if isinstance(op, Composite):
-            values: list[tuple[str, str]] = []
-            for step_op, refs in op.program:
-                step_args = [(args[i], dtypes[i]) if k == "in" else values[i] for k, i in refs]
-                values.append(
-                    self.emit(step_op, [a for a, _ in step_args], [d for _, d in step_args])
-                )
-            return values[-1]
+            return self.emit_outputs(op, args, dtypes)[0]
         expr, dtype = scalar_expr(op, args, dtypes, self.dialect, self.values)
         name = f"v{self.count}"
         self.count += 1
         self.lines.append(f"    const {self.dialect.type_name(dtype)} {name} = {expr};")
         return name, dtype
+
+    def emit_outputs(
+        self, op: Composite, args: list[str], dtypes: list[str]
+    ) -> list[tuple[str, str]]:
+        """A Composite inlined step by step: (name, dtype) of each of its outputs."""
+        values: list[tuple[str, str]] = []
+        for step_op, refs in op.program:
+            step_args = [(args[i], dtypes[i]) if k == "in" else values[i] for k, i in refs]
+            values.append(self.emit(step_op, [a for a, _ in step_args], [d for _, d in step_args]))
+        return [values[k] for k in op.outputs]

@@ -5,7 +5,8 @@ dimshuffle/reshape/sum simplifications, shapes from infer_shape.
 stabilize: softplus, log1p, expm1, sigmoid forms.
 specialize: powers, GEMM/GEMV.
 fusion: elementwise subgraphs into one Composite node; then a map reading its rows'
-Moments into one MomentsMap node.
+Moments into one MomentsMap node; last, fused nodes that feed one another into one
+multi-output node.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tensorjit.tensor.rewriting.fusion import FusionRewriter
 from tensorjit.tensor.rewriting.max_exp_sum import local_max_and_shifted_exp_sum
 from tensorjit.tensor.rewriting.moments import local_sum_and_squared_deviations
 from tensorjit.tensor.rewriting.moments_map import local_moments_map
+from tensorjit.tensor.rewriting.multi_output_fusion import MultiOutputFusion
 from tensorjit.tensor.rewriting.shape import local_shape, local_shape_i
 from tensorjit.tensor.rewriting.specialize import (
     local_decay_with_penalty,
@@ -103,9 +105,15 @@ REWRITES = [
     ("fused_elemwise_alloc", local_elemwise_alloc, "fusion", ()),
     # After fusion: the map is one Elemwise node by then.
     ("local_moments_map", local_moments_map, "fusion", ("moments_map",)),
+    # Last in its phase (POSITIONS): it joins the nodes the rewrites above made, and
+    # must not hide their patterns.
+    ("multi_output_fusion", MultiOutputFusion(), "fusion", ()),
 ]
+# A phase runs its rewrites by (position, name); the default position is 0.
+POSITIONS = {"multi_output_fusion": 1.0}
 
 
 def register(db: RewriteDB) -> None:
     for name, rewriter, phase, tags in REWRITES:
-        db.register(name, rewriter, phase, "fast_run", *tags, plugin=PLUGIN)
+        position = POSITIONS.get(name, 0.0)
+        db.register(name, rewriter, phase, "fast_run", *tags, position=position, plugin=PLUGIN)

@@ -322,7 +322,7 @@ def test_psi_and_erfinv_accuracy():
 def test_special_function_helpers_are_only_in_kernels_that_call_them():
     def source(name):
         op = SCALAR_OPS[name]
-        return codegen.elemwise_source(op, ["float64"], "float64", ["full"], [(False,)], {}, None)
+        return codegen.elemwise_source(op, ["float64"], ["float64"], ["full"], [(False,)], {}, None)
 
     assert "tj_psi_d(double x)" in source("psi")[0]
     assert "tj_erfinv_d(double y)" in source("erfinv")[0]

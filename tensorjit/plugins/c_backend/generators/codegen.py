@@ -26,7 +26,12 @@ from tensorjit.plugins.c_backend.generators import vector_erf
 from tensorjit.plugins.c_backend.generators.coalesce import merge_into_last
 from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
-from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function, typed_operands
+from tensorjit.plugins.cstyle.elementwise import (
+    contiguous_kernel,
+    element_function,
+    multi_element_function,
+    typed_operands,
+)
 from tensorjit.plugins.cstyle.numpy_helpers import (
     HelperSpelling,
     float_helpers,
@@ -685,44 +690,68 @@ TJ_INLINE void tj_stream_fence(void) {}
 def elemwise_source(
     scalar_op: ScalarOp,
     in_dtypes: Sequence[str],
-    out_dtype: str,
+    out_dtypes: Sequence[str],
     kinds: Sequence[str],
     bcast: Sequence[tuple[bool, ...]],
     consts: dict[int, np.ndarray],
     inplace: int | None,
 ) -> tuple[str, str]:
-    """(C source, cffi cdef) for an Elemwise node.
+    """(C source, cffi cdef) for an Elemwise node (one dtype in ``out_dtypes``) or a
+    MultiOutputElemwise node (a multi-output Composite, a dtype per output).
 
     ``kinds[i]`` is "const" (inlined), "scalar" (a single element: every dimension
     statically broadcastable) or "full". Variable inputs become operands in order; the
-    output is the last operand, except in place, where input ``inplace`` is written.
+    outputs are the last operands, except in place, where input ``inplace`` is written.
     """
     ndim = len(bcast[0]) if bcast else 0
     var = [i for i, k in enumerate(kinds) if k != "const"]
-    function, body = element_function(C_DIALECT, scalar_op, in_dtypes, out_dtype, kinds, consts)
-    tout = ctype(out_dtype)
+    multi = len(out_dtypes) > 1
+    if multi:
+        function, body = multi_element_function(
+            C_DIALECT, scalar_op, in_dtypes, out_dtypes, kinds, consts
+        )
+    else:
+        function, body = element_function(
+            C_DIALECT, scalar_op, in_dtypes, out_dtypes[0], kinds, consts
+        )
     lines = [inline_mode(body), PREAMBLE, parallel.DECLARATIONS, STREAM_STORES]
     lines += [*helper_sources(body), *function]
-    # Operands: the variable inputs, then the output unless it is written in place.
+    # Operands: the variable inputs, then the outputs unless written in place.
     ops = [(f"d{i}", in_dtypes[i], kinds[i], bcast[i]) for i in var]
-    if inplace is None:
-        ops.append(("dout", out_dtype, "full", (False,) * ndim))
-    out_ptr = "dout" if inplace is None else f"d{inplace}"
+    if inplace is not None:
+        written = [(f"d{inplace}", out_dtypes[0])]
+    else:
+        written = [(f"dout{k}" if multi else "dout", dt) for k, dt in enumerate(out_dtypes)]
+        ops += [(name, dt, "full", (False,) * ndim) for name, dt in written]
+    names = [name for name, _ in written]
 
     def call(load: dict[str, str]) -> str:
         return "tj_f(" + ", ".join(load[f"d{i}"] for i in var) + ")"
 
+    def store(load: dict[str, str], targets: Sequence[str]) -> str:
+        """The statement writing one element of each output to ``targets``."""
+        if not multi:
+            return f"{targets[0]} = {call(load)};"
+        fields = " ".join(f"{t} = tj_r.r{k};" for k, t in enumerate(targets))
+        return f"{{ const tj_fr tj_r = {call(load)}; {fields} }}"
+
+    def store_at(load: dict[str, str], index: str) -> str:
+        return store(load, [f"p_{name}[{index}]" for name in names])
+
     # The contiguous entry points: one flat loop; and the same loop storing whole cache
     # lines with non-temporal stores, for outputs too large to keep cached (program.c
-    # picks it; an in-place kernel has none, its output was read anyway).
+    # picks it; an in-place kernel has none, its output was read anyway, nor has one
+    # with several outputs).
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
     restrict = inplace is None
-    lines += contiguous_kernel(C_DIALECT, "tj_contig_serial", ops, out_ptr, restrict, call)
-    setup, load = typed_operands(C_DIALECT, ops, out_ptr, scalars, restrict)
-    out_at = f"p_{out_ptr}"
+    lines += contiguous_kernel(C_DIALECT, "tj_contig_serial", ops, names, restrict, store_at)
+    streams = inplace is None and not multi
     lines.append(f"static void tj_contig_stream_serial(int64_t n, {sig}) {{")
-    if inplace is None:
+    if streams:
+        tout = ctype(out_dtypes[0])
+        setup, load = typed_operands(C_DIALECT, ops, names, scalars, restrict)
+        out_at = f"p_{names[0]}"
         lines += setup
         lines += [
             "    int64_t i = 0;",
@@ -743,17 +772,19 @@ def elemwise_source(
     # storing whole cache lines of rows contiguous in the output (a bias add, a layer
     # norm's last step: outputs broadcast from smaller operands), for program outputs too
     # large to keep cached.
-    lines += _strided_function(ops, out_ptr, tout, ndim, call, "tj_strided_serial", False)
-    if inplace is None:
-        lines += _strided_function(ops, out_ptr, tout, ndim, call, "tj_strided_stream_serial", True)
+    lines += _strided_function(ops, written, ndim, call, store, "tj_strided_serial", False)
+    if streams:
+        lines += _strided_function(
+            ops, written, ndim, call, store, "tj_strided_stream_serial", True
+        )
     else:
         shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
         stride_args = "".join(f", int64_t st_{n}_{a}" for n, *_ in ops for a in range(ndim))
-        names = "".join(f"n{a}, " for a in range(ndim)) + ", ".join(n for n, *_ in ops)
-        names += "".join(f", st_{n}_{a}" for n, *_ in ops for a in range(ndim))
+        args = "".join(f"n{a}, " for a in range(ndim)) + ", ".join(n for n, *_ in ops)
+        args += "".join(f", st_{n}_{a}" for n, *_ in ops for a in range(ndim))
         lines.append(
             f"static void tj_strided_stream_serial({shape_args}{sig}{stride_args}) "
-            f"{{ tj_strided_serial({names}); }}"
+            f"{{ tj_strided_serial({args}); }}"
         )
     lines += _parallel_entries(ops, ndim, parallel.grain_for(body))
     shape_decl = "".join("int64_t, " for _ in range(ndim))
@@ -769,11 +800,21 @@ def elemwise_source(
 
 
 def _strided_function(
-    ops: list, out_ptr: str, tout: str, ndim: int, call: Callable, name: str, stream: bool
+    ops: list,
+    written: Sequence[tuple[str, str]],
+    ndim: int,
+    call: Callable,
+    store: Callable,
+    name: str,
+    stream: bool,
 ) -> list[str]:
     """``name(lengths, pointers, byte strides)``: loops over the axes, the last one
-    vectorised where every operand moving along it is contiguous there; ``stream``: that
-    loop stores the output's aligned whole cache lines with non-temporal stores."""
+    vectorised where every operand moving along it is contiguous there; ``written``:
+    (pointer, dtype) of each output; ``store(loads, targets)`` writes an element of
+    each. ``stream`` (one output): that loop stores the output's aligned whole cache
+    lines with non-temporal stores."""
+    names = [w for w, _ in written]
+    out_ptr, tout = names[0], ctype(written[0][1])
     sig = ", ".join(f"char *{n}" for n, *_ in ops)
     shape_args = "".join(f"int64_t n{a}, " for a in range(ndim))
     stride_args = "".join(f", int64_t st_{n}_{a}" for n, *_ in ops for a in range(ndim))
@@ -797,7 +838,7 @@ def _strided_function(
     last = max(ndim - 1, 0)
     if ndim == 0:
         load = {n: f"*(const {ctype(dt)} *)b_{n}_0" for n, dt, *_ in ops}
-        lines.append(f"{indent}*({tout} *)b_{out_ptr}_0 = {call(load)};")
+        lines.append(f"{indent}{store(load, [f'*({ctype(dt)} *)b_{w}_0' for w, dt in written])}")
     else:
         a = ndim - 1
         moving = [(n, dt) for n, dt, _, b in ops if not b[a]]
@@ -806,7 +847,7 @@ def _strided_function(
         setup, load = typed_operands(
             C_DIALECT,
             ops,
-            out_ptr,
+            names,
             {n for n, _, _, b in ops if b[a]},
             restrict=False,
             base=lambda n: f"b_{n}_{last}",
@@ -835,9 +876,9 @@ def _strided_function(
                 f"{inner}    {out_at}[i] = {call(load('i'))};",
             ]
         else:
+            targets = [f"p_{w}[i]" for w in names]
             lines.append(
-                f"{indent}    {SIMD}for (int64_t i = 0; i < n{a}; i++) "
-                f"{out_at}[i] = {call(load('i'))};"
+                f"{indent}    {SIMD}for (int64_t i = 0; i < n{a}; i++) {store(load('i'), targets)}"
             )
         lines.append(f"{indent}}} else {{")
         load = {}
@@ -845,9 +886,12 @@ def _strided_function(
             s = stride(n, b, a)
             offset = f" + i * {s}" if s else ""
             load[n] = f"*(const {ctype(dt)} *)(b_{n}_{last}{offset})"
-        s = stride(out_ptr, {n: b for n, _, _, b in ops}[out_ptr], a)
-        target = f"*({tout} *)(b_{out_ptr}_{last}{f' + i * {s}' if s else ''})"
-        lines.append(f"{indent}    for (int64_t i = 0; i < n{a}; i++) {target} = {call(load)};")
+        patterns = {n: b for n, _, _, b in ops}
+        targets = []
+        for w, dt in written:
+            s = stride(w, patterns[w], a)
+            targets.append(f"*({ctype(dt)} *)(b_{w}_{last}{f' + i * {s}' if s else ''})")
+        lines.append(f"{indent}    for (int64_t i = 0; i < n{a}; i++) {store(load, targets)}")
         lines.append(f"{indent}}}")
     for _ in range(ndim - 1):
         indent = indent[:-4]

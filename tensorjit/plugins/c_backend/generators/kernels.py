@@ -40,16 +40,17 @@ class ElemwisePlan(NamedTuple):
 
 
 def elemwise_plan(node: Apply) -> ElemwisePlan:
-    """What the C kernel of an Elemwise node is (Unsupported if none can be made)."""
+    """What the C kernel of an Elemwise or MultiOutputElemwise node is (Unsupported if
+    none can be made)."""
     op = node.op
-    target = op.inplace
+    target = getattr(op, "inplace", None)
     kinds, consts, bcast = elemwise_operands(node.inputs, target)
     dtypes = [v.type.dtype for v in node.inputs]
-    out_dtype = node.outputs[0].type.dtype
+    out_dtypes = [v.type.dtype for v in node.outputs]
     source, cdef = codegen.elemwise_source(
-        op.scalar_op, dtypes, out_dtype, kinds, bcast, consts, target
+        op.scalar_op, dtypes, out_dtypes, kinds, bcast, consts, target
     )
-    n_ptrs = sum(k != "const" for k in kinds) + (target is None)
+    n_ptrs = sum(k != "const" for k in kinds) + (len(out_dtypes) if target is None else 0)
     ndim = len(bcast[0]) if bcast else 0
     source += _uniform_elemwise(n_ptrs, ndim)
     cdef += UNIFORM_ELEMWISE_CDEF
@@ -111,14 +112,26 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
     var_idx = [i for i, k in enumerate(kinds) if k != "const"]
     full = [k for k, i in enumerate(var_idx) if kinds[i] == "full"]
     out_type = node.outputs[0].type
-    out_dtype = out_type.numpy_dtype
+    out_dtypes = [v.type.numpy_dtype for v in node.outputs]
     ndim = out_type.ndim
     static = out_type.shape
     ones = tuple(1 for _ in range(ndim))
     # Per axis, the operands (positions among the variable inputs) that move along it.
     moving = [[k for k in full if not bcast[var_idx[k]][a]] for a in range(ndim)]
     checks = [(k, [a for a in range(ndim) if not bcast[var_idx[k]][a]]) for k in full]
-    target = None if node.op.inplace is None else var_idx.index(node.op.inplace)
+    inplace = getattr(node.op, "inplace", None)
+    target = None if inplace is None else var_idx.index(inplace)
+
+    def outputs(output_storage: list, shape: tuple, vals: list) -> list[np.ndarray]:
+        """The output arrays, stored in their cells: each cell's previous array where
+        it fits."""
+        made = []
+        for cell, dtype in zip(output_storage, out_dtypes):
+            out = cell[0]
+            if not reusable(out, shape, dtype, vals):
+                out = cell[0] = np.empty(shape, dtype)
+            made.append(out)
+        return made
 
     def ptr(a: np.ndarray):
         if a.flags.c_contiguous:
@@ -147,11 +160,8 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
                 contig(vals[target].size, *[from_buffer(a) for a in vals])
                 output_storage[0][0] = vals[target]
                 return
-            out = output_storage[0][0]
-            if not reusable(out, shape, out_dtype, vals):
-                out = np.empty(shape, out_dtype)
-            contig(out.size, *[from_buffer(a) for a in vals], from_buffer(out))
-            output_storage[0][0] = out
+            outs = outputs(output_storage, shape, vals)
+            contig(outs[0].size, *[from_buffer(a) for a in vals + outs])
             return
         shape = list(static)
         for a in range(ndim):
@@ -170,13 +180,10 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
             strided(*shape, *ptrs, *strides)
             output_storage[0][0] = vals[target]
             return
-        out = output_storage[0][0]
-        if not reusable(out, shape, out_dtype, vals):
-            out = np.empty(shape, out_dtype)
-        ptrs = [ptr(a) for a in vals]
-        strides = [st for a in vals for st in a.strides]
-        strided(*shape, *ptrs, from_buffer(out), *strides, *out.strides)
-        output_storage[0][0] = out
+        outs = outputs(output_storage, shape, vals)
+        ptrs = [ptr(a) for a in vals] + [from_buffer(out) for out in outs]
+        strides = [st for a in vals + outs for st in a.strides]
+        strided(*shape, *ptrs, *strides)
 
     return run
 

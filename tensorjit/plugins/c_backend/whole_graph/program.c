@@ -165,17 +165,24 @@ static int tj_spare_fits(PyObject *o)
            (size_t)PyArray_NBYTES(a) <= TJ_SPARE_MAX;
 }
 
-/* A new C-ordered array for step s's output: the slot's spare when it fits. */
-static PyObject *tj_take(const tj_step *s, int nd, const npy_intp *dims, int typenum)
+/* A new C-ordered array for a slot whose spare is *spare (NULL: none): the spare when
+   it fits. */
+static PyObject *tj_take_spare(PyObject **spare, int nd, const npy_intp *dims, int typenum)
 {
-    PyObject *o = s->spare != NULL ? *s->spare : NULL;
+    PyObject *o = spare != NULL ? *spare : NULL;
     if (o != NULL && Py_REFCNT(o) == 1 && PyArray_TYPE((PyArrayObject *)o) == typenum &&
         PyArray_NDIM((PyArrayObject *)o) == nd &&
         (nd == 0 || memcmp(dims, PyArray_DIMS((PyArrayObject *)o), nd * sizeof(npy_intp)) == 0)) {
-        *s->spare = NULL;
+        *spare = NULL;
         return o;
     }
     return tj_empty(nd, (npy_intp *)dims, typenum);
+}
+
+/* A new C-ordered array for step s's output: the slot's spare when it fits. */
+static PyObject *tj_take(const tj_step *s, int nd, const npy_intp *dims, int typenum)
+{
+    return tj_take_spare(s->spare, nd, dims, typenum);
 }
 
 /* Lets go of value o of a slot: its array becomes the slot's spare when nobody else
@@ -288,14 +295,18 @@ static int tj_broadcast_shape(const tj_step *s, PyObject **v, int nd, int64_t *s
     return 0;
 }
 
+/* An elementwise step: its kernel over n_ops operands, writing its output (s->out,
+   or operand s->target in place) or, with n_outs outputs (a MultiOutputElemwise), each
+   of them: the kernel's pointers after the operands, in order. */
 static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, PyObject **v)
 {
-    PyArrayObject *a[TJ_MAXOPS], *out;
+    PyArrayObject *a[TJ_MAXOPS], *out, *outs[TJ_MAXOPS];
     PyObject *copies[TJ_MAXOPS];
     char *ptrs[TJ_MAXOPS + 1];
     int64_t shape[TJ_MAXDIM], strides[(TJ_MAXOPS + 1) * TJ_MAXDIM];
     /* (a kernel without flat entries: always the strided ones) */
     int n = s->n_ops, nd = s->ndim, fast = s->fn[0] != NULL, j, ax;
+    int n_out = s->n_outs > 1 ? s->n_outs : 1;
 
     if (tj_broadcast_shape(s, v, nd, shape))
         return 1;
@@ -321,6 +332,17 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
         if (out == NULL)
             goto error;
     }
+    outs[0] = out;
+    for (j = 1; j < n_out; j++) {
+        int slot = s->outs[j];
+        outs[j] = (PyArrayObject *)tj_take_spare(&p->spare[slot], nd, (npy_intp *)shape,
+                                                 s->out_types[j]);
+        if (outs[j] == NULL) {
+            while (--j >= 0)
+                Py_DECREF(outs[j]);
+            goto error;
+        }
+    }
     for (j = 0; j < n && fast; j++) {
         if (!s->full[j])
             continue;
@@ -330,25 +352,23 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
             if ((s->bcast[j] >> ax & 1) && shape[ax] != 1)
                 fast = 0;
     }
-    for (j = 0; j < n; j++)
-        ptrs[j] = PyArray_BYTES(a[j]);
-    if (s->target < 0)
-        ptrs[n] = PyArray_BYTES(out);
+    int n_all = s->target < 0 ? n + n_out : n;
+    for (j = 0; j < n_all; j++)
+        ptrs[j] = PyArray_BYTES(j < n ? a[j] : outs[j - n]);
     npy_intp size = PyArray_SIZE(out);
-    int n_all = s->target < 0 ? n + 1 : n;
     if (!fast)
         for (j = 0; j < n_all; j++) {
-            PyArrayObject *x = j < n ? a[j] : out;
+            PyArrayObject *x = j < n ? a[j] : outs[j - n];
             for (ax = 0; ax < nd; ax++)
                 strides[j * nd + ax] = PyArray_STRIDES(x)[ax];
         }
-    int recorded = 0, streams = tj_streams(s, n, a, out, fast);
+    int recorded = 0, streams = n_out == 1 && tj_streams(s, n, a, out, fast);
     if (g != NULL) {
         for (j = 0; j < n && copies[j] == NULL; j++)
             ;
         if (j == n) /* (a copy would have to live until the group runs) */
-            recorded =
-                tj_row_record_elemwise(p, g, s, a, out, fast, ptrs, shape, strides, streams);
+            recorded = tj_row_record_elemwise(p, g, s, a, outs, n_out, fast, ptrs, shape,
+                                              strides, streams);
     }
     if (!recorded) {
         PyThreadState *saved = size > TJ_NOGIL_SIZE ? PyEval_SaveThread() : NULL;
@@ -362,6 +382,8 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
     for (j = 0; j < n; j++)
         Py_XDECREF(copies[j]);
     Py_XSETREF(v[s->out], (PyObject *)out);
+    for (j = 1; j < n_out; j++)
+        Py_XSETREF(v[s->outs[j]], (PyObject *)outs[j]);
     return 0;
 error:
     for (j = 0; j < n; j++)
@@ -2052,6 +2074,13 @@ static int tj_parse_objects(PyObject *obj, tj_step *s, int n_slots)
         PyErr_SetString(PyExc_ValueError, "a Python or native step names its outputs");
         goto done;
     }
+    if (s->kind == TJ_ELEMWISE && s->n_outs != 0 &&
+        (s->n_outs < 2 || s->outs[0] != s->out || s->target >= 0)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "an elementwise step names no outputs, or several (its own first, "
+                        "none in place)");
+        goto done;
+    }
     if (s->kind == TJ_REDUCE && s->n_outs != 0 &&
         (s->n_outs != 2 || s->outs[0] != s->out || s->out_types[1] != s->typenum)) {
         PyErr_SetString(PyExc_ValueError,
@@ -2280,6 +2309,9 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         }
         if (s->kind != TJ_PYTHON && s->kind != TJ_NATIVE) /* their kernels' own outputs */
             p->spare_ok[s->out] = 1;
+        if (s->kind == TJ_ELEMWISE) /* (its other outputs: tj_elemwise takes their spares) */
+            for (int j = 1; j < s->n_outs; j++)
+                p->spare_ok[s->outs[j]] = 1;
         s->spare = &p->spare[s->out];
     }
     tj_program_object *program = PyObject_New(tj_program_object, &tj_program_type);

@@ -376,7 +376,7 @@ class _Tables:
         out = node.outputs[0]
         ndim = out.type.ndim
         operands = [i for i, kind in enumerate(kinds) if kind != "const"]
-        if len(operands) + 1 > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
+        if len(operands) + len(node.outputs) > MAX_OPERANDS or any(len(b) != ndim for b in bcast):
             raise Unsupported(f"{node.op}: {len(operands)} operands")
         if flat:
             functions = ("tj_contig_u", "tj_strided_u", "tj_contig_stream_u", "tj_strided_stream_u")
@@ -390,15 +390,21 @@ class _Tables:
         full = [int(kinds[i] == "full") for i in operands]
         target = -1
         destroys = 0
-        if node.op.inplace is not None:
-            target = operands.index(node.op.inplace)
-            root = self._root(node.inputs[node.op.inplace])
+        inplace = getattr(node.op, "inplace", None)
+        if inplace is not None:
+            target = operands.index(inplace)
+            root = self._root(node.inputs[inplace])
             self.roots[out] = root
             destroys = self._not_computed(root)
         slot = self._new_slot(out)
+        # Outputs after the first (a MultiOutputElemwise) are the kernel's pointers
+        # after the first output's.
+        outs = [(self._new_slot(v), _typenum(v), v.type.ndim) for v in node.outputs[1:]]
+        if outs:
+            outs.insert(0, (slot, _typenum(out), ndim))
         return Step(StepKind.ELEMWISE, slot, _typenum(out), ndim, ops=ops, fns=entries,
                     bcast=masks, full=full, target=target, dims=_static(out),
-                    destroys=destroys)  # fmt: skip
+                    destroys=destroys, outs=outs)  # fmt: skip
 
     def reduce(self, node: Apply, plan: kernels.ReducePlan) -> Step:
         kept, bcast, operands, source, cdef = plan

@@ -298,11 +298,12 @@ static int tj_row_record(const tj_program *p, tj_row_group *g, const tj_row_call
 /* Records an elementwise step's kernel call (operands a, output out, which is one of
    them when the step works in place): 1 recorded, 0 the caller runs it now. */
 static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s,
-                                  PyArrayObject **a, PyArrayObject *out, int fast,
-                                  char **ptrs, const int64_t *shape, const int64_t *strides,
-                                  int streams)
+                                  PyArrayObject **a, PyArrayObject **outs, int n_out,
+                                  int fast, char **ptrs, const int64_t *shape,
+                                  const int64_t *strides, int streams)
 {
-    int n = s->n_ops, nd = s->ndim, n_all = s->target < 0 ? n + 1 : n;
+    int n = s->n_ops, nd = s->ndim, n_all = s->target < 0 ? n + n_out : n;
+    PyArrayObject *out = outs[0];
     if (nd < 1)
         return 0;
     /* (on this stack: the flush in tj_row_record may release the GIL or run Python code
@@ -317,15 +318,15 @@ static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj
     c.n_ptrs = c.n_spans = n_all;
     c.row_elems = rows > 0 ? PyArray_SIZE(out) / rows : 0;
     for (int j = 0; j < n_all; j++) {
-        PyArrayObject *x = j < n ? a[j] : out;
-        int along = (j == n || s->full[j]) && PyArray_NDIM(x) >= 1 &&
+        PyArrayObject *x = j < n ? a[j] : outs[j - n];
+        int along = (j >= n || s->full[j]) && PyArray_NDIM(x) >= 1 &&
                     PyArray_DIMS(x)[0] == rows && !(j < n && (s->bcast[j] & 1));
         int64_t step = along ? PyArray_STRIDES(x)[0] : 0;
         if (step < 0)
             return tj_row_record(p, g, NULL, 0, 0);
         c.ptrs[j] = ptrs[j];
         c.steps[j] = step;
-        c.spans[j] = tj_span_of(x, rows, step, j == n || j == s->target);
+        c.spans[j] = tj_span_of(x, rows, step, j >= n || j == s->target);
         bytes += (size_t)PyArray_NBYTES(x);
     }
     memcpy(c.shape, shape, sizeof(int64_t) * nd);

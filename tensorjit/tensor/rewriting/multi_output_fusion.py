@@ -1,0 +1,175 @@
+"""Multi-output elementwise fusion: elementwise nodes over one loop space that feed one
+another become one MultiOutputElemwise node, each value read outside stored once.
+
+Serves every graph where an elementwise value is read in more than one place, which
+single-output fusion (fusion.py) must store and read back: formulas with several results
+(an option's call and put price from the same d1, d2 and discount), optimiser updates
+(a moment and the parameter from the same gradient), gate arithmetic shared by a
+recurrent cell's outputs, forward values a gradient reads again.
+
+It runs after fusion.py and the MomentsMap rewrite (whose patterns it must not hide),
+on graphs compiled for the host only (device backends have no multi-output kernel).
+Groups grow along producer -> consumer edges whose value has the loop's broadcast
+pattern, so every member has the same run-time shape; a merge is refused when a path
+leaves the group and comes back (the fused node would depend on itself).
+"""
+
+from __future__ import annotations
+
+from tensorjit.core.graph.basic import Apply, Variable
+from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
+from tensorjit.core.rewrites import GraphRewriter
+from tensorjit.tensor.composite import Composite
+from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
+from tensorjit.tensor.rewriting.fusion import MAX_INPUTS
+from tensorjit.tensor.rewriting.util import compiles_for_host
+
+MAX_OUTPUTS = 16  # outputs of one fused node (each a pointer of the C kernel)
+
+
+def _member(node: Apply | None) -> bool:
+    return (
+        node is not None
+        and type(node.op) is Elemwise
+        and node.op.inplace is None
+        and len(node.outputs) == 1
+    )
+
+
+class MultiOutputFusion(GraphRewriter):
+    name = "multi_output_fusion"
+
+    def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
+        if not compiles_for_host(fgraph):
+            return
+        # One group at a time, fused before the next grows: the convexity test then
+        # runs on the graph as it is (earlier groups are single nodes in it), where a
+        # topological order bounds the search.
+        tried: set[Apply] = set()
+        while True:
+            order = {node: k for k, node in enumerate(fgraph.toposort())}
+            seed = next((n for n in order if _member(n) and n not in tried), None)
+            if seed is None:
+                return
+            group = _grow(fgraph, seed, order)
+            tried.update(group)
+            if len(group) > 1:
+                replacements = _fused(fgraph, sorted(group, key=order.__getitem__))
+                if replacements:
+                    apply_replacements(replacements, reason=self.name)
+
+
+def _grow(fgraph: FunctionGraph, seed: Apply, order: dict[Apply, int]) -> frozenset[Apply]:
+    """The largest group found from ``seed`` by adding, while any can be, a member's
+    producer or consumer of the same broadcast pattern that keeps the group convex."""
+    pattern = seed.outputs[0].type.broadcastable
+    group = frozenset((seed,))
+    grown = True
+    while grown:
+        grown = False
+        for node in _neighbours(fgraph, group, pattern):
+            bigger = group | {node}
+            if _fits(fgraph, bigger) and _convex(fgraph, bigger, order):
+                group, grown = bigger, True
+    return group
+
+
+def _neighbours(fgraph: FunctionGraph, group: frozenset[Apply], pattern: tuple) -> list[Apply]:
+    """Members' producers and consumers that may join: elementwise nodes of ``pattern``
+    linked to the group by a value of that pattern."""
+    found: dict[Apply, None] = {}
+    for node in group:
+        for var in node.inputs:
+            if var.type.broadcastable == pattern and _member(var.owner):
+                found[var.owner] = None
+        for client, _ in fgraph.clients.get(node.outputs[0], {}):
+            if client != OUTPUT and _member(client):
+                found[client] = None
+    return [n for n in found if n not in group and n.outputs[0].type.broadcastable == pattern]
+
+
+def _read_outside(fgraph: FunctionGraph, var: Variable, group: frozenset[Apply]) -> bool:
+    return any(c == OUTPUT or c not in group for c, _ in fgraph.clients.get(var, {}))
+
+
+def _fits(fgraph: FunctionGraph, group: frozenset[Apply]) -> bool:
+    """Whether the fused node's operand and output counts stay within the kernels'."""
+    made = {node.outputs[0] for node in group}
+    inputs = {v for node in group for v in node.inputs if v not in made}
+    outputs = [v for v in made if _read_outside(fgraph, v, group)]
+    return len(inputs) <= MAX_INPUTS and len(outputs) <= MAX_OUTPUTS
+
+
+def _convex(fgraph: FunctionGraph, group: frozenset[Apply], order: dict[Apply, int]) -> bool:
+    """Whether no path leaves ``group`` and comes back into it. A path back must reach a
+    member before the last one in topological order, so the search stops there."""
+    last = max(order[node] for node in group)
+    stack = [
+        client
+        for node in group
+        for client, _ in fgraph.clients.get(node.outputs[0], {})
+        if client != OUTPUT and client not in group
+    ]
+    seen: set[Apply] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen or order[node] > last:
+            continue
+        seen.add(node)
+        for out in node.outputs:
+            for client, _ in fgraph.clients.get(out, {}):
+                if client == OUTPUT:
+                    continue
+                if client in group:
+                    return False
+                stack.append(client)
+    return True
+
+
+def _fused(fgraph: FunctionGraph, members: list[Apply]) -> list[tuple[Variable, Variable]]:
+    """The replacements of the group's values read outside it by the outputs of one
+    MultiOutputElemwise node (``members`` in topological order); none if its values are
+    read outside through one output only (single-output fusion's case, left alone)."""
+    group = frozenset(members)
+    inputs: list[Variable] = []
+    index: dict[Variable, tuple[str, int]] = {}
+    program: list = []
+
+    def ref(var: Variable) -> tuple[str, int]:
+        if var not in index:
+            index[var] = ("in", len(inputs))
+            inputs.append(var)
+        return index[var]
+
+    for node in members:
+        args = [ref(v) for v in node.inputs]
+        scalar_op = node.op.scalar_op
+        if isinstance(scalar_op, Composite):  # inlined, its steps renumbered
+            base = len(program)
+            for op, refs in scalar_op.program:
+                mapped = tuple(args[i] if kind == "in" else ("step", base + i) for kind, i in refs)
+                program.append((op, mapped))
+            index[node.outputs[0]] = ("step", base + scalar_op.outputs[0])
+        else:
+            program.append((scalar_op, tuple(args)))
+            index[node.outputs[0]] = ("step", len(program) - 1)
+    results = [node.outputs[0] for node in members if _read_outside(fgraph, node.outputs[0], group)]
+    if len(results) < 2:
+        return []
+    composite = Composite(
+        tuple(program),
+        len(inputs),
+        results[0].type.dtype,
+        outputs=tuple(index[v][1] for v in results),
+        out_dtypes=tuple(v.type.dtype for v in results),
+    )
+    new = MultiOutputElemwise(composite)(*inputs)
+    pairs = []
+    for old, value in zip(results, new):
+        if value.type != old.type:
+            value = old.type.convert_variable(value)
+            if value is None:
+                return []
+        pairs.append((old, value))
+    return pairs
