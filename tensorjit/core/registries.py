@@ -416,6 +416,9 @@ InplaceMaker = Callable[[Apply, list[int]], Op | None]
 class InplaceVariant:
     maker: InplaceMaker
     plugin: str | None
+    # The maker may be asked again for a node already in place, to destroy one more
+    # input (an op with several outputs, each of which may take an input's buffer).
+    repeatable: bool = False
 
 
 @dataclass
@@ -424,13 +427,19 @@ class InplaceRegistry:
 
     table: dict[type, InplaceVariant] = field(default_factory=dict)
 
-    def add(self, op_class: type, maker: InplaceMaker, plugin: str | None = None) -> None:
+    def add(
+        self,
+        op_class: type,
+        maker: InplaceMaker,
+        plugin: str | None = None,
+        repeatable: bool = False,
+    ) -> None:
         if op_class in self.table:
             raise RegistrationError(
                 f"an inplace variant maker for {op_class.__name__} is already registered"
                 f"{_owner_label(self.table[op_class].plugin)}"
             )
-        self.table[op_class] = InplaceVariant(maker, plugin)
+        self.table[op_class] = InplaceVariant(maker, plugin, repeatable)
 
     def lookup(self, op: Op) -> InplaceVariant | None:
         for cls in type(op).__mro__:

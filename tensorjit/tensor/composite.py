@@ -140,6 +140,19 @@ class Composite(ScalarOp):
             self.__dict__["_last_use_cache"] = cached
         return cached
 
+    def output_cones(self) -> list[tuple[frozenset[int], frozenset[int]]]:
+        """Per output, (the inputs its value reads, the steps it takes), transitively."""
+        cones: list[tuple[frozenset[int], frozenset[int]]] = []
+        for j, (_, args) in enumerate(self.program):
+            ins = {i for kind, i in args if kind == "in"}
+            steps = {j}
+            for kind, i in args:
+                if kind == "step":
+                    ins |= cones[i][0]
+                    steps |= cones[i][1]
+            cones.append((frozenset(ins), frozenset(steps)))
+        return [cones[k] for k in self.outputs]
+
     def impl_into(self, inputs: Sequence[Any], out: np.ndarray) -> np.ndarray:
         result = self._evaluate(*inputs, out=out)
         if result is not out:

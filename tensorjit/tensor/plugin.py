@@ -11,6 +11,7 @@ from tensorjit.tensor.blas import Gemm, Ger, PenalisedGemm, numpy_blas_kernel
 from tensorjit.tensor.elemwise import DimShuffle, Elemwise
 from tensorjit.tensor.ifelse import IfElse
 from tensorjit.tensor.math import Alloc, Argmax, Dot, Reduce
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.shape_ops import Join, MakeVector, Reshape, Shape, Split
 from tensorjit.tensor.subtensor import (
     AdvancedIncSubtensor,
@@ -95,6 +96,12 @@ def elemwise_inplace_variant(node, candidates: list[int]):
     return None
 
 
+def multi_output_inplace_variant(node, candidates: list[int]):
+    """One more output written into a candidate input's buffer (the maker is asked
+    again for further outputs)."""
+    return node.op.with_inplace(node, candidates)
+
+
 def incsubtensor_inplace_variant(node, candidates: list[int]):
     if 0 not in candidates:
         return None
@@ -113,6 +120,7 @@ def penalised_gemm_inplace_variant(node, candidates: list[int]):
 @hookimpl
 def tensorjit_register_inplace(registry: InplaceRegistry) -> None:
     registry.add(Elemwise, elemwise_inplace_variant, plugin=FAMILY)
+    registry.add(MultiOutputElemwise, multi_output_inplace_variant, plugin=FAMILY, repeatable=True)
     registry.add(IncSubtensor, incsubtensor_inplace_variant, plugin=FAMILY)
     registry.add(Gemm, gemm_inplace_variant, plugin=FAMILY)
     registry.add(Ger, gemm_inplace_variant, plugin=FAMILY)

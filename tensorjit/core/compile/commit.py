@@ -41,7 +41,7 @@ def commits_last(fgraph: FunctionGraph, order: list[Apply]) -> list[Apply]:
         for reader in readers:
             must_follow.setdefault(reader, set()).add(destroyer)
     deferred: set[Apply] = set()
-    stack = [node for node in order if overwritten_input(node, roots) is not None]
+    stack = [node for node in order if overwritten_inputs(node, roots)]
     while stack:
         node = stack.pop()
         if node in deferred:
@@ -55,15 +55,17 @@ def commits_last(fgraph: FunctionGraph, order: list[Apply]) -> list[Apply]:
     return [n for n in order if n not in deferred] + [n for n in order if n in deferred]
 
 
-def overwritten_input(node: Apply, roots: dict[Variable, Variable]) -> Variable | None:
-    """The function input (graph input, not a constant) whose buffer ``node``
-    overwrites, or None. ``roots``: ``alias_roots`` of the schedule."""
+def overwritten_inputs(node: Apply, roots: dict[Variable, Variable]) -> tuple[Variable, ...]:
+    """The function inputs (graph inputs, not constants) whose buffers ``node``
+    overwrites (several for an op with several outputs in place). ``roots``:
+    ``alias_roots`` of the schedule."""
+    found: dict[Variable, None] = {}
     for i in destroyed_inputs(node):
         var = node.inputs[i]
         root = roots.get(var, var)
         if root.owner is None and not isinstance(root, Constant):
-            return root
-    return None
+            found[root] = None
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ class CommitPlan:
 
     first: int = -1  # the first commit step; -1: the schedule overwrites no input
     prechecks: tuple[int, ...] = ()  # steps checked just before ``first`` runs
-    snapshots: dict[int, Variable] = field(default_factory=dict)  # step -> input it saves
+    # step -> the inputs it saves
+    snapshots: dict[int, tuple[Variable, ...]] = field(default_factory=dict)
     # A commit's in-place output -> the value it overwrote, computed before the first
     # commit: prechecks read the stand-in instead (shapes and dtypes are the same).
     stand_ins: dict[Variable, Variable] = field(default_factory=dict)
@@ -88,15 +91,15 @@ def commit_plan(
     ``cannot_fail(node)``: whether the runner's kernel for it can not raise, running out
     of memory aside (it needs neither a check nor snapshots)."""
     roots = alias_roots(nodes)
-    overwritten = {k: overwritten_input(n, roots) for k, n in enumerate(nodes)}
-    commits = {k: root for k, root in overwritten.items() if root is not None}
+    overwritten = {k: overwritten_inputs(n, roots) for k, n in enumerate(nodes)}
+    commits = {k: inputs for k, inputs in overwritten.items() if inputs}
     if not commits:
         return CommitPlan()
     first = min(commits)
     ready = {out for node in nodes[:first] for out in node.outputs}
     stand_ins: dict[Variable, Variable] = {}
     prechecks: list[int] = []
-    snapshots: dict[int, Variable] = {}
+    snapshots: dict[int, tuple[Variable, ...]] = {}
     for j in range(first, len(nodes)):
         node = nodes[j]
         if j > first and node.op.may_raise and not cannot_fail(node):
@@ -105,7 +108,7 @@ def commit_plan(
             ):
                 prechecks.append(j)
             else:  # every commit before it must be able to undo
-                snapshots.update((k, root) for k, root in commits.items() if k < j)
+                snapshots.update((k, inputs) for k, inputs in commits.items() if k < j)
         for out, (i, *_) in node.op.destroy_map.items():
             before = node.inputs[i]
             if before.owner is None or before in ready or before in stand_ins:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tensorjit.core.compile.commit import overwritten_input
+from tensorjit.core.compile.commit import overwritten_inputs
 from tensorjit.core.compile.program import GraphPlan, Program
 from tensorjit.core.graph.basic import Apply, Constant, Variable
 from tensorjit.core.memory.aliasing import alias_roots
@@ -46,7 +46,7 @@ def program_segments(
 
     def backend_of(k: int) -> Backend | None:
         spec = kernels[k].spec
-        if spec is None or spec.step is None or overwritten_input(order[k], roots) is not None:
+        if spec is None or spec.step is None or overwritten_inputs(order[k], roots):
             return None
         return by_name.get(spec.backend)
 

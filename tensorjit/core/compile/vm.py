@@ -167,8 +167,8 @@ class VM:
         kernel_of = dict(zip(self.nodes, self.kernels))
         plan = commit_plan(self.nodes, can_precheck, lambda node: kernel_of[node].cannot_fail(node))
         steps = list(self._plain_steps)
-        for k, root in plan.snapshots.items():
-            steps[k] = steps[k]._replace(run=self._saving(steps[k].run, root))
+        for k, roots in plan.snapshots.items():
+            steps[k] = steps[k]._replace(run=self._saving(steps[k].run, roots))
         if plan.prechecks:
             stand_in = plan.stand_ins
             checks = [
@@ -183,11 +183,11 @@ class VM:
             steps[plan.first] = first._replace(run=self._prechecking(first.run, checks))
         self.steps: list[Step] = steps
 
-    def _saving(self, run: Any, root: Variable) -> Any:
-        cell, saved = self.storage[root], self._saved
+    def _saving(self, run: Any, roots: tuple[Variable, ...]) -> Any:
+        cells, saved = [(root, self.storage[root]) for root in roots], self._saved
 
         def saving(inputs: list, output_storage: list) -> None:
-            saved.append((cell, save_value(root, cell[0])))
+            saved.extend((cell, save_value(root, cell[0])) for root, cell in cells)
             run(inputs, output_storage)
 
         return saving

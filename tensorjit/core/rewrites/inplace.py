@@ -49,6 +49,7 @@ class InplacePass(GraphRewriter):
                 candidates.sort(key=lambda i: _preference(fgraph, handler, node.inputs[i]))
                 proposals.append((node, variant, candidates))
         if not proposals:
+            self._repeat(fgraph, handler, registry, apply_replacements)
             return
         # Try everything at once (the common case succeeds in one validation), each node
         # on its most preferred input its variant accepts (a GEMM overwrites only its
@@ -59,18 +60,47 @@ class InplacePass(GraphRewriter):
         # that was already replaced (which would re-import it).
         position = {node: k for k, node in enumerate(fgraph.toposort())}
         first.sort(key=lambda p: -position[p[0]])
-        if first and apply_replacements(_pairs(first), reason="inplace"):
-            return
-        for node, variant, candidates in proposals:
-            if node not in fgraph.apply_nodes:
-                continue
-            for i in candidates:
-                if not handler.destroyable(node.inputs[i]):
+        if not (first and apply_replacements(_pairs(first), reason="inplace")):
+            for node, variant, candidates in proposals:
+                if node not in fgraph.apply_nodes:
                     continue
-                proposal = self._propose(fgraph, node, variant, [i])
-                if proposal is None:
+                for i in candidates:
+                    if not handler.destroyable(node.inputs[i]):
+                        continue
+                    proposal = self._propose(fgraph, node, variant, [i])
+                    if proposal is None:
+                        continue
+                    if apply_replacements(
+                        _pairs([proposal]), reason="inplace", plugin=variant.plugin
+                    ):
+                        break
+        self._repeat(fgraph, handler, registry, apply_replacements)
+
+    def _repeat(self, fgraph, handler, registry, apply_replacements) -> None:
+        """Nodes in place whose variant is repeatable ask again, one input at a time,
+        until none takes one more (each accepted try changes the graph: look again)."""
+        changed = True
+        while changed:
+            changed = False
+            for node in fgraph.toposort():
+                variant = registry.lookup(node.op)
+                if variant is None or not variant.repeatable or not node.op.destroy_map:
                     continue
-                if apply_replacements(_pairs([proposal]), reason="inplace", plugin=variant.plugin):
+                taken = {i for ins in node.op.destroy_map.values() for i in ins}
+                candidates = [
+                    i
+                    for i, v in enumerate(node.inputs)
+                    if i not in taken and handler.destroyable(v)
+                ]
+                candidates.sort(key=lambda i: _preference(fgraph, handler, node.inputs[i]))
+                for i in candidates:
+                    proposal = self._propose(fgraph, node, variant, [i])
+                    if proposal is not None and apply_replacements(
+                        _pairs([proposal]), reason="inplace", plugin=variant.plugin
+                    ):
+                        changed = True
+                        break
+                if changed:
                     break
 
     def _first_proposal(
@@ -89,6 +119,7 @@ class InplacePass(GraphRewriter):
         if new_op is None:
             return None
         destroyed = {i for ins in new_op.destroy_map.values() for i in ins}
+        destroyed -= {i for ins in node.op.destroy_map.values() for i in ins}
         if not destroyed or not destroyed <= set(request):
             return None  # the variant does not honour the request: never used
         try:

@@ -14,13 +14,17 @@ from tensorjit.core.compile.mode import get_mode
 from tensorjit.core.compile.program import ProgramVM
 from tensorjit.core.compile.vm import VM
 from tensorjit.tensor.inplace import add_inplace
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 
 PATHS = ["whole-graph program", "per-node C", "python"]
 NO_PASS = tensorjit.FAST_RUN.excluding("inplace")  # hand-built destroyers only
 
 
-def _compile(path: str, inputs, outputs, updates):
+def _compile(path: str, inputs, outputs, updates, separate: bool = False):
+    """``separate``: without multi-output fusion (the updates stay nodes of their own)."""
     mode = get_mode(None)
+    if separate:
+        mode = mode.without("multi_output_fusion")
     if path == "python":
         mode = mode.with_backends("python")
     with tensorjit.config.change_flags(whole_graph=path == "whole-graph program"):
@@ -91,7 +95,8 @@ def test_a_failure_after_the_updates_puts_back_what_they_overwrote(path):
     new_a, new_b = a + x, b + y
     f = _compile(path, [x, y, i], (new_a * new_b)[i], [(a, new_a), (b, new_b)])
     plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
-    assert plan.snapshots  # the case this test is about
+    # the case this test is about (both updates may be one node, saving both)
+    assert {v.name for inputs in plan.snapshots.values() for v in inputs} == {"a", "b"}
     buffers = [a.get_value(borrow=True), b.get_value(borrow=True)]
     with pytest.raises(IndexError):
         f(np.ones(3), np.ones(3), 5)
@@ -110,7 +115,9 @@ def test_an_output_of_the_updated_values_is_checked_before_them(path):
     b = tensorjit.shared(np.zeros(3), name="b")
     x, y, z = T.vectors("x", "y", "z")
     new_a, new_b = a + x, b + y
-    f = _compile(path, [x, y, z], (new_a * new_b) * z, [(a, new_a), (b, new_b)])
+    # (separate nodes: one multi-output node raises before writing, the test below)
+    updates = [(a, new_a), (b, new_b)]
+    f = _compile(path, [x, y, z], (new_a * new_b) * z, updates, separate=True)
     plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
     assert not plan.snapshots and plan.prechecks
     with pytest.raises(ValueError):
@@ -118,6 +125,26 @@ def test_an_output_of_the_updated_values_is_checked_before_them(path):
     np.testing.assert_array_equal(a.get_value(), np.zeros(3))
     np.testing.assert_array_equal(b.get_value(), np.zeros(3))
     np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), np.full(3, 3.0)), [6.0] * 3)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_one_node_updating_two_values_raises_before_writing_either(path):
+    # The same graph fused: one MultiOutputElemwise writes a + x into a, b + y into b
+    # and the product: its shapes are checked before it writes anything.
+    a = tensorjit.shared(np.zeros(3), name="a")
+    b = tensorjit.shared(np.zeros(3), name="b")
+    x, y, z = T.vectors("x", "y", "z")
+    new_a, new_b = a + x, b + y
+    f = _compile(path, [x, y, z], (new_a * new_b) * z, [(a, new_a), (b, new_b)])
+    (node,) = [n for n in _vm(f).nodes if isinstance(n.op, MultiOutputElemwise)]
+    assert len(node.op.destroy_map) == 2
+    buffers = [a.get_value(borrow=True), b.get_value(borrow=True)]
+    with pytest.raises(ValueError):
+        f(np.ones(3), np.ones(3), np.ones(2))
+    np.testing.assert_array_equal(a.get_value(), np.zeros(3))
+    np.testing.assert_array_equal(b.get_value(), np.zeros(3))
+    np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), np.full(3, 3.0)), [6.0] * 3)
+    assert a.get_value(borrow=True) is buffers[0] and b.get_value(borrow=True) is buffers[1]
 
 
 def test_a_borrowed_array_sees_the_restored_values():

@@ -98,21 +98,30 @@ def test_an_optimiser_update_of_three_shared_variables_runs_as_one_node():
     v_new = 0.999 * v + 0.001 * g * g
     p_new = p - 0.01 * m_new / (T.sqrt(v_new) + 1e-8)
     updates = [(m, m_new), (v, v_new), (p, p_new)]
-    f = tensorjit.function([g], [], updates=updates)
-    (node,) = multi_nodes(f)
-    assert len(node.outputs) == 3
     grads = [RNG.standard_normal(33) for _ in range(3)]
     given = [x.copy() for x in grads]
-    want_p, want_m, want_v = start.copy(), np.zeros(33), np.zeros(33)
-    for grad in grads:
-        f(grad)
-        want_m = 0.9 * want_m + 0.1 * grad
-        want_v = 0.999 * want_v + 0.001 * grad * grad
-        want_p = want_p - 0.01 * want_m / (np.sqrt(want_v) + 1e-8)
-    for shared, want in ((p, want_p), (m, want_m), (v, want_v)):
-        np.testing.assert_allclose(shared.get_value(), want, rtol=1e-12)
-    for grad, copy in zip(grads, given):  # the caller's arrays are not written
-        np.testing.assert_array_equal(grad, copy)
+    for mode, whole_graph in ((FAST_RUN, True), (FAST_RUN, False), (PYTHON, False)):
+        for shared, value in ((p, start), (m, np.zeros(33)), (v, np.zeros(33))):
+            shared.set_value(value.copy())
+        with tensorjit.config.change_flags(whole_graph=whole_graph):
+            f = tensorjit.function([g], [], updates=updates, mode=mode)
+        (node,) = multi_nodes(f)
+        # each update written into its own variable's buffer (the in-place pass asks
+        # the node again for each output)
+        into = {node.outputs[k]: node.inputs[i] for k, i in node.op.inplace}
+        assert sorted(v.name for v in into.values()) == ["m", "p", "v"]
+        buffers = [s.get_value(borrow=True) for s in (p, m, v)]
+        want_p, want_m, want_v = start.copy(), np.zeros(33), np.zeros(33)
+        for grad in grads:
+            f(grad)
+            want_m = 0.9 * want_m + 0.1 * grad
+            want_v = 0.999 * want_v + 0.001 * grad * grad
+            want_p = want_p - 0.01 * want_m / (np.sqrt(want_v) + 1e-8)
+        for shared, want, buffer in zip((p, m, v), (want_p, want_m, want_v), buffers):
+            np.testing.assert_allclose(shared.get_value(), want, rtol=1e-12)
+            assert shared.get_value(borrow=True) is buffer
+        for grad, copy in zip(grads, given):  # the caller's arrays are not written
+            np.testing.assert_array_equal(grad, copy)
 
 
 def test_a_path_that_leaves_the_group_and_comes_back_keeps_the_nodes_apart():

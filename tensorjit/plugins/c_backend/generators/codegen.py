@@ -741,10 +741,12 @@ def elemwise_source(
     # The contiguous entry points: one flat loop; and the same loop storing whole cache
     # lines with non-temporal stores, for outputs too large to keep cached (program.c
     # picks it; an in-place kernel has none, its output was read anyway, nor has one
-    # with several outputs).
+    # with several outputs). Several outputs' pointers are not restrict: an output may
+    # be an input's buffer (MultiOutputElemwise's in-place pairs); each element's
+    # inputs are read before its outputs are stored, which "omp simd" keeps.
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
-    restrict = inplace is None
+    restrict = inplace is None and not multi
     lines += contiguous_kernel(C_DIALECT, "tj_contig_serial", ops, names, restrict, store_at)
     streams = inplace is None and not multi
     lines.append(f"static void tj_contig_stream_serial(int64_t n, {sig}) {{")

@@ -24,6 +24,7 @@ from tensorjit.plugins.c_backend.generators.buffers import reusable
 from tensorjit.plugins.cstyle.dialect import Unsupported
 from tensorjit.plugins.cstyle.elementwise import element_function
 from tensorjit.tensor.elemwise_reduce import ElemwiseReduce
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 
 Run = Callable[[list, list], None]
 
@@ -43,7 +44,9 @@ def elemwise_plan(node: Apply) -> ElemwisePlan:
     """What the C kernel of an Elemwise or MultiOutputElemwise node is (Unsupported if
     none can be made)."""
     op = node.op
-    target = getattr(op, "inplace", None)
+    # (a MultiOutputElemwise's kernel has a pointer per output; in place, the program
+    # passes the input's buffer as that output's)
+    target = None if isinstance(op, MultiOutputElemwise) else op.inplace
     kinds, consts, bcast = elemwise_operands(node.inputs, target)
     dtypes = [v.type.dtype for v in node.inputs]
     out_dtypes = [v.type.dtype for v in node.outputs]
@@ -119,19 +122,24 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
     # Per axis, the operands (positions among the variable inputs) that move along it.
     moving = [[k for k in full if not bcast[var_idx[k]][a]] for a in range(ndim)]
     checks = [(k, [a for a in range(ndim) if not bcast[var_idx[k]][a]]) for k in full]
-    inplace = getattr(node.op, "inplace", None)
-    target = None if inplace is None else var_idx.index(inplace)
+    multi = isinstance(node.op, MultiOutputElemwise)
+    target = None if multi or node.op.inplace is None else var_idx.index(node.op.inplace)
+    # A MultiOutputElemwise's outputs written into inputs: output -> variable input
+    into = {k: var_idx.index(i) for k, i in node.op.inplace} if multi else {}
 
     def outputs(output_storage: list, shape: tuple, vals: list) -> list[np.ndarray]:
-        """The output arrays, stored in their cells: each cell's previous array where
-        it fits."""
+        """The output arrays, stored in their cells: an input's buffer for one in
+        place, else each cell's previous array where it fits."""
         made = []
-        for cell, dtype in zip(output_storage, out_dtypes):
-            out = cell[0]
-            if not reusable(out, shape, dtype, vals):
-                out = cell[0] = np.empty(shape, dtype)
+        for k, (cell, dtype) in enumerate(zip(output_storage, out_dtypes)):
+            out = vals[into[k]] if k in into else cell[0]
+            if k not in into and not reusable(out, shape, dtype, vals):
+                out = np.empty(shape, dtype)
+            cell[0] = out
             made.append(out)
         return made
+
+    destinations = set(into.values()) if multi else ({target} if target is not None else set())
 
     def ptr(a: np.ndarray):
         if a.flags.c_contiguous:
@@ -140,10 +148,10 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
 
     def run(inputs: list, output_storage: list) -> None:
         vals = [inputs[i] for i in var_idx]
-        if target is not None and len(vals) > 1:
-            dest = vals[target]
+        for t in destinations:
+            dest = vals[t]
             for k, a in enumerate(vals):  # a partly overlapping input is read from a copy
-                if k != target and a is not dest and np.may_share_memory(a, dest):
+                if k != t and a is not dest and np.may_share_memory(a, dest):
                     vals[k] = a.copy()
         if full:
             shape = vals[full[0]].shape

@@ -94,8 +94,8 @@ typedef struct {
     int needs_elements;          /* reduce: max/min of nothing is an error; rowwise:
                                     kernel operand 1 holds class indices to check */
     int destroys;                /* overwrites a value this call did not create */
-    int snapshot;                /* slot of the input this step copies before it runs
-                                    (restored if the call fails later), or -1 */
+    int n_saves, saves[TJ_MAXOPS]; /* slots of the inputs this step copies before it
+                                    runs (restored if the call fails later) */
     size_t stream_min_bytes;     /* elemwise: see streaming.c */
     int n_free, *free_slots;     /* slots dead after this step */
     PyObject **spare;            /* the program's spare array for slot `out` */
@@ -105,6 +105,9 @@ typedef struct {
        output must have (typenum -1: any object). */
     PyObject *thunk;
     int n_outs, *outs, *out_types, *out_ndims;
+    /* elemwise with n_outs outputs: per output, the operand whose buffer it is written
+       into, or -1 (n_targets 0: none) */
+    int n_targets, targets[TJ_MAXOPS];
     /* C steps: fallback(values of the node's inputs) runs the node's own per-node kernel
        (raising its error, or giving its output) when the step declines but the call can
        not be handed to the per-node path any more; its inputs are in slots n_node_inputs */
@@ -314,35 +317,42 @@ static int tj_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s, P
         a[j] = (PyArrayObject *)v[s->ops[j]];
         copies[j] = NULL;
     }
-    if (s->target >= 0) {
-        /* An operand partly overlapping the one written is read from a copy. */
-        PyArrayObject *t = a[s->target];
+    /* The operands written in place: s->target, or the several outputs' targets. */
+    int written[TJ_MAXOPS], n_written = 0;
+    if (s->target >= 0)
+        written[n_written++] = s->target;
+    for (j = 0; j < s->n_targets; j++)
+        if (s->targets[j] >= 0)
+            written[n_written++] = s->targets[j];
+    for (int w = 0; w < n_written; w++) {
+        /* An operand partly overlapping one written is read from a copy. */
+        PyArrayObject *t = a[written[w]];
         for (j = 0; j < n; j++) {
-            if (j == s->target || a[j] == t || !tj_overlap(a[j], t))
+            if (j == written[w] || a[j] == t || !tj_overlap(a[j], t))
                 continue;
             if (g != NULL) /* (the copy reads a[j]: pending calls may write it) */
                 tj_row_record(p, g, NULL, 0, 0);
             if (tj_use_copy(&a[j], &copies[j]) < 0)
                 goto error;
         }
-        out = t;
-        Py_INCREF(out);
-    } else {
-        out = (PyArrayObject *)tj_take(s, nd, (npy_intp *)shape, s->typenum);
-        if (out == NULL)
-            goto error;
     }
-    outs[0] = out;
-    for (j = 1; j < n_out; j++) {
-        int slot = s->outs[j];
-        outs[j] = (PyArrayObject *)tj_take_spare(&p->spare[slot], nd, (npy_intp *)shape,
-                                                 s->out_types[j]);
+    for (j = 0; j < n_out; j++) {
+        int into = s->target >= 0 ? s->target : j < s->n_targets ? s->targets[j] : -1;
+        if (into >= 0) {
+            outs[j] = a[into];
+            Py_INCREF(outs[j]);
+        } else {
+            PyObject **spare = j == 0 ? s->spare : &p->spare[s->outs[j]];
+            outs[j] = (PyArrayObject *)tj_take_spare(spare, nd, (npy_intp *)shape,
+                                                     j == 0 ? s->typenum : s->out_types[j]);
+        }
         if (outs[j] == NULL) {
             while (--j >= 0)
                 Py_DECREF(outs[j]);
             goto error;
         }
     }
+    out = outs[0];
     for (j = 0; j < n && fast; j++) {
         if (!s->full[j])
             continue;
@@ -1489,13 +1499,13 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
                         declined = 1; /* nothing overwritten yet: the VM explains */
                     goto done;
                 }
-        if (g != NULL && (s->snapshot >= 0 || !tj_row_passes(s, v)))
+        if (g != NULL && (s->n_saves || !tj_row_passes(s, v)))
             tj_row_flush(p, g);
-        if (s->snapshot >= 0) {
-            saved[n_saved] = PyArray_NewCopy((PyArrayObject *)v[s->snapshot], NPY_KEEPORDER);
+        for (i = 0; i < s->n_saves; i++) {
+            saved[n_saved] = PyArray_NewCopy((PyArrayObject *)v[s->saves[i]], NPY_KEEPORDER);
             if (saved[n_saved] == NULL)
                 goto done;
-            saved_slots[n_saved++] = s->snapshot;
+            saved_slots[n_saved++] = s->saves[i];
         }
         status = tj_run_step(p, g, s, v);
         ran_python |= s->kind == TJ_PYTHON;
@@ -1513,7 +1523,7 @@ static PyObject *tj_execute(const tj_program *p, PyObject *const *args, Py_ssize
             if (tj_fallback(s, v) < 0)
                 goto done;
         }
-        unsaved |= s->destroys && s->snapshot < 0;
+        unsaved |= s->destroys && s->n_saves == 0;
         for (i = 0; i < s->n_free; i++)
             tj_row_release(p, g, v, s->free_slots[i]);
     }
@@ -2075,10 +2085,11 @@ static int tj_parse_objects(PyObject *obj, tj_step *s, int n_slots)
         goto done;
     }
     if (s->kind == TJ_ELEMWISE && s->n_outs != 0 &&
-        (s->n_outs < 2 || s->outs[0] != s->out || s->target >= 0)) {
+        (s->n_outs < 2 || s->outs[0] != s->out || s->target >= 0 ||
+         (s->n_targets != 0 && s->n_targets != s->n_outs))) {
         PyErr_SetString(PyExc_ValueError,
                         "an elementwise step names no outputs, or several (its own first, "
-                        "none in place)");
+                        "targets per output or none)");
         goto done;
     }
     if (s->kind == TJ_REDUCE && s->n_outs != 0 &&
@@ -2149,6 +2160,13 @@ static int tj_parse_step(PyObject *obj, tj_step *s, int n_slots)
         return -1;
     if ((s->n_dropped = tj_ints_field(obj, "dropped", s->dropped, TJ_MAXDIM)) < 0)
         return -1;
+    if ((s->n_targets = tj_ints_field(obj, "targets", s->targets, TJ_MAXOPS)) < 0)
+        return -1;
+    for (int j = 0; j < s->n_targets; j++)
+        if (s->targets[j] < -1 || s->targets[j] >= s->n_ops) {
+            PyErr_SetString(PyExc_ValueError, "an in-place target is not an operand");
+            return -1;
+        }
     PyObject *free_slots = tj_field(obj, "free");
     if (free_slots == NULL)
         return -1;
@@ -2271,7 +2289,7 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         if (tj_parse_step(PyList_GET_ITEM(steps, k), &p->steps[k], p->n_slots) < 0)
             goto error;
         p->n_python += p->steps[k].kind == TJ_PYTHON;
-        p->steps[k].snapshot = -1;
+        p->steps[k].n_saves = 0;
     }
     if (tj_parse_prechecks(prechecks, p) < 0)
         goto error;
@@ -2280,11 +2298,12 @@ static PyObject *tj_make(PyObject *self, PyObject *args)
         int k, slot;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(snapshots, i), "ii", &k, &slot))
             goto error;
-        if (k < 0 || k >= p->n_steps || slot < 0 || slot >= p->n_slots) {
+        if (k < 0 || k >= p->n_steps || slot < 0 || slot >= p->n_slots ||
+            p->steps[k].n_saves == TJ_MAXOPS) {
             PyErr_SetString(PyExc_ValueError, "a snapshot must name a step and a slot");
             goto error;
         }
-        p->steps[k].snapshot = slot;
+        p->steps[k].saves[p->steps[k].n_saves++] = slot;
     }
     p->n_outputs = (int)PyList_GET_SIZE(outputs);
     p->outputs = PyMem_Calloc(p->n_outputs ? p->n_outputs : 1, sizeof(int));

@@ -196,7 +196,11 @@ class _Tables:
                 and self.kernel_of[node].cannot_fail(node)
             ),
         )
-        snapshots = [(k, self.slots[root]) for k, root in sorted(commits.snapshots.items())]
+        snapshots = [
+            (k, self.slots[root])
+            for k, roots in sorted(commits.snapshots.items())
+            for root in roots
+        ]
         # A failed call copies saved values back into their slots: those stay alive.
         kept = {slot for _, slot in snapshots}
         for step in self.steps:
@@ -390,21 +394,30 @@ class _Tables:
         full = [int(kinds[i] == "full") for i in operands]
         target = -1
         destroys = 0
-        inplace = getattr(node.op, "inplace", None)
-        if inplace is not None:
-            target = operands.index(inplace)
-            root = self._root(node.inputs[inplace])
-            self.roots[out] = root
-            destroys = self._not_computed(root)
+        # Written in place: output -> input (Elemwise: output 0; a MultiOutputElemwise:
+        # its pairs, each output's pointer then its input's buffer)
+        multi = len(node.outputs) > 1
+        pairs = (
+            node.op.inplace if multi else [] if node.op.inplace is None else [(0, node.op.inplace)]
+        )
+        for k, i in pairs:
+            root = self._root(node.inputs[i])
+            self.roots[node.outputs[k]] = root
+            destroys |= self._not_computed(root)
+        if pairs and not multi:
+            target = operands.index(node.op.inplace)
         slot = self._new_slot(out)
         # Outputs after the first (a MultiOutputElemwise) are the kernel's pointers
         # after the first output's.
         outs = [(self._new_slot(v), _typenum(v), v.type.ndim) for v in node.outputs[1:]]
+        targets = []
         if outs:
             outs.insert(0, (slot, _typenum(out), ndim))
+            into = dict(pairs)
+            targets = [operands.index(into[k]) if k in into else -1 for k in range(len(outs))]
         return Step(StepKind.ELEMWISE, slot, _typenum(out), ndim, ops=ops, fns=entries,
                     bcast=masks, full=full, target=target, dims=_static(out),
-                    destroys=destroys, outs=outs)  # fmt: skip
+                    destroys=destroys, outs=outs, targets=targets)  # fmt: skip
 
     def reduce(self, node: Apply, plan: kernels.ReducePlan) -> Step:
         kept, bcast, operands, source, cdef = plan

@@ -152,5 +152,8 @@ class Step:
     thunk: Callable[[list, list], None] | None = None
     #: Python and native steps: every output as (slot, typenum or ANY_OBJECT, ndim)
     outs: list[tuple[int, int, int]] = field(default_factory=list)
+    #: an elementwise step with several outputs: per output, the operand whose buffer
+    #: it is written into, or -1 (empty: none in place)
+    targets: list[int] = field(default_factory=_slots)
     #: C steps: (run the node's own kernel on its input values, their slots)
     fallback: tuple[Callable[[list], list], list[int]] | None = None
