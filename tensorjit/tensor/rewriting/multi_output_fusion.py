@@ -47,17 +47,20 @@ class MultiOutputFusion(GraphRewriter):
         # runs on the graph as it is (earlier groups are single nodes in it), where a
         # topological order bounds the search.
         tried: set[Apply] = set()
-        while True:
+        changed = True
+        while changed:  # (a new order after each fused group)
+            changed = False
             order = {node: k for k, node in enumerate(fgraph.toposort())}
-            seed = next((n for n in order if _member(n) and n not in tried), None)
-            if seed is None:
-                return
-            group = _grow(fgraph, seed, order)
-            tried.update(group)
-            if len(group) > 1:
-                replacements = _fused(fgraph, sorted(group, key=order.__getitem__))
-                if replacements:
-                    apply_replacements(replacements, reason=self.name)
+            for seed in list(order):
+                if seed in tried or not _member(seed) or seed not in fgraph.apply_nodes:
+                    continue
+                group = _grow(fgraph, seed, order)
+                tried.update(group)
+                if len(group) > 1:
+                    replacements = _fused(fgraph, sorted(group, key=order.__getitem__))
+                    if replacements and apply_replacements(replacements, reason=self.name):
+                        changed = True
+                        break
 
 
 def _grow(fgraph: FunctionGraph, seed: Apply, order: dict[Apply, int]) -> frozenset[Apply]:

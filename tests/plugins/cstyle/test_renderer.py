@@ -13,9 +13,14 @@ import pytest
 import tensorjit.tensor as T
 from tensorjit.plugins.c_backend.generators.codegen import C_DIALECT
 from tensorjit.plugins.cstyle import Dialect, Unsupported, scalar_expr
-from tensorjit.plugins.cstyle.elementwise import contiguous_kernel, element_function
+from tensorjit.plugins.cstyle.elementwise import (
+    contiguous_kernel,
+    element_function,
+    multi_element_function,
+)
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 
 CUDA_TYPES = {
     "bool": "bool",
@@ -49,18 +54,38 @@ def _fused(expression, *inputs):
 
 
 def _kernel(dialect, node):
+    """The contiguous kernel of an Elemwise node, or of a MultiOutputElemwise node (its
+    element function returning a struct of one element of each output)."""
     dtypes = [v.type.dtype for v in node.inputs]
-    out = node.outputs[0].type.dtype
+    outs = [v.type.dtype for v in node.outputs]
     kinds = ["full"] * len(dtypes)
-    function, _ = element_function(dialect, node.op.scalar_op, dtypes, out, kinds, {})
+    scalar_op = node.op.scalar_op
+    if len(outs) > 1:
+        function, _ = multi_element_function(dialect, scalar_op, dtypes, outs, kinds, {})
+    else:
+        function, _ = element_function(dialect, scalar_op, dtypes, outs[0], kinds, {})
     ops = [(f"d{i}", d, "full", (False,)) for i, d in enumerate(dtypes)]
-    ops.append(("dout", out, "full", (False,)))
+    names = [f"dout{k}" for k in range(len(outs))]
+    ops += [(name, dt, "full", (False,)) for name, dt in zip(names, outs)]
 
-    def call(load):
-        return "tj_f(" + ", ".join(load[f"d{i}"] for i in range(len(dtypes))) + ")"
+    def store(load, index):
+        call = "tj_f(" + ", ".join(load[f"d{i}"] for i in range(len(dtypes))) + ")"
+        if len(outs) == 1:
+            return f"p_dout0[{index}] = {call};"
+        fields = " ".join(f"p_{name}[{index}] = r.r{k};" for k, name in enumerate(names))
+        return f"{{ const tj_fr r = {call}; {fields} }}"
 
-    kernel = contiguous_kernel(dialect, "tj_contig", ops, "dout", True, call)
+    kernel = contiguous_kernel(dialect, "tj_contig", ops, names, len(outs) == 1, store)
     return "\n".join([dialect.preamble, *function, *kernel]) + "\n"
+
+
+def _fused_multi(outputs, *inputs):
+    """The MultiOutputElemwise node of ``outputs`` (rewritten as FAST_RUN would)."""
+    import tensorjit
+
+    f = tensorjit.function(list(inputs), outputs)
+    (node,) = [n for n in f.kernels if isinstance(n.op, MultiOutputElemwise)]
+    return node
 
 
 def test_one_scalar_graph_renders_in_each_dialect():
@@ -74,6 +99,15 @@ def test_one_scalar_graph_renders_in_each_dialect():
     assert "tanhf(" in cuda_source and "expf(" in cuda_source
     assert 'extern "C" __global__ void tj_contig(' in cuda_source
     assert "blockIdx.x" in cuda_source
+
+
+def test_several_outputs_render_as_one_loop_storing_each():
+    a, b = T.fvectors("a", "b")
+    shared = T.tanh(a) * T.exp(b)
+    node = _fused_multi([shared, T.sqrt(shared * shared + 1) - b], a, b)
+    for dialect in (C_DIALECT, CUDA):
+        source = _kernel(dialect, node)
+        assert "tj_fr tj_f(" in source and "p_dout0[i] = r.r0; p_dout1[i] = r.r1;" in source
 
 
 def test_a_dialect_without_a_function_declines_the_op():
@@ -105,8 +139,13 @@ NVCC = shutil.which("nvcc")
 )
 def test_the_cuda_rendering_compiles_to_ptx(tmp_path):
     a, b = T.fvectors("a", "b")
-    for expression in (T.tanh(a) * T.exp(b) + T.log1p(a), T.sqrt(a * a + b * 2.5) - 1):
-        node = _fused(expression, a, b)
+    shared = T.tanh(a) * T.exp(b)
+    nodes = [
+        _fused(T.tanh(a) * T.exp(b) + T.log1p(a), a, b),
+        _fused(T.sqrt(a * a + b * 2.5) - 1, a, b),
+        _fused_multi([shared, T.sqrt(shared * shared + 1) - b], a, b),  # two outputs
+    ]
+    for node in nodes:
         source = tmp_path / "kernel.cu"
         source.write_text(_kernel(CUDA, node))
         ptx = tmp_path / "kernel.ptx"
