@@ -109,3 +109,19 @@ def test_row_blocked_with_a_reduction_of_its_outputs():
     assert any(isinstance(n.op, MultiOutputElemwise) for n in blocked.kernels)
     for g, w in zip(blocked(arg), whole(arg), strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("whole_graph", [True, False], ids=["program", "per-node"])
+def test_an_output_written_in_place_into_a_reversed_view(whole_graph):
+    """The in-place pass gives output 0 the buffer of v, a reversed view of a
+    temporary: it is written through v's negative strides."""
+    x = T.vector("x")
+    v = (x * 2)[::-1]
+    a = T.exp(v) + 1
+    with tensorjit.config.change_flags(whole_graph=whole_graph):
+        f = tensorjit.function([x], [a, a * v], mode=C_ONLY)
+    (node,) = [n for n in f.kernels if isinstance(n.op, MultiOutputElemwise)]
+    assert node.op.inplace
+    arg = np.arange(5.0)
+    want_v = (arg * 2)[::-1]
+    check(f(arg), [np.exp(want_v) + 1, (np.exp(want_v) + 1) * want_v])

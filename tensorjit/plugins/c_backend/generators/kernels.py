@@ -189,7 +189,7 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan | None = None) -> Run:
             output_storage[0][0] = vals[target]
             return
         outs = outputs(output_storage, shape, vals)
-        ptrs = [ptr(a) for a in vals] + [from_buffer(out) for out in outs]
+        ptrs = [ptr(a) for a in vals + outs]  # (an output in place: any strides)
         strides = [st for a in vals + outs for st in a.strides]
         strided(*shape, *ptrs, *strides)
 
