@@ -138,6 +138,10 @@ def _fused(fgraph: FunctionGraph, members: list[Apply]) -> list[tuple[Variable, 
     inputs: list[Variable] = []
     index: dict[Variable, tuple[str, int]] = {}
     program: list = []
+    # A step already in the program is not added again: single-output fusion recomputes
+    # cheap values in each group that reads them (fusion.py's _recomputed), and the
+    # inlined groups would compute them twice.
+    steps: dict[tuple, tuple[str, int]] = {}
 
     def ref(var: Variable) -> tuple[str, int]:
         if var not in index:
@@ -145,34 +149,43 @@ def _fused(fgraph: FunctionGraph, members: list[Apply]) -> list[tuple[Variable, 
             inputs.append(var)
         return index[var]
 
+    def step(op, args: tuple) -> tuple[str, int]:
+        key = (op, args)
+        if key not in steps:
+            program.append(key)
+            steps[key] = ("step", len(program) - 1)
+        return steps[key]
+
     for node in members:
         args = [ref(v) for v in node.inputs]
         scalar_op = node.op.scalar_op
         if isinstance(scalar_op, Composite):  # inlined, its steps renumbered
-            base = len(program)
+            made: list[tuple[str, int]] = []
             for op, refs in scalar_op.program:
-                mapped = tuple(args[i] if kind == "in" else ("step", base + i) for kind, i in refs)
-                program.append((op, mapped))
-            index[node.outputs[0]] = ("step", base + scalar_op.outputs[0])
+                made.append(step(op, tuple(args[i] if k == "in" else made[i] for k, i in refs)))
+            index[node.outputs[0]] = made[scalar_op.outputs[0]]
         else:
-            program.append((scalar_op, tuple(args)))
-            index[node.outputs[0]] = ("step", len(program) - 1)
-    results = [node.outputs[0] for node in members if _read_outside(fgraph, node.outputs[0], group)]
+            index[node.outputs[0]] = step(scalar_op, tuple(args))
+    read = [node.outputs[0] for node in members if _read_outside(fgraph, node.outputs[0], group)]
+    # One output per step: values that came out the same step share it.
+    results: dict[int, list[Variable]] = {}
+    for var in read:
+        results.setdefault(index[var][1], []).append(var)
     if len(results) < 2:
         return []
     composite = Composite(
         tuple(program),
         len(inputs),
-        results[0].type.dtype,
-        outputs=tuple(index[v][1] for v in results),
-        out_dtypes=tuple(v.type.dtype for v in results),
+        read[0].type.dtype,
+        outputs=tuple(results),
+        out_dtypes=tuple(olds[0].type.dtype for olds in results.values()),
     )
     new = MultiOutputElemwise(composite)(*inputs)
     pairs = []
-    for old, value in zip(results, new):
-        if value.type != old.type:
-            value = old.type.convert_variable(value)
-            if value is None:
+    for olds, value in zip(results.values(), new):
+        for old in olds:
+            fitted = value if value.type == old.type else old.type.convert_variable(value)
+            if fitted is None:
                 return []
-        pairs.append((old, value))
+            pairs.append((old, fitted))
     return pairs

@@ -87,6 +87,19 @@ def test_a_value_that_is_an_output_and_read_by_another_group_is_stored_once():
     assert set(node.outputs) == set(f.fgraph.outputs)
 
 
+def test_values_recomputed_by_single_output_groups_are_computed_once():
+    """Single-output fusion recomputes the cheap ``e + c`` in each group reading it;
+    joined, the node computes each step once."""
+    x, r = T.vectors("x", "r")
+    e = T.exp(x) * r
+    u = e + 3
+    outputs = [u, u * x, e]
+    (f, _) = agree_with_unrewritten([x, r], outputs, [RNG.standard_normal(6)] * 2)
+    (node,) = multi_nodes(f)
+    program = node.op.scalar_op.program
+    assert len(set(program)) == len(program)
+
+
 def test_an_optimiser_update_of_three_shared_variables_runs_as_one_node():
     """Adam's moment, second moment and parameter updates from one gradient."""
     g = T.vector("g")

@@ -2085,11 +2085,10 @@ static int tj_parse_objects(PyObject *obj, tj_step *s, int n_slots)
         goto done;
     }
     if (s->kind == TJ_ELEMWISE && s->n_outs != 0 &&
-        (s->n_outs < 2 || s->outs[0] != s->out || s->target >= 0 ||
-         (s->n_targets != 0 && s->n_targets != s->n_outs))) {
+        (s->n_outs < 2 || s->outs[0] != s->out || s->target >= 0)) {
         PyErr_SetString(PyExc_ValueError,
                         "an elementwise step names no outputs, or several (its own first, "
-                        "targets per output or none)");
+                        "none in place through target)");
         goto done;
     }
     if (s->kind == TJ_REDUCE && s->n_outs != 0 &&
@@ -2162,6 +2161,11 @@ static int tj_parse_step(PyObject *obj, tj_step *s, int n_slots)
         return -1;
     if ((s->n_targets = tj_ints_field(obj, "targets", s->targets, TJ_MAXOPS)) < 0)
         return -1;
+    if (s->n_targets != 0 && (s->kind != TJ_ELEMWISE || s->n_targets != s->n_outs)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "in-place targets are per output of an elementwise step");
+        return -1;
+    }
     for (int j = 0; j < s->n_targets; j++)
         if (s->targets[j] < -1 || s->targets[j] >= s->n_ops) {
             PyErr_SetString(PyExc_ValueError, "an in-place target is not an operand");

@@ -54,7 +54,7 @@ typedef struct tj_row_call_s {
     char *out;                      /* reduce: the output, and its bytes per row */
     int64_t out_step;
     int64_t row_elems;              /* contiguous form: elements per row */
-    tj_span spans[TJ_MAXOPS + 2];   /* operands, out, a second output */
+    tj_span spans[TJ_MAXOPS + 2];   /* operands, then the outputs */
 } tj_row_call;
 
 /* One run of a program's group (on tj_execute's stack); its calls' memory (about 190
@@ -295,8 +295,9 @@ static int tj_row_record(const tj_program *p, tj_row_group *g, const tj_row_call
     return 1;
 }
 
-/* Records an elementwise step's kernel call (operands a, output out, which is one of
-   them when the step works in place): 1 recorded, 0 the caller runs it now. */
+/* Records an elementwise step's kernel call (operands a; its n_out outputs outs, the
+   kernel's pointers after the operands, except the output of a step working in place
+   through s->target, which is that operand): 1 recorded, 0 the caller runs it now. */
 static int tj_row_record_elemwise(const tj_program *p, tj_row_group *g, const tj_step *s,
                                   PyArrayObject **a, PyArrayObject **outs, int n_out,
                                   int fast, char **ptrs, const int64_t *shape,
