@@ -107,44 +107,33 @@ def test_a_failure_after_the_updates_puts_back_what_they_overwrote(path):
     np.testing.assert_array_equal(a.get_value(), np.ones(3))
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["apart", "one node"])
 @pytest.mark.parametrize("path", PATHS)
-def test_an_output_of_the_updated_values_is_checked_before_them(path):
-    # (a + x) * (b + y) * z with a mismatched z: the product's shapes are checked on
-    # a's and b's buffers before either update writes, so nothing needs saving.
+def test_an_output_of_the_updated_values_is_checked_before_them(path, fused):
+    # (a + x) * (b + y) * z with a mismatched z. Apart: the product's shapes are checked
+    # on a's and b's buffers before either update writes, so nothing needs saving. Fused
+    # (multi-output fusion): one node writes a + x into a, b + y into b and the product,
+    # and checks its shapes before it writes anything.
     a = tensorjit.shared(np.zeros(3), name="a")
     b = tensorjit.shared(np.zeros(3), name="b")
     x, y, z = T.vectors("x", "y", "z")
     new_a, new_b = a + x, b + y
-    # (separate nodes: one multi-output node raises before writing, the test below)
     updates = [(a, new_a), (b, new_b)]
-    f = _compile(path, [x, y, z], (new_a * new_b) * z, updates, separate=True)
-    plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
-    assert not plan.snapshots and plan.prechecks
-    with pytest.raises(ValueError):
-        f(np.ones(3), np.ones(3), np.ones(2))
-    np.testing.assert_array_equal(a.get_value(), np.zeros(3))
-    np.testing.assert_array_equal(b.get_value(), np.zeros(3))
-    np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), np.full(3, 3.0)), [6.0] * 3)
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_one_node_updating_two_values_raises_before_writing_either(path):
-    # The same graph fused: one MultiOutputElemwise writes a + x into a, b + y into b
-    # and the product: its shapes are checked before it writes anything.
-    a = tensorjit.shared(np.zeros(3), name="a")
-    b = tensorjit.shared(np.zeros(3), name="b")
-    x, y, z = T.vectors("x", "y", "z")
-    new_a, new_b = a + x, b + y
-    f = _compile(path, [x, y, z], (new_a * new_b) * z, [(a, new_a), (b, new_b)])
-    (node,) = [n for n in _vm(f).nodes if isinstance(n.op, MultiOutputElemwise)]
-    assert len(node.op.destroy_map) == 2
+    f = _compile(path, [x, y, z], (new_a * new_b) * z, updates, separate=not fused)
+    if fused:
+        (node,) = [n for n in _vm(f).nodes if isinstance(n.op, MultiOutputElemwise)]
+        assert len(node.op.destroy_map) == 2
+    else:
+        plan = commit_plan(_vm(f).nodes, lambda node: node.op.input_check(node) is not None)
+        assert not plan.snapshots and plan.prechecks
     buffers = [a.get_value(borrow=True), b.get_value(borrow=True)]
     with pytest.raises(ValueError):
         f(np.ones(3), np.ones(3), np.ones(2))
     np.testing.assert_array_equal(a.get_value(), np.zeros(3))
     np.testing.assert_array_equal(b.get_value(), np.zeros(3))
     np.testing.assert_array_equal(f(np.ones(3), np.full(3, 2.0), np.full(3, 3.0)), [6.0] * 3)
-    assert a.get_value(borrow=True) is buffers[0] and b.get_value(borrow=True) is buffers[1]
+    if fused:  # (each update written into its own variable's buffer)
+        assert a.get_value(borrow=True) is buffers[0] and b.get_value(borrow=True) is buffers[1]
 
 
 def test_a_borrowed_array_sees_the_restored_values():
