@@ -62,19 +62,24 @@ class InplacePass(GraphRewriter):
         first.sort(key=lambda p: -position[p[0]])
         if not (first and apply_replacements(_pairs(first), reason="inplace")):
             for node, variant, candidates in proposals:
-                if node not in fgraph.apply_nodes:
-                    continue
-                for i in candidates:
-                    if not handler.destroyable(node.inputs[i]):
-                        continue
-                    proposal = self._propose(fgraph, node, variant, [i])
-                    if proposal is None:
-                        continue
-                    if apply_replacements(
-                        _pairs([proposal]), reason="inplace", plugin=variant.plugin
-                    ):
-                        break
+                if node in fgraph.apply_nodes:
+                    self._take_one(fgraph, handler, node, variant, candidates, apply_replacements)
         self._repeat(fgraph, handler, registry, apply_replacements)
+
+    def _take_one(
+        self, fgraph, handler, node: Apply, variant: InplaceVariant, candidates, apply_replacements
+    ) -> bool:
+        """Tries the destroyable ``candidates`` in turn, one input each: True once the
+        core accepts one."""
+        for i in candidates:
+            if not handler.destroyable(node.inputs[i]):
+                continue
+            proposal = self._propose(fgraph, node, variant, [i])
+            if proposal is not None and apply_replacements(
+                _pairs([proposal]), reason="inplace", plugin=variant.plugin
+            ):
+                return True
+        return False
 
     def _repeat(self, fgraph, handler, registry, apply_replacements) -> None:
         """Nodes in place whose variant is repeatable ask again, one input at a time,
@@ -87,20 +92,10 @@ class InplacePass(GraphRewriter):
                 if variant is None or not variant.repeatable or not node.op.destroy_map:
                     continue
                 taken = {i for ins in node.op.destroy_map.values() for i in ins}
-                candidates = [
-                    i
-                    for i, v in enumerate(node.inputs)
-                    if i not in taken and handler.destroyable(v)
-                ]
+                candidates = [i for i in range(len(node.inputs)) if i not in taken]
                 candidates.sort(key=lambda i: _preference(fgraph, handler, node.inputs[i]))
-                for i in candidates:
-                    proposal = self._propose(fgraph, node, variant, [i])
-                    if proposal is not None and apply_replacements(
-                        _pairs([proposal]), reason="inplace", plugin=variant.plugin
-                    ):
-                        changed = True
-                        break
-                if changed:
+                if self._take_one(fgraph, handler, node, variant, candidates, apply_replacements):
+                    changed = True
                     break
 
     def _first_proposal(

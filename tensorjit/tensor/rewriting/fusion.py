@@ -19,7 +19,8 @@ from tensorjit.tensor.scalar import SCALAR_OPS
 MAX_INPUTS = 32  # keep fused kernels' argument lists reasonable
 
 
-def _fusable(node: Apply | None) -> bool:
+def fusable(node: Apply | None) -> bool:
+    """An elementwise node fusion may join: a plain Elemwise, not in place."""
     return (
         node is not None
         and isinstance(node.op, Elemwise)
@@ -40,7 +41,7 @@ class FusionRewriter(GraphRewriter):
             if on_host and _reduces_elemwise(fgraph, node):
                 self._fuse_reduction(fgraph, node, fused, apply_replacements)
                 continue
-            if not _fusable(node):
+            if not fusable(node):
                 continue
             group = self._grow(fgraph, node)
             fused.update(group)
@@ -84,7 +85,7 @@ class FusionRewriter(GraphRewriter):
         while frontier:
             var = frontier.pop()
             producer = var.owner
-            if not _fusable(producer) or producer in members:
+            if not fusable(producer) or producer in members:
                 continue
             if var.type.broadcastable != out_pattern:
                 # a value broadcast over the group (one per row, say) is computed once,
@@ -160,7 +161,7 @@ def _reduces_elemwise(fgraph: FunctionGraph, node: Apply) -> bool:
     if type(node.op) not in (Reduce, MappedReduce):
         return False
     var = node.inputs[0]
-    if not _fusable(var.owner):
+    if not fusable(var.owner):
         return False
     clients = fgraph.clients.get(var, {})
     return all(c is node for c, _ in clients)

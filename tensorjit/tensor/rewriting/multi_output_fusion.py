@@ -20,21 +20,11 @@ from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
 from tensorjit.core.rewrites import GraphRewriter
 from tensorjit.tensor.composite import Composite
-from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
-from tensorjit.tensor.rewriting.fusion import MAX_INPUTS
+from tensorjit.tensor.rewriting.fusion import MAX_INPUTS, fusable
 from tensorjit.tensor.rewriting.util import compiles_for_host
 
 MAX_OUTPUTS = 16  # outputs of one fused node (each a pointer of the C kernel)
-
-
-def _member(node: Apply | None) -> bool:
-    return (
-        node is not None
-        and type(node.op) is Elemwise
-        and node.op.inplace is None
-        and len(node.outputs) == 1
-    )
 
 
 class MultiOutputFusion(GraphRewriter):
@@ -52,7 +42,7 @@ class MultiOutputFusion(GraphRewriter):
             changed = False
             order = {node: k for k, node in enumerate(fgraph.toposort())}
             for seed in list(order):
-                if seed in tried or not _member(seed) or seed not in fgraph.apply_nodes:
+                if seed in tried or not fusable(seed) or seed not in fgraph.apply_nodes:
                     continue
                 group = _grow(fgraph, seed, order)
                 tried.update(group)
@@ -84,10 +74,10 @@ def _neighbours(fgraph: FunctionGraph, group: frozenset[Apply], pattern: tuple) 
     found: dict[Apply, None] = {}
     for node in group:
         for var in node.inputs:
-            if var.type.broadcastable == pattern and _member(var.owner):
+            if var.type.broadcastable == pattern and fusable(var.owner):
                 found[var.owner] = None
         for client, _ in fgraph.clients.get(node.outputs[0], {}):
-            if client != OUTPUT and _member(client):
+            if client != OUTPUT and fusable(client):
                 found[client] = None
     return [n for n in found if n not in group and n.outputs[0].type.broadcastable == pattern]
 

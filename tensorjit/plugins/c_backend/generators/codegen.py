@@ -746,9 +746,9 @@ def elemwise_source(
     # inputs are read before its outputs are stored, which "omp simd" keeps.
     sig = ", ".join(f"char *{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
-    restrict = inplace is None and not multi
+    # (one output of its own: restrict, and the streaming entries)
+    streams = restrict = inplace is None and not multi
     lines += contiguous_kernel(C_DIALECT, "tj_contig_serial", ops, names, restrict, store_at)
-    streams = inplace is None and not multi
     lines.append(f"static void tj_contig_stream_serial(int64_t n, {sig}) {{")
     if streams:
         tout = ctype(out_dtypes[0])
