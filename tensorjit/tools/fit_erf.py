@@ -11,9 +11,11 @@ and those of the float32-arithmetic erf (eight lanes where double has four), who
 coefficients are float32 values: each rounded in turn, the later ones refitted to
 absorb that rounding (relative error weighted, Lawson's iterations):
 
-- |x| <= 1: erf(x) = x P32(x^2);
-- 1 < |x| <= 4: erf(|x|) = 1 - exp(-x^2) Q32(s) / |x|, 1/|x| in [1/4, 1] mapped onto s
-  in [-1, 1] (Q32 approximates x erfcx(x); in 1/|x| itself its terms would cancel).
+- |x| <= 1: erf(x) = x P32(x^2) (relative error weighted);
+- 1 < |x| <= 4: erf(|x|) = 1 - E(z), E a polynomial of erfc in z over two pieces, z the
+  piece mapped exactly onto [-1, 1]: NEAR32 for 1 < |x| <= 2 (z = 2|x| - 3), FAR32 for
+  2 < |x| <= 4 (z = |x| - 3). Absolute error weighted: erf's ulp there is 2^-24 whatever
+  erfc's size, so no exp and no division (once exp(-x^2) Q(1/|x|) / |x|, 40% slower).
 
 and those of the float64 erf, by least squares in 40-digit arithmetic (mpmath) on
 Chebyshev nodes, the coefficients rounded to double:
@@ -73,42 +75,50 @@ def fits() -> tuple[np.ndarray, np.ndarray, float, float]:
 
 
 FLOAT_P_DEGREE = 6
-FLOAT_Q_DEGREE = 8
-# s = 1/|x| * Q_SCALE + Q_SHIFT maps [1/4, 1] onto [-1, 1]
-Q_SCALE, Q_SHIFT = 1 / 0.375, -0.625 / 0.375
+# erf's tail in float32: (piece's lower end, upper end, degree); z = (2|x| - lo - hi) /
+# (hi - lo) is exact in float32 on both
+TAIL32_PIECES = ((1.0, 2.0, 9), (2.0, ERF_X_MAX, 11))
 
 
 def float32_fit(
-    f, lo: float, hi: float, degree: int, variable, first: float | None = None
+    f,
+    lo: float,
+    hi: float,
+    degree: int,
+    variable,
+    first: float | None = None,
+    relative: bool = True,
 ) -> tuple[np.ndarray, float]:
-    """(float32 coefficients in ``variable``(x), largest relative error on a dense grid)
-    of f on [lo, hi]: each coefficient rounded to float32 in turn and the later ones
-    refitted to the rest of f; ``first``: the constant term, kept exact (a float32 pair
-    in the kernel)."""
+    """(float32 coefficients in ``variable``(x), largest error on a dense grid) of f on
+    [lo, hi], the error relative or absolute: each coefficient rounded to float32 in turn
+    and the later ones refitted to the rest of f (Lawson's iterations towards minimax);
+    ``first``: the constant term, kept exact (a float32 pair in the kernel)."""
     nodes = 8000
     x = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes)
     y = f(x)
+    scale = np.abs(y) if relative else np.ones_like(y)
     powers = np.vander(variable(x), degree + 1, increasing=True)
     fixed: list[float] = [] if first is None else [first]
     for k in range(len(fixed), degree + 1):
         rest = y - powers[:, :k] @ np.array(fixed) if k else y
         weights = np.ones_like(x)
         for _ in range(60):
-            root = np.sqrt(weights) / np.abs(y)
+            root = np.sqrt(weights) / scale
             c, *_ = np.linalg.lstsq(powers[:, k:] * root[:, None], rest * root, rcond=None)
             error = ((powers[:, :k] @ np.array(fixed)) if k else 0) + powers[:, k:] @ c
-            error = error / y - 1
+            error = (error - y) / scale
             weights = weights * np.abs(error)
             weights /= weights.sum()
         fixed.append(float(np.float32(c[0])))
     grid = np.linspace(lo, hi, 400001)
     values = np.vander(variable(grid), degree + 1, increasing=True) @ np.array(fixed)
-    return np.array(fixed), float(np.max(np.abs(values / f(grid) - 1)))
+    exact = f(grid)
+    return np.array(fixed), float(np.max(np.abs((values - exact) / (exact if relative else 1))))
 
 
-def float32_fits() -> tuple[np.ndarray, np.ndarray, float, float]:
-    """(P32, Q32, their largest relative errors); P32's constant term is the double
-    2/sqrt(pi)."""
+def float32_fits() -> tuple[np.ndarray, list[np.ndarray], float, list[float]]:
+    """(P32, the tail's pieces, P32's largest relative error, the pieces' largest
+    absolute errors); P32's constant term is the double 2/sqrt(pi)."""
     # erf(x) ~ 2/sqrt(pi) x for small x: that constant exact, else every tiny x is off
     p, p_error = float32_fit(
         lambda x: _erf_ratio(x * x),
@@ -118,14 +128,19 @@ def float32_fits() -> tuple[np.ndarray, np.ndarray, float, float]:
         lambda x: x * x,
         first=2 / np.sqrt(np.pi),
     )
-    q, q_error = float32_fit(
-        lambda x: special.erfcx(x) * x,
-        1.0,
-        ERF_X_MAX,
-        FLOAT_Q_DEGREE,
-        lambda x: np.float32(Q_SCALE) / x + np.float32(Q_SHIFT),
-    )
-    return p, q, p_error, q_error
+    pieces, errors = [], []
+    for lo, hi, degree in TAIL32_PIECES:
+        coefficients, error = float32_fit(
+            special.erfc,
+            lo,
+            hi,
+            degree,
+            lambda x, lo=lo, hi=hi: (2 * x - (lo + hi)) / (hi - lo),
+            relative=False,
+        )
+        pieces.append(coefficients)
+        errors.append(error)
+    return p, pieces, p_error, errors
 
 
 S64_DEGREE = 11
@@ -189,11 +204,14 @@ def main() -> None:
     print("(" + ", ".join(repr(float(c)) for c in p) + ")")
     print(f"Q (degree {Q_DEGREE}, largest relative error {q_error:.3g}):")
     print("(" + ", ".join(repr(float(c)) for c in q) + ")")
-    p32, q32, p32_error, q32_error = float32_fits()
+    p32, pieces, p32_error, piece_errors = float32_fits()
     print(f"P32 (degree {FLOAT_P_DEGREE}, largest relative error {p32_error:.3g}):")
     print("(" + ", ".join(repr(float(c)) for c in p32) + ")")
-    print(f"Q32 (degree {FLOAT_Q_DEGREE}, largest relative error {q32_error:.3g}):")
-    print("(" + ", ".join(repr(float(c)) for c in q32) + ")")
+    for name, (lo, hi, degree), piece, error in zip(
+        ("NEAR32", "FAR32"), TAIL32_PIECES, pieces, piece_errors
+    ):
+        print(f"{name}: erfc on [{lo}, {hi}] (degree {degree}, largest error {error:.3g}):")
+        print("(" + ", ".join(repr(float(c)) for c in piece) + ")")
     s64, t64, s64_error, t64_error = float64_fits()
     print(f"S64 (degree {S64_DEGREE}, largest relative error {s64_error:.3g}):")
     print("(" + ", ".join(repr(float(c)) for c in s64) + ")")

@@ -24,7 +24,7 @@ import numpy as np
 from tensorjit.plugins.c_backend.build import parallel
 from tensorjit.plugins.c_backend.generators import vector_erf
 from tensorjit.plugins.c_backend.generators.coalesce import merge_into_last
-from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
+from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers, horner
 from tensorjit.plugins.cstyle.dialect import Dialect, Unsupported
 from tensorjit.plugins.cstyle.elementwise import (
     contiguous_kernel,
@@ -135,14 +135,6 @@ PREAMBLE = (
 NORMAL_EXP_LO = {"d": "-708", "f": "-87"}
 
 
-def _horner(coeffs: Sequence[str], x: str, s: str) -> str:
-    """c0 + c1 x + ... + cn x^n by Horner's rule, one multiply-add per coefficient."""
-    expr = coeffs[-1]
-    for c in reversed(coeffs[:-1]):
-        expr = f"TJ_MA_{s}({expr}, {x}, {c})"
-    return expr
-
-
 def _vector_constants(s: str) -> dict[str, str]:
     """The C literals of one precision ("d" or "f") for the template below."""
     from decimal import Decimal, localcontext
@@ -219,8 +211,8 @@ _EXP_COMPENSATED = """\
 
 
 def _exp_poly_f(values: dict[str, str]) -> str:
-    """tj_exp_poly_f: float's e^r in 11 operations, for tj_exp_reduced_f where FMA is and
-    for erf's tail (vector_erf); ``values``: float's _vector_constants."""
+    """tj_exp_poly_f: float's e^r in 11 operations, for tj_exp_reduced_f where FMA is;
+    ``values``: float's _vector_constants."""
     hi, lo = values["ln2_hi"], values["ln2_lo"]  # (k * hi is exact)
     taylor = [repr(float(np.float32(1 / math.factorial(n)))) + "f" for n in range(8)]
     return f"""
@@ -230,7 +222,7 @@ TJ_INLINE float tj_exp_poly_f(float x, float k) {{
        0.94 ulp over every float, correctly rounded 99.5% of the time; a third fewer
        operations than the compensated form: float32 softmax 15% faster) */
     const float r = TJ_MA_f(-k, {lo}, TJ_MA_f(-k, {hi}, x));
-    return {_horner(taylor, "r", "f")};
+    return {horner(taylor, "r", "f")};
 }}
 """
 

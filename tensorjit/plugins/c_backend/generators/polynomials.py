@@ -1,6 +1,7 @@
 """Polynomials as C expressions for the vectorised helpers (codegen.py, vector_erf.py):
-Estrin's scheme, whose dependency chain grows with the log of the degree (Horner's
-grows with the degree), so a vectorised loop keeps its multiply-add units busy."""
+Estrin's scheme, whose dependency chain grows with the log of the degree, so a
+vectorised loop keeps its multiply-add units busy, and Horner's rule, one multiply-add a
+coefficient, where its rounding error is what matters."""
 
 from __future__ import annotations
 
@@ -26,3 +27,13 @@ def estrin(coeffs: Sequence[str], x: str, s: str) -> str:
         terms = [f"TJ_MA_{s}({p[1]}, {power}, {p[0]})" if len(p) == 2 else p[0] for p in pairs]
         power = f"{x}2" if power == x else f"{x}{2 * int(power[len(x) :])}"
     return terms[0]
+
+
+def horner(coeffs: Sequence[str], x: str, s: str) -> str:
+    """c0 + c1 x + ... by Horner's rule: one multiply-add a coefficient, each partial sum
+    rounded once (Estrin's rounds its pairs apart and adds them). Its chain is long, but
+    a loop's iterations are independent: they overlap."""
+    result = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        result = f"TJ_MA_{s}({result}, {x}, {c})"
+    return result

@@ -7,8 +7,11 @@ computed and one selected):
 
 - erf, in float arithmetic (eight lanes with AVX2): |x| <= 1: x P32(x^2), the constant
   term 2/sqrt(pi) as a float pair (else every tiny x is off by its rounding); 1 < |x|
-  <= 4: 1 - exp(-x^2) Q32(s) / |x|, s the image of 1/|x| in [-1, 1], exp by a short
-  series for its bounded argument; |x| clamped to 4 (beyond 3.92 float32's erf is +-1);
+  <= 4: 1 - erfc(|x|), erfc a polynomial on each of [1, 2] and [2, 4] (NEAR32, FAR32,
+  by Horner's rule in the piece mapped exactly onto [-1, 1]): erf's ulp there is 2^-24
+  whatever erfc's size, so erfc needs only absolute accuracy, and neither exp nor a
+  division (exp(-x^2) Q(1/|x|) / |x| took 40% longer); |x| clamped to 4 (beyond 3.92
+  float32's erf is +-1);
 - erfc, in double, rounded once: |x| <= 1: 1 - x P(2 x^2 - 1); 1 < |x| <= X_MAX:
   exp(-x^2) Q(s) / |x| (x^2 is exact in double for a float32 x; tj_vexp_d is within an
   ulp of double's exp); beyond X_MAX, float32's erfc is 0 (2 for negative x), which the
@@ -18,7 +21,7 @@ computed and one selected):
   FMA); 1 < |x| <= 6: 1 - exp(-x^2) T64(s) / |x| with exp(-x^2) from x^2's rounded value
   and its error (exact with FMA); beyond 5.93 double's erf is +-1.
 
-P32/Q32, P and Q, S64 and T64 come from ``python -m tensorjit.tools.fit_erf``. The
+P32, NEAR32 and FAR32, P and Q, S64 and T64 come from ``python -m tensorjit.tools.fit_erf``. The
 float32 ones are at most 1 ulp from SciPy's double erf/erfc rounded to float32, float64
 erf at most 1 ulp from the correctly rounded value (2 without FMA), checked by
 tests/plugins/c_backend/test_c_vector_erf.py and measured by benchmarks/erf_accuracy.py
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers
+from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers, horner
 
 # python -m tensorjit.tools.fit_erf: erfc's P and Q (degrees 8, 16)
 P = (
@@ -47,19 +50,24 @@ Q = (
     9.649895994105191e-07,
 )  # fmt: skip
 # float32 erf in float arithmetic (fit_erf's float32 fits: float32 values but P32's
-# first, 2/sqrt(pi), a float pair; largest relative errors 1.5e-9 and 6.1e-8):
-# x P32(x^2) for |x| <= 1; 1 - exp(-x^2) Q32(s) / |x| beyond, s = 1/|x| Q_SCALE + Q_SHIFT
-# in [-1, 1]
+# first, 2/sqrt(pi), a float pair): x P32(x^2) for |x| <= 1 (largest relative error
+# 1.5e-9); 1 - NEAR32(2|x| - 3) for 1 < |x| <= 2 and 1 - FAR32(|x| - 3) for 2 < |x| <= 4,
+# erfc's polynomials (largest errors 1.8e-9 and 7.4e-10, against erf's half ulp 3e-8)
 P32 = (
     1.1283791670955126, -0.3761262893676758, 0.11283603310585022, -0.026854202151298523,
     0.005188598297536373, -0.0008009398588910699, 7.842548802727833e-05,
 )  # fmt: skip
-Q32 = (
-    0.489524781703949, -0.06434442847967148, -0.0001820227480493486, 0.003799308557063341,
-    -0.0015426847385242581, 0.0003791542840190232, -3.0532020900864154e-05,
-    -4.112980968784541e-05, 2.116227005899418e-05,
+NEAR32 = (
+    0.0338948518037796, -0.05946514382958412, 0.044598910957574844, -0.017344016581773758,
+    0.0027871846687048674, 0.00046468075015582144, -0.0003016388800460845,
+    3.6767985875485465e-05, 9.16071621759329e-06, -3.024359557457501e-06,
 )  # fmt: skip
-Q_SCALE, Q_SHIFT = 1 / 0.375, -0.625 / 0.375
+FAR32 = (
+    2.2091193386586383e-05, -0.00013925008533988148, 0.00041770635289140046,
+    -0.0007891752757132053, 0.0010450483532622457, -0.0010160114616155624,
+    0.0007350787054747343, -0.0003922044124919921, 0.00014103167632129043,
+    -1.1560652637854218e-05, -2.2080344933783635e-05, 9.342105840914883e-06,
+)  # fmt: skip
 # float64 erf (fit_erf's float64 fits, least squares in 40 digits: largest errors 1.8e-17
 # relative and 6.6e-18 of erf): x S64(x^2) for |x| <= 1; 1 - exp(-x^2) T64(s) / |x| for
 # 1 < |x| <= 6, s = 2.4 / |x| - 1.4 in [-1, 1] (beyond 5.93 double's erf is +-1)
@@ -100,27 +108,13 @@ C0_HI, C0_LO = _float_pair(P32[0])
 
 
 SOURCES = {
-    "tj_exp_tail_arg_f": (
-        ("tj_exp_poly_f",),
-        """
-TJ_INLINE float tj_exp_tail_arg_f(float y) {
-    /* e^y for -17 <= y <= 0 (erf's tail), to ~1 ulp: y = k ln2 + r, e^r by
-       tj_exp_poly_f (Horner's rule, whether or not FMA is), 2^k from the bits; without
-       tj_vexp_f's clamps and denormal-safe scaling, which cost as much as the rest of
-       erf */
-    const float k = TJ_MA_f(y, 1.44269502f, 12582912.0f) - 12582912.0f;
-    return tj_exp_poly_f(y, k) * tj_pow2i_f(k);
-}
-""",
-    ),
     "tj_erf_f": (
-        ("tj_exp_tail_arg_f",),
+        ("tj_bits_f",),  # TJ_MA_f
         f"""
 TJ_INLINE float tj_erf_f(float x) {{
     /* in float arithmetic: eight lanes. Beyond 3.92 float32's erf is +-1; NaN stays NaN.
-       The tail's exp(-a^2) takes a^2 rounded: a relative error of at most
-       a^2 erfc(a) 2^-24 <= 0.16 ulp of erf for a >= 1 */
-    const float a = fabsf(x) > 4 ? 4 : fabsf(x), u = a * a, t = 1 / a;
+       Each piece's variable (2a - 3, a - 3) is exact */
+    const float a = fabsf(x) > 4 ? 4 : fabsf(x), u = a * a;
     {estrin_powers("u", len(P32) - 1, "f")}
     /* a (c0 + u P1(u)) with c0 = 2/sqrt(pi) as hi + lo: tiny a would all be off by its
        rounding (0.9 ulp) */
@@ -130,10 +124,10 @@ TJ_INLINE float tj_erf_f(float x) {{
 #else /* a rounded product a c0_hi would cost 2 ulp near 1: the sum in double */
     const float small = (float)((double)a * ({P32[0]!r} + (double)u * (double)p1));
 #endif
-    const float s = TJ_MA_f(t, {float(Q_SCALE)!r}f, {float(Q_SHIFT)!r}f);
-    {estrin_powers("s", len(Q32), "f")}
-    const float tail = 1 - tj_exp_tail_arg_f(-u) * {estrin(_float_literals(Q32), "s", "f")} * t;
-    return copysignf(a <= 1 ? small : tail, x); /* keeps -0 */
+    const float near = 2 * a - 3, far = a - 3;
+    const float erfc_near = {horner(_float_literals(NEAR32), "near", "f")};
+    const float erfc_far = {horner(_float_literals(FAR32), "far", "f")};
+    return copysignf(a <= 1 ? small : 1 - (a <= 2 ? erfc_near : erfc_far), x); /* keeps -0 */
 }}
 """,
     ),
