@@ -179,6 +179,13 @@ class BackendChoice(Feature):
         """Whether one of this function's backends of ``device`` covers ``node``."""
         return self.source.find_kernel(node, self.of_device(device)) is not None
 
+    def registers(self, device: str, op_class: type) -> bool:
+        """Whether one of this function's backends of ``device`` has kernels for
+        ``op_class`` (before placement, when no node is typed there yet; a kernel's plan
+        may still decline a node, which placement then keeps on the host)."""
+        table = self.source.kernels
+        return any(table.lookup_class(b.name, op_class) is not None for b in self.of_device(device))
+
 
 def _warn_unavailable(name: str, reason: str | None) -> None:
     if reason is not None and name not in _warned_unavailable:

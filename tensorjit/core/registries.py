@@ -386,7 +386,11 @@ class KernelRegistry:
 
     def lookup(self, backend: str, op: Op) -> KernelSpec | None:
         """The spec registered for the closest class of ``op`` on ``backend``."""
-        for cls in type(op).__mro__:
+        return self.lookup_class(backend, type(op))
+
+    def lookup_class(self, backend: str, op_class: type) -> KernelSpec | None:
+        """The spec registered for ``op_class`` or its closest base on ``backend``."""
+        for cls in op_class.__mro__:
             spec = self.table.get((backend, cls))
             if spec is not None:
                 return spec

@@ -1,4 +1,5 @@
-"""Elementwise kernels (Elemwise, fused Composite, casts) on a device.
+"""Elementwise kernels (Elemwise, fused Composite, MultiOutputElemwise, casts) on a
+device.
 
 Each node gets one program with two kernels, both from the shared renderer's
 per-element function ``tj_f``:
@@ -15,13 +16,17 @@ instead (``tiled_source``, built per set of such operands): a work-group stages 
 tile of each of them in local memory, read along its own fast axis, then computes the
 tile's elements along the output's fast axis, so neither side strides through memory.
 
-In place (``Elemwise.inplace``), the destroyed input is the output and is written
-through its own strides. Constant inputs of one element are inlined as literals.
+A MultiOutputElemwise's ``tj_f`` returns every output's element (a ``tj_fr``), stored by
+the same work-item, so an output written into an input (in place) is read before it
+is written. In place (``Elemwise.inplace``, MultiOutputElemwise's pairs), the destroyed
+input is the output and is written through its own strides. Constant inputs of one
+element are inlined as literals.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, cast
@@ -32,7 +37,11 @@ from tensorjit.core.graph.basic import Apply, Constant
 from tensorjit.core.memory.transfer_op import before_transfers
 from tensorjit.core.registries import KernelSpec
 from tensorjit.plugins.cstyle import Unsupported
-from tensorjit.plugins.cstyle.elementwise import element_function, typed_operands
+from tensorjit.plugins.cstyle.elementwise import (
+    element_function,
+    multi_element_function,
+    typed_operands,
+)
 from tensorjit.plugins.device_kernels.arrays import is_c_contiguous, reusable
 from tensorjit.plugins.device_kernels.target import Target, node_label, tensor_type
 from tensorjit.plugins.device_kernels.tuning import GROUP_SIZE, uses_groups, work_items
@@ -40,6 +49,7 @@ from tensorjit.tensor.elemwise import check_runtime_broadcast
 
 if TYPE_CHECKING:
     from tensorjit.tensor.elemwise import Elemwise
+    from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 
 I64 = np.int64
 TILE = 32  # a work-group's tile of tj_tiled: TILE x TILE elements
@@ -82,8 +92,8 @@ class ElemwisePlan:
     source: str
     variable: tuple[int, ...]  # the inputs passed to the kernels (not inlined)
     single: tuple[bool, ...]  # per variable input: one element, read once
-    inplace: int | None
-    out_dtype: str
+    into: tuple[int | None, ...]  # per output: the input it is written into, or None
+    out_dtypes: tuple[str, ...]
     ndim: int
     #: what renders ``tj_f`` again (tiled_source): scalar op, input dtypes, kinds,
     #: inlined constants (by input index)
@@ -94,37 +104,49 @@ def kernel_source(
     t: Target,
     scalar_op: Any,
     in_dtypes: list[str],
-    out_dtype: str,
+    out_dtypes: Sequence[str],
     kinds: list[str],
     consts: dict[int, np.ndarray],
-    inplace: int | None,
+    into: Sequence[int | None],
     ndim: int,
 ) -> str:
-    """The program of one elementwise map (see the module docstring)."""
+    """The program of one elementwise map (see the module docstring): one output per
+    dtype of ``out_dtypes``, each written into the input ``into`` names, or its own
+    array (None)."""
     D = t.dialect
-    function, _body = element_function(D, scalar_op, in_dtypes, out_dtype, kinds, consts)
+    if len(out_dtypes) == 1:
+        function, _ = element_function(D, scalar_op, in_dtypes, out_dtypes[0], kinds, consts)
+    else:
+        function, _ = multi_element_function(D, scalar_op, in_dtypes, out_dtypes, kinds, consts)
     variable = [i for i, k in enumerate(kinds) if k != "const"]
     ops = [(f"d{i}", in_dtypes[i], kinds[i], ()) for i in variable]
-    if inplace is None:
-        ops.append(("dout", out_dtype, "full", ()))
-    out = "dout" if inplace is None else f"d{inplace}"
+    outs = []
+    for k, (dtype, i) in enumerate(zip(out_dtypes, into, strict=True)):
+        if i is None:
+            ops.append((f"dout{k}", dtype, "full", ()))
+        outs.append(f"dout{k}" if i is None else f"d{i}")
 
-    def call(load: dict[str, str]) -> str:
-        return "tj_f(" + ", ".join(load[f"d{i}"] for i in variable) + ")"
+    def store(load: dict[str, str], at: Callable[[str], str]) -> str:
+        """Writing one element of every output (``at``: where an operand's element is)."""
+        call = "tj_f(" + ", ".join(load[f"d{i}"] for i in variable) + ")"
+        if len(outs) == 1:
+            return f"{at(outs[0])} = {call};"
+        fields = " ".join(f"{at(name)} = tj_r.r{k};" for k, name in enumerate(outs))
+        return f"{{ const tj_fr tj_r = {call}; {fields} }}"
 
     g = D.global_qualifier
     params = ", ".join(f"{g} char *{name}, long o_{name}" for name, *_ in ops)
     scalars = {name for name, _, kind, _ in ops if kind == "scalar"}
+    in_place = any(i is not None for i in into)
     setup, load = typed_operands(
-        D, ops, out, scalars, restrict=inplace is None, base=lambda n: f"({n} + o_{n})"
+        D, ops, outs, scalars, restrict=not in_place, base=lambda n: f"({n} + o_{n})"
     )
-    dtypes = {*in_dtypes, out_dtype}
-    lines = [t.preamble(dtypes), *function]
+    lines = [t.preamble({*in_dtypes, *out_dtypes}), *function]
     lines += [
         f"{D.kernel_qualifier} void tj_contig(long n, long tj_chunk, {params}) {{",
         "#define TJ_CHUNK tj_chunk",
         *setup,
-        f"    {D.flat_loop.format(i='i', n='n')} p_{out}[i] = {call(load('i'))};",
+        f"    {D.flat_loop.format(i='i', n='n')} {store(load('i'), lambda o: f'p_{o}[i]')}",
         "#undef TJ_CHUNK",
         "}",
     ]
@@ -140,47 +162,51 @@ def kernel_source(
     for a in reversed(range(ndim)):
         lines.append(f"        k = r % n{a}; r /= n{a};")
         lines += [f"        b_{name} += k * s_{name}_{a};" for name, *_ in ops]
-    loads = {name: f"*(const {g} {D.type_name(dt)} *)({name} + b_{name})" for name, dt, *_ in ops}
-    t_out = D.type_name(out_dtype)
-    lines += [f"        *({g} {t_out} *)({out} + b_{out}) = {call(loads)};", "    }", "}"]
+    types = {name: D.type_name(dt) for name, dt, *_ in ops}
+    loads = {name: f"*(const {g} {types[name]} *)({name} + b_{name})" for name in types}
+    written = store(loads, lambda o: f"*({g} {types[o]} *)({o} + b_{o})")
+    lines += [f"        {written}", "    }", "}"]
     return "\n".join(lines) + "\n"
+
+
+def written_into(op: Elemwise | MultiOutputElemwise, nout: int) -> tuple[int | None, ...]:
+    """Per output of a node of ``op``: the input it is written into (in place), or None."""
+    from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
+
+    if isinstance(op, MultiOutputElemwise):
+        pairs = dict(op.inplace)
+        return tuple(pairs.get(k) for k in range(nout))
+    return (op.inplace,)
 
 
 def elemwise_plan(t: Target, node: Apply) -> ElemwisePlan | None:
     if not device_can_run(t, node):
         return None
-    op = cast("Elemwise", node.op)
+    op = cast("Elemwise | MultiOutputElemwise", node.op)
+    into = written_into(op, len(node.outputs))
     kinds, consts = [], {}
     for i, var in enumerate(node.inputs):
         var_type = tensor_type(var)
-        value = None if i == op.inplace else inlined_constant(var)
-        if value is not None and all(s == 1 for s in var_type.shape):
+        one = all(s == 1 for s in var_type.shape)
+        value = None if i in into else inlined_constant(var)
+        if value is not None and one:
             kinds.append("const")
             consts[i] = value.astype(var_type.dtype)
-        elif i != op.inplace and all(s == 1 for s in var_type.shape):
+        elif i not in into and one:
             kinds.append("scalar")
         else:
             kinds.append("full")
-    out_type = tensor_type(node.outputs[0])
-    out_dtype = out_type.dtype
+    in_dtypes = [tensor_type(v).dtype for v in node.inputs]
+    out_dtypes = tuple(tensor_type(v).dtype for v in node.outputs)
+    ndim = tensor_type(node.outputs[0]).ndim
     try:
-        source = kernel_source(
-            t,
-            op.scalar_op,
-            [tensor_type(v).dtype for v in node.inputs],
-            out_dtype,
-            kinds,
-            consts,
-            op.inplace,
-            out_type.ndim,
-        )
+        source = kernel_source(t, op.scalar_op, in_dtypes, out_dtypes, kinds, consts, into, ndim)
     except Unsupported:
         return None
     variable = tuple(i for i, k in enumerate(kinds) if k != "const")
     single = tuple(kinds[i] == "scalar" for i in variable)
-    ndim = out_type.ndim
-    renders = (op.scalar_op, [tensor_type(v).dtype for v in node.inputs], kinds, consts)
-    return ElemwisePlan(t, source, variable, single, op.inplace, out_dtype, ndim, renders)
+    renders = (op.scalar_op, in_dtypes, kinds, consts)
+    return ElemwisePlan(t, source, variable, single, into, out_dtypes, ndim, renders)
 
 
 def broadcast_shape(shapes: list[tuple[int, ...]], where: str) -> tuple[int, ...]:
@@ -205,34 +231,38 @@ def broadcast_strides(value: Any, shape: tuple[int, ...]) -> list[int]:
 
 
 def launch_map(
-    plan: ElemwisePlan, values: list[Any], out: Any, where: str, kernels: tuple | None = None
+    plan: ElemwisePlan,
+    values: list[Any],
+    outs: Sequence[Any],
+    where: str,
+    kernels: tuple | None = None,
 ) -> None:
     """Run the map on device ``values`` (the plan's variable inputs, in order) into
-    ``out`` (a new array, or the destroyed input itself in place)."""
+    ``outs``, one per output (a new array, or the destroyed input itself in place)."""
     rt = plan.target.runtime()
-    n = math.prod(out.shape)
+    shape = outs[0].shape
+    n = math.prod(shape)
     if n == 0:
         return
     contig, strided = kernels or (
         rt.kernel(plan.source, "tj_contig"),
         rt.kernel(plan.source, "tj_strided"),
     )
-    operands = list(values) if plan.inplace is not None else [*values, out]
+    own = [out for out, i in zip(outs, plan.into, strict=True) if i is None]
+    operands = [*values, *own]
     count, chunk = work_items(rt, n)
     buffers = [arg for v in operands for arg in rt.buffer_args(v)]
-    single = (*plan.single, False)
-    if all(
-        one or (v.shape == out.shape and is_c_contiguous(v)) for v, one in zip(operands, single)
-    ):
+    single = (*plan.single, *(False for _ in own))
+    if all(one or (v.shape == shape and is_c_contiguous(v)) for v, one in zip(operands, single)):
         rt.launch_chunks(contig, count, I64(n), I64(chunk), *buffers)
         return
-    staged = staged_operands(plan, values, out) if plan.renders else None
+    staged = staged_operands(plan, values, outs[0]) if plan.renders and len(outs) == 1 else None
     if staged is not None:
-        launch_tiled(plan, values, out, staged)
+        launch_tiled(plan, values, outs[0], staged)
         return
-    strides = [I64(step) for v in operands for step in broadcast_strides(v, out.shape)]
-    shape = [I64(s) for s in out.shape]
-    rt.launch_chunks(strided, count, I64(n), I64(chunk), *shape, *buffers, *strides)
+    sizes = [I64(s) for s in shape]
+    strides = [I64(step) for v in operands for step in broadcast_strides(v, shape)]
+    rt.launch_chunks(strided, count, I64(n), I64(chunk), *sizes, *buffers, *strides)
 
 
 # ---------------------------------------------------------------- tiles
@@ -244,7 +274,8 @@ def tiled_source(plan: ElemwisePlan, staged: tuple[bool, ...]) -> str:
     D = t.dialect
     G, L = D.global_qualifier, D.local_qualifier
     scalar_op, in_dtypes, kinds, consts = plan.renders
-    function, _body = element_function(D, scalar_op, in_dtypes, plan.out_dtype, kinds, consts)
+    out_dtype = plan.out_dtypes[0]  # (one output: launch_map tiles no other map)
+    function, _body = element_function(D, scalar_op, in_dtypes, out_dtype, kinds, consts)
     names = [f"d{i}" for i in plan.variable]
     dtypes = [in_dtypes[i] for i in plan.variable]
     params = "".join(
@@ -255,8 +286,8 @@ def tiled_source(plan: ElemwisePlan, staged: tuple[bool, ...]) -> str:
         at = f"{n} + o_{n} + b * sb_{n} + r * sr_{n} + c * sc_{n}"
         return f"*(const {G} {D.type_name(dtype)} *)({at})"
 
-    t_out = D.type_name(plan.out_dtype)
-    lines = [t.preamble({*in_dtypes, plan.out_dtype}), *function]
+    t_out = D.type_name(out_dtype)
+    lines = [t.preamble({*in_dtypes, out_dtype}), *function]
     lines += [
         f"{D.kernel_qualifier} void tj_tiled(long R, long C, long tiles_r, long tiles_c"
         f"{params}, {G} char *dout, long o_dout) {{",
@@ -344,7 +375,7 @@ def launch_tiled(plan: ElemwisePlan, values: list[Any], out: Any, staged: tuple[
 def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
     where = node_label(node)
     rt = plan.target.runtime()
-    out_dtype = np.dtype(plan.out_dtype)
+    out_dtypes = [np.dtype(dt) for dt in plan.out_dtypes]
     kernels = (rt.kernel(plan.source, "tj_contig"), rt.kernel(plan.source, "tj_strided"))
 
     def run(inputs: list, output_storage: list) -> None:
@@ -353,16 +384,20 @@ def elemwise_factory(node: Apply, plan: ElemwisePlan) -> Any:
         for var, value in zip(node.inputs, inputs):
             if 1 in value.shape:
                 check_runtime_broadcast(node, var, value.shape, shape)
-        if plan.inplace is not None:
-            out = inputs[plan.inplace]
-            if out.shape != shape:
-                raise ValueError(f"{where}: in place into shape {out.shape}, result {shape}")
-        else:
-            out = reusable(plan.target, output_storage[0][0], shape, out_dtype)
-            if out is None:
-                out = rt.empty(shape, out_dtype)
-        launch_map(plan, values, out, where, kernels)
-        output_storage[0][0] = out
+        outs: list[Any] = []
+        for cell, dtype, i in zip(output_storage, out_dtypes, plan.into):
+            if i is not None:
+                out = inputs[i]
+                if out.shape != shape:
+                    raise ValueError(f"{where}: in place into shape {out.shape}, result {shape}")
+            else:
+                out = reusable(plan.target, cell[0], shape, dtype)
+                if out is None or any(out is o for o in outs):
+                    out = rt.empty(shape, dtype)
+            outs.append(out)
+        launch_map(plan, values, outs, where, kernels)
+        for cell, out in zip(output_storage, outs):
+            cell[0] = out
 
     return run
 
@@ -378,8 +413,10 @@ def cast_plan(t: Target, in_dtype: str, out_dtype: str, ndim: int) -> ElemwisePl
     key = (t, in_dtype, out_dtype, ndim)
     plan = _COPY_PLANS.get(key)
     if plan is None:
-        source = kernel_source(t, Cast(out_dtype), [in_dtype], out_dtype, ["full"], {}, None, ndim)
-        plan = _COPY_PLANS[key] = ElemwisePlan(t, source, (0,), (False,), None, out_dtype, ndim)
+        cast_op = Cast(out_dtype)
+        source = kernel_source(t, cast_op, [in_dtype], [out_dtype], ["full"], {}, [None], ndim)
+        plan = ElemwisePlan(t, source, (0,), (False,), (None,), (out_dtype,), ndim)
+        _COPY_PLANS[key] = plan
     return plan
 
 
@@ -392,17 +429,18 @@ def copy_into(t: Target, out: Any, value: Any) -> None:
         transpose_into(t, out, value)
         return
     plan = cast_plan(t, value.dtype.name, out.dtype.name, out.ndim)
-    launch_map(plan, [value], out, "copy")
+    launch_map(plan, [value], [out], "copy")
 
 
 def specs(t: Target) -> list[KernelSpec]:
     from tensorjit.tensor.elemwise import Elemwise
+    from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 
     return [
         KernelSpec(
             t.kernel_name("elemwise"),
             t.backend,
-            (Elemwise,),
+            (Elemwise, MultiOutputElemwise),
             elemwise_factory,
             plan=partial(elemwise_plan, t),
             plugin=t.plugin,

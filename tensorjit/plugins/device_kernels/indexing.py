@@ -176,11 +176,11 @@ def inc_subtensor_plan(t: Target, node: Apply) -> IncPlan | None:
         try:
             dtypes = [x.dtype, y.dtype]
             source = kernel_source(
-                t, SCALAR_OPS["add"], dtypes, x.dtype, ["full", "full"], {}, 0, ndim
+                t, SCALAR_OPS["add"], dtypes, [x.dtype], ["full", "full"], {}, [0], ndim
             )
         except Unsupported:
             return None
-        add = ElemwisePlan(t, source, (0, 1), (False, False), 0, x.dtype, ndim)
+        add = ElemwisePlan(t, source, (0, 1), (False, False), (0,), (x.dtype,), ndim)
     return IncPlan(t, IndexInputs.of(t, node.inputs[2:]), add)
 
 
@@ -196,7 +196,7 @@ def inc_subtensor_factory(node: Apply, plan: IncPlan) -> Callable[[list, list], 
         if plan.add is None:
             copy_into(t, region, y)
         else:
-            launch_map(plan.add, [region, y], region, name)
+            launch_map(plan.add, [region, y], [region], name)
         output_storage[0][0] = out
 
     return run

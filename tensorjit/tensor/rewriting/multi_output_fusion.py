@@ -8,7 +8,9 @@ single-output fusion (fusion.py) must store and read back: formulas with several
 recurrent cell's outputs, forward values a gradient reads again.
 
 It runs after fusion.py and the MomentsMap rewrite (whose patterns it must not hide),
-on graphs compiled for the host only (device backends have no multi-output kernel).
+where every device the function may place nodes on has kernels for MultiOutputElemwise
+(the host's C backend and the shared device families of OpenCL and CUDA do; a device
+without them keeps its single-output nodes).
 Groups grow along producer -> consumer edges whose value has the loop's broadcast
 pattern, so every member has the same run-time shape; a merge is refused when a path
 leaves the group and comes back (the fused node would depend on itself).
@@ -22,7 +24,7 @@ from tensorjit.core.rewrites import GraphRewriter
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.rewriting.fusion import MAX_INPUTS, fusable
-from tensorjit.tensor.rewriting.util import compiles_for_host
+from tensorjit.tensor.rewriting.util import devices_have_kernels
 
 MAX_OUTPUTS = 16  # outputs of one fused node (each a pointer of the C kernel)
 
@@ -31,7 +33,7 @@ class MultiOutputFusion(GraphRewriter):
     name = "multi_output_fusion"
 
     def apply(self, fgraph: FunctionGraph, apply_replacements) -> None:
-        if not compiles_for_host(fgraph):
+        if not devices_have_kernels(fgraph, MultiOutputElemwise):
             return
         # One group at a time, fused before the next grows: the convexity test then
         # runs on the graph as it is (earlier groups are single nodes in it), where a

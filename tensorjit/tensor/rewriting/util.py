@@ -92,6 +92,24 @@ def is_length_of(fgraph: FunctionGraph, dim, x, axis: int) -> bool:
     return same_expression(dim, shape_of(fgraph, x)[axis])
 
 
+def devices_have_kernels(fgraph: FunctionGraph, op_class: type) -> bool:
+    """Whether each device besides the host that placement may put ``fgraph``'s nodes on
+    (the default device, the devices its inputs live on) has a backend of the function
+    with kernels for ``op_class``: a rewrite making such nodes then moves no work off a
+    device. Not compiling (no BackendChoice), only a host graph qualifies."""
+    from tensorjit.core.devices import HOST
+    from tensorjit.core.kernel_selection import BackendChoice
+
+    choice = fgraph.get_feature(BackendChoice)
+    devices = {getattr(v.type, "device", HOST) for v in fgraph.inputs}
+    if choice is not None:
+        devices.add(choice.default_device)
+    devices.discard(HOST)
+    if not devices:
+        return True
+    return choice is not None and all(choice.registers(d, op_class) for d in devices)
+
+
 def compiles_for_host(fgraph: FunctionGraph) -> bool:
     """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
     have kernels for): the default device is the host and no input lives on a device

@@ -1,21 +1,26 @@
 """Elementwise kernels on the tested device: fused graphs, casts, broadcasting, strided
-and negatively strided operands, 0-d and empty arrays, in place; each checked against
-Op.perform by DebugMode and against NumPy."""
+and negatively strided operands, 0-d and empty arrays, in place, maps with several
+outputs (MultiOutputElemwise, where the backend has kernels for it); each checked
+against Op.perform by DebugMode and against NumPy."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import tensorjit
 import tensorjit.tensor as T
+from tensorjit.core.hooks import get_plugin_system
 from tensorjit.core.memory import In
 from tensorjit.core.rewrites.transfer import host_nodes_of_device_function
 from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.type import TensorType
 from tensorjit.testing.device_under_test import (
     BACKEND,
     DEBUG_DEVICE,
     DEVICE,
+    FAST_DEVICE,
     NEEDS_DEVICE,
     all_nodes_on_device,
     names_all,
@@ -153,3 +158,70 @@ def test_conversions_to_bool_test_for_nonzero_as_on_the_host():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert got[-1] == 5
+
+
+# ---------------------------------------------------------------- several outputs
+def _multi_output_nodes(f) -> list:
+    """The function's MultiOutputElemwise nodes, which the backend must run where it has
+    kernels for them (without, multi-output fusion leaves its graphs alone)."""
+    nodes = [n for n in f.fgraph.toposort() if isinstance(n.op, MultiOutputElemwise)]
+    kernels = get_plugin_system().registries.kernels
+    if kernels.lookup_class(BACKEND, MultiOutputElemwise) is not None:
+        assert nodes, "values read by several outputs were not joined into one map"
+        runs_on_device(f, MultiOutputElemwise, "elemwise")
+    return nodes
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_values_read_by_several_outputs_are_one_map(dtype):
+    """a is an output and read by two more; a transposed operand and a broadcast row
+    (the strided kernel), and the contiguous one."""
+    x, y = T.matrix("x", dtype=dtype), T.matrix("y", dtype=dtype)
+    row = T.row("row", dtype=dtype)
+    a = T.exp(x) * 2 + row
+    b = T.tanh(y.T) * a
+    f = on_device([x, y, row], [a, b + 1, a * b])
+    _multi_output_nodes(f)
+    xv = rng.standard_normal((5, 7)).astype(dtype)
+    yv = rng.standard_normal((7, 5)).astype(dtype)
+    rv = rng.standard_normal((1, 7)).astype(dtype)
+    av = np.exp(xv) * 2 + rv
+    bv = np.tanh(yv.T) * av
+    tol = 1e-12 if dtype == "float64" else 2e-6
+    for args in [(xv, yv, rv), (xv, np.ascontiguousarray(yv.T).T, rv)]:
+        for got, want in zip(f(*args), [av, bv + 1, av * bv], strict=True):
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_updates_of_two_shared_values_write_both_in_place_on_the_device():
+    """An optimiser's moment and parameter from one gradient: one map writing the new
+    moment into the old one's buffer and the new parameter into the parameter's."""
+    start_m, start_p = rng.standard_normal(6), rng.standard_normal(6)
+    m = tensorjit.shared(start_m, name="m", target=DEVICE)
+    p = tensorjit.shared(start_p, name="p", target=DEVICE)
+    g = T.vector("g")
+    m_new = 0.9 * m + 0.1 * g
+    p_new = p - 0.01 * m_new / (1 + abs(m_new))
+    f = on_device([g], [], updates=[(m, m_new), (p, p_new)], mode=FAST_DEVICE)
+    nodes = _multi_output_nodes(f)
+    if nodes:
+        assert len(nodes[0].op.inplace) == 2, nodes[0].op
+    gs = [rng.standard_normal(6) for _ in range(3)]
+    for gv in gs:
+        f(gv)
+        start_m = 0.9 * start_m + 0.1 * gv
+        start_p = start_p - 0.01 * start_m / (1 + abs(start_m))
+    np.testing.assert_allclose(m.get_value(), start_m, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(p.get_value(), start_p, rtol=1e-13, atol=1e-15)
+
+
+def test_several_outputs_of_empty_and_0d_operands():
+    for shape in [(0, 3), ()]:
+        x = TensorType("float64", (None,) * len(shape), device=DEVICE)("x")
+        a = T.exp(x) + 1
+        f = on_device([x], [a, a * x])
+        value = rng.standard_normal(shape)
+        got = f(value)
+        for g, w in zip(got, [np.exp(value) + 1, (np.exp(value) + 1) * value], strict=True):
+            assert np.shape(g) == shape
+            np.testing.assert_allclose(g, w)

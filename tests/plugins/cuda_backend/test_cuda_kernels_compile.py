@@ -32,6 +32,7 @@ from tensorjit.plugins.device_kernels import (
     transpose,
 )
 from tensorjit.tensor.elemwise import Elemwise
+from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.scalar import SCALAR_OPS
 from tensorjit.tensor.type import TensorType
 
@@ -52,7 +53,7 @@ def on_cuda(var):
 
 def elementwise_programs() -> dict[str, set[str]]:
     """Every supported scalar op (and its in-place form) on every dtype it takes, as a
-    0-d, 1-d and 3-d map; casts between all dtypes."""
+    0-d, 1-d and 3-d map; casts between all dtypes; maps with several outputs."""
     programs = {}
     for name in sorted(SUPPORTED_NAMES & set(SCALAR_OPS)):
         op = SCALAR_OPS[name]
@@ -73,6 +74,20 @@ def elementwise_programs() -> dict[str, set[str]]:
     for src in DTYPES:
         for dst in DTYPES:
             programs[elementwise.cast_plan(CUDA, src, dst, 2).source] = ELEMWISE
+    # maps with several outputs (multi-output fusion's nodes), apart and in place
+    for dtype in FLOATS:
+        x, y = T.vector("x", dtype=dtype), T.vector("y", dtype=dtype)
+        a = T.exp(x) * y
+        f = tensorjit.function([x, y], [a, T.tanh(a) * x + 1, a - y])
+        (host,) = [n.op for n in f.fgraph.toposort() if isinstance(n.op, MultiOutputElemwise)]
+        for inplace in ((), ((0, 0),), ((0, 1), (2, 0))):
+            for ndim in (0, 1, 3):
+                names = [f"x{k}" for k in range(host.scalar_op.nin)]
+                op = MultiOutputElemwise(host.scalar_op, inplace)
+                node = on_cuda(op(*(cuda_var(dtype, ndim, n) for n in names))[0])
+                plan = elementwise.elemwise_plan(CUDA, node)
+                assert plan is not None and len(plan.out_dtypes) == 3
+                programs[plan.source] = ELEMWISE
     # the tiled maps (operands whose fast axis is the row staged in shared memory)
     for dtype in FLOATS:
         x, y = cuda_var(dtype, 2, "x"), cuda_var(dtype, 2, "y")

@@ -1,8 +1,8 @@
 """Multi-output elementwise fusion (tensor/rewriting/multi_output_fusion.py): fused
 elementwise nodes over one loop space that feed one another become one
 MultiOutputElemwise node, with the values of the unfused graph, on the Python and the C
-backends; never when a path leaves the group and comes back, across broadcast patterns,
-or for a graph compiled for a device."""
+backends and on a device; never when a path leaves the group and comes back, across
+broadcast patterns, or for a device whose backends have no kernels for it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tensorjit import FAST_RUN, Mode
 from tensorjit.core.rewrites import RewriteQuery
 from tensorjit.tensor.elemwise import Elemwise
 from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
-from tensorjit.testing.device_under_test import NEEDS_DEVICE, on_device
+from tensorjit.testing.device_under_test import DEVICE, NEEDS_DEVICE, on_device
 
 PYTHON = FAST_RUN.with_backends("python")
 UNREWRITTEN = Mode("unrewritten", RewriteQuery(), backends=("python",))
@@ -198,15 +198,34 @@ def test_shapes_that_do_not_broadcast_raise_the_elementwise_error():
 
 
 @NEEDS_DEVICE
-def test_not_for_a_graph_compiled_for_a_device():
-    """Device backends have no multi-output kernel: their graphs keep the single-output
-    nodes (and the values)."""
+def test_on_a_device_whose_backends_have_kernels_for_it():
+    """The shared device families run MultiOutputElemwise (OpenCL here, CUDA on a GPU):
+    the device's graph is joined too, and runs there."""
     x = T.vector("x", dtype="float32")
     a = T.exp(x) * 2
     outputs = [a, a * x + 1]
     f = on_device([x], outputs, mode=FAST_RUN)
-    assert not multi_nodes(f)
+    (node,) = multi_nodes(f)
+    assert node.outputs[0].type.device == DEVICE and f.kernels[node].backend != "python"
     arg = RNG.standard_normal(10).astype("float32")
     want = tensorjit.function([x], outputs, mode=UNREWRITTEN)(arg)
     for got, w in zip(f(arg), want):
         np.testing.assert_allclose(np.asarray(got), w, rtol=1e-6)
+
+
+def test_not_on_a_device_whose_backends_lack_kernels_for_it():
+    """The test plugin's second device runs Elemwise but not MultiOutputElemwise: its
+    graphs keep their single-output nodes, all on the device (joined, the node would
+    run on the host)."""
+    import tensorjit_wrapdev  # noqa: F401  (installed for the session by tests/conftest.py)
+
+    x = T.vector("x")
+    a = T.exp(x) * 2
+    outputs = [a, a * x + 1]
+    with tensorjit.config.change_flags(device="wrapdev"):
+        f = tensorjit.function([x], outputs, mode=FAST_RUN)
+    assert not multi_nodes(f)
+    assert all(n.outputs[0].type.device == "wrapdev" for n in elemwise_nodes(f))
+    arg = RNG.standard_normal(10)
+    for got, w in zip(f(arg), [np.exp(arg) * 2, np.exp(arg) * 2 * arg + 1]):
+        np.testing.assert_allclose(got, w, rtol=1e-14)
