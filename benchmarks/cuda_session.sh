@@ -107,6 +107,8 @@ step dense 180 dense_suite.txt env TENSORJIT_FLAGS=device=cuda "${PYTEST[@]}" \
 step memory 90 memory_suite.txt env TENSORJIT_FLAGS=device=cuda "${PYTEST[@]}" \
   -m "not host_memory" tests/core/memory
 step compile 60 bench.txt bash -c "cd benchmarks && $PY cuda_rivals.py --parts compile"
+# Optimiser updates as one multi-output launch against one launch per group.
+step multi 60 bench.txt bash -c "cd benchmarks && $PY multi_output.py --device cuda --rounds 1"
 
 for log in launch_plans cuda_tests device_suite dense_suite memory_suite; do
   [ -f "$OUT/$log.txt" ] || continue

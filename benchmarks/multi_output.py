@@ -14,7 +14,12 @@ graphs it serves:
 One process, the two functions timed alternately (medians of 15), NumPy's time beside;
 values checked against NumPy first. Cores: run it under taskset.
 
+``--device opencl`` (or ``cuda``): the optimiser updates on that device, the gradient a
+shared variable there too, so a call is the update's launches alone (one for the joined
+node, one per group apart).
+
 Run: taskset -c 1 .venv/bin/python benchmarks/multi_output.py [--threads 1] [--rounds 2]
+     [--device opencl]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 from special_functions import options  # (first: it limits the threads before NumPy)
 import numpy as np  # noqa: E402
 from _timing import median_time  # noqa: E402
+from launch_plans import DriverClock  # noqa: E402
 from scipy import special  # noqa: E402
 
 import tensorjit  # noqa: E402
@@ -71,22 +77,32 @@ def gelu_case(rng: np.random.Generator) -> tuple:
     return "gelu and slope 4096x1024 f32", build, values, numpy
 
 
-def adam_case(n: int, rng: np.random.Generator) -> tuple:
-    g = T.vector("g", dtype="float32")
+def _gradient(n: int, rng: np.random.Generator, device: str) -> tuple[Any, list, list]:
+    """(the gradient variable, the function's inputs, their values): an input on the
+    host, a shared variable on a device (no copy in the call)."""
+    value = rng.standard_normal(n).astype("float32")
+    if device == "cpu":
+        g = T.vector("g", dtype="float32")
+        return g, [g], [value]
+    return tensorjit.shared(value, name="g", target=device), [], []
+
+
+def adam_case(n: int, rng: np.random.Generator, device: str = "cpu") -> tuple:
     start = rng.standard_normal(n).astype("float32")
-    p, m, v = (tensorjit.shared(a.copy()) for a in (start, start * 0, start * 0))
+    p, m, v = (tensorjit.shared(a.copy(), target=device) for a in (start, start * 0, start * 0))
+    g, inputs, values = _gradient(n, rng, device)
     m_new = 0.9 * m + 0.1 * g
     v_new = 0.999 * v + 0.001 * g * g
     p_new = p - 0.001 * m_new / (T.sqrt(v_new) + 1e-8)
-    values = [rng.standard_normal(n).astype("float32")]
     state = [start.copy(), start * 0, start * 0]
+    grad_value = g.get_value() if not values else values[0]
 
     def build() -> Callable:
-        return tensorjit.function([g], [], updates=[(m, m_new), (v, v_new), (p, p_new)])
+        return tensorjit.function(inputs, [], updates=[(m, m_new), (v, v_new), (p, p_new)])
 
     def numpy() -> None:
         w, mm, vv = state
-        (grad,) = values
+        grad = grad_value
         mm *= 0.9
         mm += 0.1 * grad
         vv *= 0.999
@@ -96,21 +112,21 @@ def adam_case(n: int, rng: np.random.Generator) -> tuple:
     return f"adam {n:.0e} f32", build, values, numpy
 
 
-def momentum_case(n: int, rng: np.random.Generator) -> tuple:
-    g = T.vector("g", dtype="float32")
-    w = tensorjit.shared(rng.standard_normal(n).astype("float32"))
-    velocity = tensorjit.shared(np.zeros(n, "float32"))
+def momentum_case(n: int, rng: np.random.Generator, device: str = "cpu") -> tuple:
+    w = tensorjit.shared(rng.standard_normal(n).astype("float32"), target=device)
+    velocity = tensorjit.shared(np.zeros(n, "float32"), target=device)
+    g, inputs, values = _gradient(n, rng, device)
     v_new = 0.9 * velocity - 0.01 * g
-    values = [rng.standard_normal(n).astype("float32")]
     state = [w.get_value(), np.zeros(n, "float32")]
+    grad_value = g.get_value() if not values else values[0]
 
     def build() -> Callable:
-        return tensorjit.function([g], [], updates=[(velocity, v_new), (w, w + v_new)])
+        return tensorjit.function(inputs, [], updates=[(velocity, v_new), (w, w + v_new)])
 
     def numpy() -> None:
         ww, vv = state
         vv *= 0.9
-        vv -= 0.01 * values[0]
+        vv -= 0.01 * grad_value
         ww += vv
 
     return f"momentum {n:.0e} f32", build, values, numpy
@@ -120,14 +136,26 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu, or the optimisers on a device")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    cases = [option_case("float32", rng), option_case("float64", rng), gelu_case(rng)]
-    cases += [adam_case(n, rng) for n in (10**6, 4 * 10**6)]
-    cases += [momentum_case(n, rng) for n in (10**6, 4 * 10**6)]
-    print(f"{args.threads} thread(s); ms per call, medians of 15 (one node / apart / numpy)")
+    cases = []
+    if args.device == "cpu":
+        cases += [option_case("float32", rng), option_case("float64", rng), gelu_case(rng)]
+    cases += [adam_case(n, rng, args.device) for n in (10**6, 4 * 10**6)]
+    cases += [momentum_case(n, rng, args.device) for n in (10**6, 4 * 10**6)]
+    print(
+        f"{args.device}, {args.threads} thread(s); ms per call, medians of 15 "
+        "(one node / apart / numpy)"
+    )
+    clock = None if args.device == "cpu" else DriverClock(args.device)
+
+    def finish() -> None:  # (a device's launches complete before the clock stops)
+        if clock is not None:
+            clock.finish()
+
     for name, build, values, numpy in cases:
-        with config.change_flags(threads=args.threads):
+        with config.change_flags(threads=args.threads, device=args.device):
             one = build()
             with config.change_flags(excluded_rewrites=REWRITE):
                 apart = build()
@@ -138,10 +166,15 @@ def main() -> None:
                     scale = np.abs(w).max()
                     np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6 * scale)
         timed = {
-            "one node": lambda f=one, v=values: f(*v),
-            "apart": lambda f=apart, v=values: f(*v),
+            "one node": lambda f=one, v=values: (f(*v), finish()),
+            "apart": lambda f=apart, v=values: (f(*v), finish()),
             "numpy": numpy,
         }
+        if clock is not None:
+            for label, f in (("one node", one), ("apart", apart)):
+                clock.launches = 0
+                f(*values)
+                print(f"  {name:<30} {label}: {clock.launches} launches a call")
         for _ in range(args.rounds):
             times = {label: median_time(step, 15) * 1e3 for label, step in timed.items()}
             print(f"  {name:<30} " + "  ".join(f"{k} {t:.3f}" for k, t in times.items()))
