@@ -1,5 +1,6 @@
-"""C kernels for matmul (batched GEMM with broadcast batches), batched_dot and tensordot
-against Op.perform under DebugMode, on every layout BLAS can and can not address."""
+"""C kernels for matmul (batched GEMM with broadcast batches, its loop in C and split
+over the thread pool), batched_dot and tensordot against Op.perform under DebugMode, on
+every layout BLAS can and can not address."""
 
 from __future__ import annotations
 
@@ -71,6 +72,55 @@ def test_a_stack_times_a_matrix_is_one_product_and_so_is_its_gradient(dtype):
         np.testing.assert_allclose(got_gx, 2 * (xv @ wv) @ wv.T, rtol=tol, atol=tol)
         gw_want = np.einsum("bti,btj->ij", xv, 2 * (xv @ wv))
         np.testing.assert_allclose(got_gw, gw_want, rtol=tol, atol=10 * tol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_stack_split_over_two_threads_gives_the_products_of_one(dtype):
+    """With config threads 2 the stack's products are split over the pool (two or more a
+    thread, each on one BLAS thread): every layout, a broadcast batch and a reversed
+    one, against one thread's products."""
+    import tensorjit
+
+    a = T.tensor(dtype, shape=(None, 1, None, None), name="a")
+    b = T.tensor3("b", dtype=dtype)
+    av = RNG.standard_normal((3, 1, 6, 5)).astype(dtype)
+    bv = RNG.standard_normal((4, 5, 7)).astype(dtype)
+    with tensorjit.config.change_flags(threads=1):
+        want = compiled([a, b], linalg.matmul(a, b))(av, bv)
+    with tensorjit.config.change_flags(threads=2):
+        f = compiled([a, b], linalg.matmul(a, b))
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        for name, x in variants(av).items():
+            for other, y in variants(bv).items():
+                got = f(x, y)
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name + other)
+        np.testing.assert_allclose(f(av[::-1], bv[::-1]), np.matmul(av[::-1], bv[::-1]), rtol=tol)
+
+
+def test_a_split_stack_without_a_per_thread_blas_count_restores_the_library_count():
+    """Where OpenBLAS has no per-thread count (NumPy 2.5's scipy-openblas64), the split
+    stack sets the library's count to one for the call and restores it after
+    (linalg/blas_threads.py); run here by initialising the kernels without the setter."""
+    import tensorjit
+    from tensorjit.plugins.c_backend.build import threads
+    from tensorjit.plugins.c_backend.linalg import blas
+
+    chosen = blas.provider()
+    local, setter, getter = threads.blas_thread_controls(chosen.where)
+    if not (setter and getter):
+        pytest.skip(f"the BLAS at {chosen.where} has no thread-count setter and getter")
+    a, b = T.tensor3("a"), T.tensor3("b")
+    av, bv = RNG.standard_normal((8, 9, 4)), RNG.standard_normal((8, 4, 3))
+    ffi, lib = blas.library()
+    lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (0, setter, getter)))
+    try:
+        with tensorjit.config.change_flags(threads=2):
+            before = threads.blas_threads()
+            got = compiled([a, b], linalg.matmul(a, b))(av, bv)
+            assert threads.blas_threads() == before == 2
+    finally:
+        lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (local, setter, getter)))
+    np.testing.assert_allclose(got, av @ bv, rtol=1e-12, atol=1e-12)
 
 
 def test_matmul_broadcast_batches_and_empty():

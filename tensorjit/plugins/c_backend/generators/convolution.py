@@ -31,7 +31,7 @@ import numpy as np
 from tensorjit.core.graph.basic import Apply
 from tensorjit.plugins.c_backend.build import compiler, parallel, threads
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
-from tensorjit.plugins.c_backend.linalg import blas
+from tensorjit.plugins.c_backend.linalg import blas, blas_threads
 from tensorjit.tensor.nnet.conv import Conv2d, Conv2dGradInputs, Conv2dGradWeights
 
 Run = Callable[[list, list], None]
@@ -55,36 +55,11 @@ typedef void (*tj_gemm_t)(char *, char *, tj_int *, tj_int *, tj_int *, T *, T *
                           T *, tj_int *, T *, T *, tj_int *);
 static tj_gemm_t tj_gemm;
 
-/* OpenBLAS's openblas_set_num_threads_local, and its library-wide setter and getter
-   (each NULL where the BLAS lacks it) */
-typedef int (*tj_local_threads_t)(int);
-typedef void (*tj_set_threads_t)(int);
-typedef int (*tj_get_threads_t)(void);
-static tj_local_threads_t tj_blas_local_threads;
-static tj_set_threads_t tj_blas_set_threads;
-static tj_get_threads_t tj_blas_get_threads;
-
+%(BLAS_THREADS)s
 int tj_conv_init(void *gemm, void *local_threads, void *set_threads, void *get_threads) {
     tj_gemm = (tj_gemm_t)gemm;
-    tj_blas_local_threads = (tj_local_threads_t)local_threads;
-    tj_blas_set_threads = (tj_set_threads_t)set_threads;
-    tj_blas_get_threads = (tj_get_threads_t)get_threads;
+    tj_blas_threads_init(local_threads, set_threads, get_threads);
     return gemm == NULL;
-}
-
-/* The products of a call on one BLAS thread each: where OpenBLAS has no per-thread
-   count (each part sets its own in tj_conv_run), the library's count is 1 for the
-   call (threaded products inside the pool's parts woke BLAS workers that then spun on
-   the cores the parts ran on: a CNN step took 8.4 ms on two threads, 6.1 without).
-   Returns the count to restore afterwards, 0 for none. */
-static int tj_blas_single(void) {
-    if (tj_blas_local_threads || !tj_blas_set_threads || !tj_blas_get_threads)
-        return 0;
-    const int before = tj_blas_get_threads();
-    if (before <= 1)
-        return 0;
-    tj_blas_set_threads(1);
-    return before;
 }
 
 /* Row-major C (m x k2) = op(A) op(B) (+ beta C): the column-major C^T = op(B)^T op(A)^T. */
@@ -187,8 +162,7 @@ static int tj_conv_run(tj_conv_args *a) {
         return -1;
     if (a->kind == 1)
         memset(gw, 0, sizeof(T) * a->f * k);
-    if (tj_blas_local_threads)
-        tj_blas_local_threads(1);
+    tj_blas_part_threads(1); /* (blas_threads.py) */
     for (int64_t i = 0; i < a->n; i++) {
         if (a->kind == 0) {
             tj_im2col(a->x + i * image, cols, a->c, a->h, a->w, a->kh, a->kw, a->oh, a->ow,
@@ -204,8 +178,7 @@ static int tj_conv_run(tj_conv_args *a) {
                       a->sh, a->sw, a->pt, a->pl);
         }
     }
-    if (tj_blas_local_threads)
-        tj_blas_local_threads(0); /* back to the library's own count */
+    tj_blas_part_threads(0);
     free(cols);
     return 0;
 }
@@ -270,8 +243,7 @@ static int tj_conv_split_parts(tj_conv_args *a, int threads) {
 static int tj_conv_split(tj_conv_args *a, int threads) {
     const int restore = tj_blas_single();
     const int status = tj_conv_split_parts(a, threads);
-    if (restore)
-        tj_blas_set_threads(restore);
+    tj_blas_restore(restore);
     return status;
 }
 
@@ -307,6 +279,7 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
     t = FLOATS[dtype][1]
     subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
     subs["PARALLEL"] = parallel.DECLARATIONS
+    subs["BLAS_THREADS"] = blas_threads.SOURCE
     return SOURCE % subs, parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from tensorjit.core.config import config
 from tensorjit.core.graph.basic import Apply
-from tensorjit.plugins.c_backend.build import compiler
+from tensorjit.plugins.c_backend.build import compiler, parallel, threads
 from tensorjit.plugins.c_backend.generators.buffers import output_buffer
-from tensorjit.plugins.c_backend.linalg import penalised
+from tensorjit.plugins.c_backend.linalg import blas_threads, penalised
 from tensorjit.plugins.c_backend.linalg.skinny import skinny_source
 from tensorjit.plugins.device_kernels.blas_plan import BlasPlanner
 from tensorjit.tensor.blas import Gemm, Ger
@@ -58,7 +58,7 @@ void *aligned_alloc(size_t alignment, size_t size);
 /* BLAS's integer: int (LP64, SciPy's) or int64_t (ILP64, NumPy's scipy-openblas64). */
 typedef {I} tj_int;
 #define TJ_INT_MAX {IMAX}
-
+{THREADS}
 /* Status of every entry point: 0 done; -1 a dimension does not fit BLAS's int (the
    caller falls back); otherwise a bit mask of the array arguments (1: first, 2: second,
    4: third) BLAS cannot address as they are, to be copied by the caller and retried. */
@@ -82,6 +82,11 @@ int tj_blas_init(void **fns)
         tj_fn[i] = fns[i];
     }
     return 0;
+}
+
+void tj_blas_threads(void *local_threads, void *set_threads, void *get_threads)
+{
+    tj_blas_threads_init(local_threads, set_threads, get_threads);
 }
 
 /* An r x c matrix at byte strides (sr, sc) as a column-major BLAS operand: *trans 'N'
@@ -126,6 +131,70 @@ static int tj_inc(long long n, long long s, long long size, char *data, tj_int *
 static int tj_too_big(long long a, long long b, long long c)
 {
     return a > TJ_INT_MAX || b > TJ_INT_MAX || c > TJ_INT_MAX;
+}
+
+/* A stack of products C[i] = A[i] . B[i] (MatMul's batches): i runs over a batch shape
+   of nd axes, each operand at its own byte strides along them (0 where it is broadcast),
+   every product an m x k by k x n tj_gemm_<p> at the matrices' strides. */
+#define TJ_BATCH_DIMS 32
+typedef int (*tj_gemm_call)(char *, long long, long long, long long, long long, char *,
+                            long long, long long, long long, char *, long long, long long,
+                            double, double);
+typedef struct {
+    tj_gemm_call gemm;
+    char *a, *b, *c;
+    long long m, k, n, as0, as1, bs0, bs1, cs0, cs1;
+    int nd;
+    long long shape[TJ_BATCH_DIMS], sa[TJ_BATCH_DIMS], sb[TJ_BATCH_DIMS], sc[TJ_BATCH_DIMS];
+    int status[TJ_MAX_PARTS];
+} tj_batch;
+
+/* Products [lo, hi) of the stack; the first nonzero tj_gemm status. */
+static int tj_batch_range(const tj_batch *j, long long lo, long long hi)
+{
+    for (long long i = lo; i < hi; i++) {
+        long long r = i;
+        char *a = j->a, *b = j->b, *c = j->c;
+        for (int d = j->nd - 1; d >= 0; d--) {
+            const long long q = r % j->shape[d];
+            r /= j->shape[d];
+            a += q * j->sa[d];
+            b += q * j->sb[d];
+            c += q * j->sc[d];
+        }
+        const int status = j->gemm(a, j->m, j->k, j->as0, j->as1, b, j->n, j->bs0, j->bs1, c,
+                                   j->cs0, j->cs1, 1.0, 0.0);
+        if (status)
+            return status;
+    }
+    return 0;
+}
+
+static void tj_batch_part(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    tj_batch *j = (tj_batch *)ctx;
+    tj_blas_part_threads(1);
+    j->status[part] = tj_batch_range(j, lo, hi);
+    tj_blas_part_threads(0);
+}
+
+/* The stack, its products split over the pool (adjacent ones in a part, each on one
+   BLAS thread) when `threads` > 1 and every thread gets two or more: products of a
+   stack are often small (attention's 64 x 64 per head), where the BLAS's own threading
+   of each wins little; with fewer, each product is the BLAS's to thread. A skinny
+   float64 product (skinny.py) stays on its single-threaded kernel either way. */
+static int tj_batch_run(tj_batch *j, long long count, int threads)
+{
+    if (!tj_parallel || threads < 2 || count < 2 * (long long)threads)
+        return tj_batch_range(j, 0, count);
+    memset(j->status, 0, sizeof j->status);
+    const int restore = tj_blas_single();
+    const int used = tj_parallel(tj_batch_part, j, count, 1, 1);
+    tj_blas_restore(restore);
+    for (int part = 0; part < used; part++)
+        if (j->status[part])
+            return j->status[part];
+    return 0;
 }
 
 /* GEMM's operands C (m x n) = A (m x k) . B (k x n), elements of z bytes, as BLAS
@@ -228,6 +297,43 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
     return 0;
 }
 
+/* The stack of products of tj_batch (nd axes of batch shape, the operands' byte strides
+   along them); 0 done, -1 a batch of more than TJ_BATCH_DIMS axes, else the first
+   product's tj_gemm status (the caller copies and runs its own loop). */
+int tj_gemm_batched_{p}(char *a, char *b, char *c, long long m, long long k, long long n,
+                        long long as0, long long as1, long long bs0, long long bs1,
+                        long long cs0, long long cs1, int nd, const long long *shape,
+                        const long long *sa, const long long *sb, const long long *sc,
+                        int threads)
+{
+    tj_batch j;
+    long long count = 1;
+    if (nd > TJ_BATCH_DIMS)
+        return -1;
+    j.gemm = tj_gemm_{p};
+    j.a = a;
+    j.b = b;
+    j.c = c;
+    j.m = m;
+    j.k = k;
+    j.n = n;
+    j.as0 = as0;
+    j.as1 = as1;
+    j.bs0 = bs0;
+    j.bs1 = bs1;
+    j.cs0 = cs0;
+    j.cs1 = cs1;
+    j.nd = nd;
+    for (int d = 0; d < nd; d++) {
+        j.shape[d] = shape[d];
+        j.sa[d] = sa[d];
+        j.sb[d] = sb[d];
+        j.sc[d] = sc[d];
+        count *= shape[d];
+    }
+    return count ? tj_batch_run(&j, count, threads) : 0;
+}
+
 /* y (m) = alpha * A (m x k) . x (k) + beta * y; y is not read when beta is 0. */
 int tj_gemv_{p}(char *a, long long m, long long k, long long as0, long long as1,
                char *x, long long xs, char *y, long long ys, double alpha, double beta)
@@ -319,6 +425,9 @@ int tj_gemm_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, {LL}, {LL}, char *
 int tj_gemv_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, char *, {LL}, double, double);
 int tj_ger_{p}(char *, {LL}, {LL}, {LL}, {LL}, char *, {LL}, char *, {LL}, double);
 int tj_dot_{p}(char *, {LL}, {LL}, char *, {LL}, char *);
+int tj_gemm_batched_{p}(char *, char *, char *, {LL}, {LL}, {LL}, {LL}, {LL}, {LL}, {LL},
+                        {LL}, {LL}, int, const {LL} *, const {LL} *, const {LL} *,
+                        const {LL} *, int);
 """
 
 
@@ -328,8 +437,14 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
     if ilp64 is None:
         ilp64 = provider().ilp64
     header = _HEADER.replace("{I}", "int64_t" if ilp64 else "int")
+    header = header.replace("{THREADS}", parallel.DECLARATIONS + blas_threads.SOURCE)
     parts = [header.replace("{IMAX}", "INT64_MAX" if ilp64 else "INT_MAX")]
-    cdefs = ["int tj_blas_init(void **);", "void tj_skinny_enable(int);"]
+    cdefs = [
+        parallel.CDEF,
+        "int tj_blas_init(void **);",
+        "void tj_blas_threads(void *, void *, void *);",
+        "void tj_skinny_enable(int);",
+    ]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
         # str.format would trip over C braces: substitute the few names directly.
@@ -436,6 +551,9 @@ def library():
             table = ffi.new("void *[]", [ffi.cast("void *", p) for p in chosen.pointers])
             if lib.tj_blas_init(table) != 0:
                 raise RuntimeError(f"BLAS kernels: a NULL pointer from {chosen.where}")
+            controls = threads.blas_thread_controls(chosen.where)
+            lib.tj_blas_threads(*(ffi.cast("void *", c) for c in controls))
+            threads.attach(ffi, lib)
             _libraries[chosen.name] = (ffi, lib)
             _use_skinny_kernels()
     return ffi, lib
@@ -443,9 +561,7 @@ def library():
 
 def _use_skinny_kernels(_value: object = None) -> None:
     """Few-column products in our own kernels on one thread only (see skinny.py)."""
-    from tensorjit.plugins.c_backend.build.threads import thread_count  # (it imports this module)
-
-    one = thread_count() == 1
+    one = threads.thread_count() == 1
     for _, lib in list(_libraries.values()):
         lib.tj_skinny_enable(int(one))
 

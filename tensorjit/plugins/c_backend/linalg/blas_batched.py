@@ -1,6 +1,8 @@
 """C kernels for products of stacks and of tensors, on the BLAS kernels of ``blas``:
-MatMul (one GEMM per broadcast batch index) and TensorDot (one GEMM on the operands
-seen as matrices, as ``numpy.tensordot`` computes it).
+MatMul (one GEMM per broadcast batch index, the loop over the batch in C:
+``tj_gemm_batched``, split over the thread pool with config ``threads`` above 1) and
+TensorDot (one GEMM on the operands seen as matrices, as ``numpy.tensordot`` computes
+it).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply
+from tensorjit.plugins.c_backend.build import threads
 from tensorjit.plugins.c_backend.linalg import blas
 from tensorjit.tensor.linalg import MatMul, TensorDot
 
@@ -46,8 +49,34 @@ def _gemm_call(node: Apply):
     return product, output
 
 
+def _batched_call(node: Apply) -> Callable[[np.ndarray, np.ndarray, np.ndarray], int]:
+    """call(a, b, out) computing every out[i] = a[i] @ b[i] over the batch axes of
+    ``out`` (``a`` and ``b`` broadcast to them) in one C loop; its status: 0 done, else
+    nonzero (an operand BLAS can not address, too many axes, too large: the caller's
+    own loop handles it)."""
+    ffi, lib = blas.library()
+    p = blas.DTYPES[node.outputs[0].type.dtype][0]
+    ptr = blas._helpers(ffi, node.outputs[0].type.numpy_dtype)[0]
+    batched = getattr(lib, f"tj_gemm_batched_{p}")
+
+    def call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
+        nd = out.ndim - 2
+        shape, sa, sb, sc = (
+            ffi.new("long long[]", list(v)) for v in (out.shape, a.strides, b.strides, out.strides)
+        )
+        m, k = a.shape[-2:]
+        return batched(
+            ptr(a), ptr(b), ptr(out), m, k, out.shape[-1], a.strides[-2], a.strides[-1],
+            b.strides[-2], b.strides[-1], out.strides[-2], out.strides[-1], nd, shape, sa,
+            sb, sc, threads.thread_count(),
+        )  # fmt: skip
+
+    return call
+
+
 def _matmul_factory(node: Apply) -> Run:
     product, output = _gemm_call(node)
+    batched = _batched_call(node)
     perform = node.op.perform
     # A batch dimension broadcasts only where its static length is 1 (MatMul's rule).
     na, nb = (v.type.ndim - 2 for v in node.inputs)
@@ -73,8 +102,9 @@ def _matmul_factory(node: Apply) -> Run:
         out = output(output_storage[0][0], batch + (a.shape[-2], b.shape[-1]))
         a = np.broadcast_to(a, batch + a.shape[-2:])  # views: broadcast batches repeat
         b = np.broadcast_to(b, batch + b.shape[-2:])
-        for index in np.ndindex(*batch):
-            product(a[index], b[index], out[index])
+        if batched(a, b, out) != 0:  # (products done before the failing one are redone)
+            for index in np.ndindex(*batch):
+                product(a[index], b[index], out[index])
         output_storage[0][0] = out
 
     return run
