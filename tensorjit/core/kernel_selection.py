@@ -179,6 +179,17 @@ class BackendChoice(Feature):
         """Whether one of this function's backends of ``device`` covers ``node``."""
         return self.source.find_kernel(node, self.of_device(device)) is not None
 
+    def runs_once_placed(self, node: Apply, device: str) -> bool:
+        """Whether one of this function's backends of ``device`` would cover ``node`` (a
+        host-typed node, as rewrites before placement make) placed there: its inputs
+        and outputs typed on the device."""
+        try:
+            inputs = [v.type.on_device(device).make_variable() for v in node.inputs]
+            outputs = [v.type.on_device(device).make_variable() for v in node.outputs]
+        except TypeError:
+            return False  # a type that can not live there
+        return self.has_kernel(Apply(node.op, inputs, outputs), device)
+
     def registers(self, device: str, op_class: type) -> bool:
         """Whether one of this function's backends of ``device`` has kernels for
         ``op_class`` (before placement, when no node is typed there yet; a kernel's plan

@@ -10,7 +10,9 @@ recurrent cell's outputs, forward values a gradient reads again.
 It runs after fusion.py and the MomentsMap rewrite (whose patterns it must not hide),
 where every device the function may place nodes on has kernels for MultiOutputElemwise
 (the host's C backend and the shared device families of OpenCL and CUDA do; a device
-without them keeps its single-output nodes).
+without them keeps its single-output nodes), and joins a group only where those devices
+would run the joined node (an op their kernels can not render keeps the group apart,
+so the members they do run stay there).
 Groups grow along producer -> consumer edges whose value has the loop's broadcast
 pattern, so every member has the same run-time shape; a merge is refused when a path
 leaves the group and comes back (the fused node would depend on itself).
@@ -18,13 +20,16 @@ leaves the group and comes back (the fused node would depend on itself).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from tensorjit.core.graph.basic import Apply, Variable
 from tensorjit.core.graph.fgraph import OUTPUT, FunctionGraph
 from tensorjit.core.rewrites import GraphRewriter
 from tensorjit.tensor.composite import Composite
 from tensorjit.tensor.multi_output_elemwise import MultiOutputElemwise
 from tensorjit.tensor.rewriting.fusion import MAX_INPUTS, fusable
-from tensorjit.tensor.rewriting.util import devices_have_kernels
+from tensorjit.tensor.rewriting.util import devices_have_kernels, devices_run
 
 MAX_OUTPUTS = 16  # outputs of one fused node (each a pointer of the C kernel)
 
@@ -49,7 +54,8 @@ class MultiOutputFusion(GraphRewriter):
                 group = _grow(fgraph, seed, order)
                 tried.update(group)
                 if len(group) > 1:
-                    replacements = _fused(fgraph, sorted(group, key=order.__getitem__))
+                    members = sorted(group, key=order.__getitem__)
+                    replacements = _fused(fgraph, members, partial(devices_run, fgraph))
                     if replacements and apply_replacements(replacements, reason=self.name):
                         changed = True
                         break
@@ -122,10 +128,13 @@ def _convex(fgraph: FunctionGraph, group: frozenset[Apply], order: dict[Apply, i
     return True
 
 
-def _fused(fgraph: FunctionGraph, members: list[Apply]) -> list[tuple[Variable, Variable]]:
+def _fused(
+    fgraph: FunctionGraph, members: list[Apply], runs: Callable[[Apply], bool]
+) -> list[tuple[Variable, Variable]]:
     """The replacements of the group's values read outside it by the outputs of one
     MultiOutputElemwise node (``members`` in topological order); none if its values are
-    read outside through one output only (single-output fusion's case, left alone)."""
+    read outside through one output only (single-output fusion's case, left alone), or
+    if ``runs`` refuses the node (a device would not run it: its members stay apart)."""
     group = frozenset(members)
     inputs: list[Variable] = []
     index: dict[Variable, tuple[str, int]] = {}
@@ -173,6 +182,8 @@ def _fused(fgraph: FunctionGraph, members: list[Apply]) -> list[tuple[Variable, 
         out_dtypes=tuple(olds[0].type.dtype for olds in results.values()),
     )
     new = MultiOutputElemwise(composite)(*inputs)
+    if not runs(new[0].owner):
+        return []
     pairs = []
     for olds, value in zip(results.values(), new):
         for old in olds:

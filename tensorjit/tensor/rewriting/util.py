@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
@@ -92,11 +94,9 @@ def is_length_of(fgraph: FunctionGraph, dim, x, axis: int) -> bool:
     return same_expression(dim, shape_of(fgraph, x)[axis])
 
 
-def devices_have_kernels(fgraph: FunctionGraph, op_class: type) -> bool:
-    """Whether each device besides the host that placement may put ``fgraph``'s nodes on
-    (the default device, the devices its inputs live on) has a backend of the function
-    with kernels for ``op_class``: a rewrite making such nodes then moves no work off a
-    device. Not compiling (no BackendChoice), only a host graph qualifies."""
+def _placement_devices(fgraph: FunctionGraph) -> tuple[Any, set[str]]:
+    """(the function's BackendChoice or None, the devices besides the host that
+    placement may put ``fgraph``'s nodes on: the default device, its inputs')."""
     from tensorjit.core.devices import HOST
     from tensorjit.core.kernel_selection import BackendChoice
 
@@ -105,9 +105,28 @@ def devices_have_kernels(fgraph: FunctionGraph, op_class: type) -> bool:
     if choice is not None:
         devices.add(choice.default_device)
     devices.discard(HOST)
+    return choice, devices
+
+
+def devices_have_kernels(fgraph: FunctionGraph, op_class: type) -> bool:
+    """Whether each device placement may put ``fgraph``'s nodes on has a backend of the
+    function with kernels for ``op_class`` (a cheap first test; devices_run asks about
+    one node). Not compiling (no BackendChoice), only a host graph qualifies."""
+    choice, devices = _placement_devices(fgraph)
     if not devices:
         return True
     return choice is not None and all(choice.registers(d, op_class) for d in devices)
+
+
+def devices_run(fgraph: FunctionGraph, node: Apply) -> bool:
+    """Whether each device placement may put ``fgraph``'s nodes on would run ``node``, a
+    rewrite's host-typed replacement: one that joins nodes a device runs into one it
+    does not (a scalar op or dtype its kernels can not render) would move their work off
+    the device. Not compiling (no BackendChoice), only a host graph qualifies."""
+    choice, devices = _placement_devices(fgraph)
+    if not devices:
+        return True
+    return choice is not None and all(choice.runs_once_placed(node, d) for d in devices)
 
 
 def compiles_for_host(fgraph: FunctionGraph) -> bool:

@@ -41,16 +41,24 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(both_nan, 0, np.abs(ordered(got) - ordered(want)))
 
 
+STEPS = 1_000_001  # the grid's first values, evenly over [-11, 11]
+
+
 def _grid() -> np.ndarray:
     """Steps over [-11, 11] (erfc's underflow at 10.06 included), every float32 around
-    the joins of the pieces (|x| = 1 and 2, erf's clamp at 4) and tiny magnitudes."""
+    the joins of the pieces (|x| = 1 and 2, erf's clamp at 4) and in [0.9, 1], and tiny
+    magnitudes."""
     joins = []
     for point in (1.0, 2.0, 4.0, 3.9192059, 10.0546875):
         centre = np.float32(point).view(np.int32)
         around = np.arange(centre - 2000, centre + 2000, dtype=np.int32).view(np.float32)
         joins += [around, -around]
+    # every float32 in [0.9, 1]: where erf's |x| <= 1 piece rounds most (a first form
+    # was 2 ulp off at 27 of them)
+    top = np.arange(*np.float32([0.9, 1]).view(np.int32), dtype=np.int32).view(np.float32)
+    joins += [top, -top]
     tiny = np.geomspace(1e-45, 1e-3, 20001).astype(np.float32)
-    steps = np.linspace(-11, 11, 1_000_001, dtype=np.float32)
+    steps = np.linspace(-11, 11, STEPS, dtype=np.float32)
     return np.concatenate([steps, *joins, tiny, -tiny])
 
 
@@ -67,7 +75,7 @@ def test_float32_is_within_one_ulp_of_the_double_result_everywhere(name):
     assert distance.max() <= 1, (values[worst], got[worst], want[worst])
     # nearly always the correctly rounded value (over every 64th float32 in [-11, 11]:
     # erf 0.74% 1 ulp off, erfc 0.0002%; benchmarks/RESULTS.md)
-    assert np.count_nonzero(distance) < 0.03 * values.size
+    assert np.count_nonzero(distance[:STEPS]) < 0.03 * STEPS
 
 
 @pytest.mark.parametrize("name", ["erf", "erfc"])

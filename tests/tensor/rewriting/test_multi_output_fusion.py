@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.special
 
 import tensorjit
 import tensorjit.tensor as T
@@ -211,6 +212,27 @@ def test_on_a_device_whose_backends_have_kernels_for_it():
     want = tensorjit.function([x], outputs, mode=UNREWRITTEN)(arg)
     for got, w in zip(f(arg), want):
         np.testing.assert_allclose(np.asarray(got), w, rtol=1e-6)
+
+
+@NEEDS_DEVICE
+def test_a_group_the_device_would_not_run_joined_stays_apart():
+    """erfinv has no device kernel: joined with the tanh/exp group, the one node would
+    run on the host, taking the group's work off the device; the group stays apart and
+    on the device, only the erfinv part runs on the host."""
+    from tensorjit.tensor.type import TensorType
+
+    x = TensorType("float32", (None,), device=DEVICE)("x")
+    a = T.tanh(x) * 3 + T.exp(x)
+    b = T.erfinv(T.tanh(a) * 0.5)
+    f = on_device([x], [a, b], mode=FAST_RUN)
+    (x_in,) = f.fgraph.inputs
+    reads_x = [n for n in f.fgraph.toposort() if x_in in n.inputs]
+    assert reads_x and all(n.outputs[0].type.device == DEVICE for n in reads_x)
+    arg = RNG.standard_normal(10).astype("float32")
+    av = np.tanh(arg) * 3 + np.exp(arg)
+    got_a, got_b = (np.asarray(v) for v in f(arg))
+    np.testing.assert_allclose(got_a, av, rtol=1e-5)
+    np.testing.assert_allclose(got_b, scipy.special.erfinv(np.tanh(av) * 0.5), rtol=1e-5)
 
 
 def test_not_on_a_device_whose_backends_lack_kernels_for_it():

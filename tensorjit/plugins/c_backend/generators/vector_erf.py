@@ -5,8 +5,8 @@ libm's ``erff``/``erfcf`` are a call per element, so a fused loop containing one
 vectorised (benchmarks/RESULTS.md has the times). These are branch-free (every piece is
 computed and one selected):
 
-- erf, in float arithmetic (eight lanes with AVX2): |x| <= 1: x P32(x^2), the constant
-  term 2/sqrt(pi) as a float pair (else every tiny x is off by its rounding); 1 < |x|
+- erf, in float arithmetic (eight lanes with AVX2): |x| <= 1: x + x P32(x^2), one
+  multiply-add's rounding (P32 is a correction of at most a sixth of erf); 1 < |x|
   <= 4: 1 - erfc(|x|), erfc a polynomial on each of [1, 2] and [2, 4] (NEAR32, FAR32,
   by Horner's rule in the piece mapped exactly onto [-1, 1]): erf's ulp there is 2^-24
   whatever erfc's size, so erfc needs only absolute accuracy, and neither exp nor a
@@ -31,8 +31,6 @@ and special_accuracy.py (benchmarks/RESULTS.md has the counts). NaN stays NaN, -
 
 from __future__ import annotations
 
-import numpy as np
-
 from tensorjit.plugins.c_backend.generators.polynomials import estrin, estrin_powers, horner
 
 # python -m tensorjit.tools.fit_erf: erfc's P and Q (degrees 8, 16)
@@ -49,13 +47,13 @@ Q = (
     7.691628823849662e-06, -3.6260470877426805e-06, -1.1773140423639678e-06,
     9.649895994105191e-07,
 )  # fmt: skip
-# float32 erf in float arithmetic (fit_erf's float32 fits: float32 values but P32's
-# first, 2/sqrt(pi), a float pair): x P32(x^2) for |x| <= 1 (largest relative error
-# 1.5e-9); 1 - NEAR32(2|x| - 3) for 1 < |x| <= 2 and 1 - FAR32(|x| - 3) for 2 < |x| <= 4,
-# erfc's polynomials (largest errors 1.8e-9 and 7.4e-10, against erf's half ulp 3e-8)
+# float32 erf in float arithmetic (fit_erf's float32 fits, float32 values): x + x P32(x^2)
+# for |x| <= 1 (largest error of P32 1.3e-9); 1 - NEAR32(2|x| - 3) for 1 < |x| <= 2 and
+# 1 - FAR32(|x| - 3) for 2 < |x| <= 4, erfc's polynomials (largest errors 1.8e-9 and
+# 7.4e-10, against erf's half ulp 3e-8)
 P32 = (
-    1.1283791670955126, -0.3761262893676758, 0.11283603310585022, -0.026854202151298523,
-    0.005188598297536373, -0.0008009398588910699, 7.842548802727833e-05,
+    0.12837916612625122, -0.3761262893676758, 0.11283618211746216, -0.02685512602329254,
+    0.005190733820199966, -0.0008030761382542551, 7.920368079794571e-05,
 )  # fmt: skip
 NEAR32 = (
     0.0338948518037796, -0.05946514382958412, 0.044598910957574844, -0.017344016581773758,
@@ -98,31 +96,21 @@ def _float_literals(coefficients: tuple[float, ...]) -> list[str]:
     return [f"{float(c)!r}f" for c in coefficients]
 
 
-def _float_pair(value: float) -> tuple[str, str]:
-    """value as hi + lo, two float32 constants."""
-    hi = float(np.float32(value))
-    return f"{hi!r}f", f"{float(np.float32(value - hi))!r}f"
-
-
-C0_HI, C0_LO = _float_pair(P32[0])
-
-
 SOURCES = {
     "tj_erf_f": (
-        ("tj_bits_f",),  # TJ_MA_f
+        ("tj_bits_f", "tj_bits_d"),  # TJ_MA_f, TJ_MA_d
         f"""
 TJ_INLINE float tj_erf_f(float x) {{
     /* in float arithmetic: eight lanes. Beyond 3.92 float32's erf is +-1; NaN stays NaN.
        Each piece's variable (2a - 3, a - 3) is exact */
     const float a = fabsf(x) > 4 ? 4 : fabsf(x), u = a * a;
-    {estrin_powers("u", len(P32) - 1, "f")}
-    /* a (c0 + u P1(u)) with c0 = 2/sqrt(pi) as hi + lo: tiny a would all be off by its
-       rounding (0.9 ulp) */
-    const float p1 = {estrin(_float_literals(P32[1:]), "u", "f")};
+    /* a + a P32(u), rounded once: within 0.99 ulp (a c0 + a u P1(u), with a c0 rounded
+       or the P1 term at twice P32's size, was 1.6 ulp near 1) */
 #ifdef FP_FAST_FMAF
-    const float small = fmaf(a, {C0_HI}, a * ({C0_LO} + u * p1));
-#else /* a rounded product a c0_hi would cost 2 ulp near 1: the sum in double */
-    const float small = (float)((double)a * ({P32[0]!r} + (double)u * (double)p1));
+    const float small = fmaf(a, {horner(_float_literals(P32), "u", "f")}, a);
+#else /* two roundings a step would cost 1.2 ulp: the polynomial in double */
+    const double ud = (double)a * a;
+    const float small = (float)((double)a + (double)a * {horner(_literals(P32), "ud", "d")});
 #endif
     const float near = 2 * a - 3, far = a - 3;
     const float erfc_near = {horner(_float_literals(NEAR32), "near", "f")};
