@@ -9,14 +9,14 @@ Against SciPy's double precision erf and erfcx, on Chebyshev nodes, erfc's in do
 
 and those of the float32-arithmetic erf (eight lanes where double has four), whose
 coefficients are float32 values: each rounded in turn, the later ones refitted to
-absorb that rounding (relative error weighted, Lawson's iterations):
+absorb that rounding (Lawson's iterations):
 
 - |x| <= 1: erf(x) = x + x P32(x^2) (absolute error weighted: x P32 is at most a
   sixth of erf, so the final multiply-add's rounding dominates);
 - 1 < |x| <= 4: erf(|x|) = 1 - E(z), E a polynomial of erfc in z over two pieces, z the
   piece mapped exactly onto [-1, 1]: NEAR32 for 1 < |x| <= 2 (z = 2|x| - 3), FAR32 for
   2 < |x| <= 4 (z = |x| - 3). Absolute error weighted: erf's ulp there is 2^-24 whatever
-  erfc's size, so no exp and no division (once exp(-x^2) Q(1/|x|) / |x|, 40% slower).
+  erfc's size, so no exp and no division (once exp(-x^2) Q(1/|x|) / |x|).
 
 and those of the float64 erf, by least squares in 40-digit arithmetic (mpmath) on
 Chebyshev nodes, the coefficients rounded to double:

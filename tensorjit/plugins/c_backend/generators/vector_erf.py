@@ -10,8 +10,8 @@ computed and one selected):
   <= 4: 1 - erfc(|x|), erfc a polynomial on each of [1, 2] and [2, 4] (NEAR32, FAR32,
   by Horner's rule in the piece mapped exactly onto [-1, 1]): erf's ulp there is 2^-24
   whatever erfc's size, so erfc needs only absolute accuracy, and neither exp nor a
-  division (exp(-x^2) Q(1/|x|) / |x| took 40% longer); |x| clamped to 4 (beyond 3.92
-  float32's erf is +-1);
+  division (with exp(-x^2) Q(1/|x|) / |x|: 0.76 ns an element, 0.70 without); |x|
+  clamped to 4 (beyond 3.92 float32's erf is +-1);
 - erfc, in double, rounded once: |x| <= 1: 1 - x P(2 x^2 - 1); 1 < |x| <= X_MAX:
   exp(-x^2) Q(s) / |x| (x^2 is exact in double for a float32 x; tj_vexp_d is within an
   ulp of double's exp); beyond X_MAX, float32's erfc is 0 (2 for negative x), which the
