@@ -306,24 +306,10 @@ int tj_gemm_batched_{p}(char *a, char *b, char *c, long long m, long long k, lon
                         const long long *sa, const long long *sb, const long long *sc,
                         int threads)
 {
-    tj_batch j;
+    tj_batch j = {tj_gemm_{p}, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, nd};
     long long count = 1;
     if (nd > TJ_BATCH_DIMS)
         return -1;
-    j.gemm = tj_gemm_{p};
-    j.a = a;
-    j.b = b;
-    j.c = c;
-    j.m = m;
-    j.k = k;
-    j.n = n;
-    j.as0 = as0;
-    j.as1 = as1;
-    j.bs0 = bs0;
-    j.bs1 = bs1;
-    j.cs0 = cs0;
-    j.cs1 = cs1;
-    j.nd = nd;
     for (int d = 0; d < nd; d++) {
         j.shape[d] = shape[d];
         j.sa[d] = sa[d];
