@@ -68,7 +68,11 @@ def scalar_expr(
     v = [cv(x, d, out) for x, d in zip(args, dtypes)]
     sfx = dialect.suffix(out)
     known = values or {}
-    if name in ("add", "sub", "mul"):
+    if name in ("add", "mul") and kind == "b":
+        # NumPy's bool sum and product are "or" and "and": where bool is a byte (the
+        # devices' uchar), True + True would store 2
+        expr = f"({v[0]} {dict(add='||', mul='&&')[name]} {v[1]})"
+    elif name in ("add", "sub", "mul"):
         expr = f"({v[0]} {dict(add='+', sub='-', mul='*')[name]} {v[1]})"
     elif name == "sqr":
         expr = f"({v[0]} * {v[0]})"

@@ -65,6 +65,11 @@ SCALAR_CASES = {
         lambda a, b: (a * 10).astype("int32") + (b > 0).astype("int8"),
     ),
     "pow": (lambda x, y: abs(x) ** 3 + T.sqr(y), lambda a, b: abs(a) ** 3 + b * b),
+    # NumPy's bool sum and product are "or" and "and" (a byte holding 2 would cast to 2)
+    "bool_sum_product": (
+        lambda x, y: T.cast((x > 0) + (x > 0), "float64") + T.cast((x > 0) * (y > 0), "int8"),
+        lambda a, b: ((a > 0) + (a > 0)).astype("float64") + ((a > 0) * (b > 0)).astype("int8"),
+    ),
 }
 
 
