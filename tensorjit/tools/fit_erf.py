@@ -1,5 +1,5 @@
 """Fits the approximations of the vectorised float32 erf and erfc
-(c_backend/generators/vector_erf.py) and prints them, with the largest relative error of each fit.
+(c_backend/generators/vector_erf.py) and prints them, with the largest error of each fit.
 
 Against SciPy's double precision erf and erfcx, on Chebyshev nodes, erfc's in double:
 
@@ -81,40 +81,28 @@ FLOAT_P_DEGREE = 6
 TAIL32_PIECES = ((1.0, 2.0, 9), (2.0, ERF_X_MAX, 11))
 
 
-def float32_fit(
-    f,
-    lo: float,
-    hi: float,
-    degree: int,
-    variable,
-    first: float | None = None,
-    relative: bool = True,
-) -> tuple[np.ndarray, float]:
-    """(float32 coefficients in ``variable``(x), largest error on a dense grid) of f on
-    [lo, hi], the error relative or absolute: each coefficient rounded to float32 in turn
-    and the later ones refitted to the rest of f (Lawson's iterations towards minimax);
-    ``first``: the constant term, kept exact (a float32 pair in the kernel)."""
+def float32_fit(f, lo: float, hi: float, degree: int, variable) -> tuple[np.ndarray, float]:
+    """(float32 coefficients in ``variable``(x), largest absolute error on a dense grid)
+    of f on [lo, hi]: each coefficient rounded to float32 in turn and the later ones
+    refitted to the rest of f (Lawson's iterations towards minimax)."""
     nodes = 8000
     x = 0.5 * (lo + hi) + 0.5 * (hi - lo) * np.cos(np.pi * (np.arange(nodes) + 0.5) / nodes)
     y = f(x)
-    scale = np.abs(y) if relative else np.ones_like(y)
     powers = np.vander(variable(x), degree + 1, increasing=True)
-    fixed: list[float] = [] if first is None else [first]
-    for k in range(len(fixed), degree + 1):
+    fixed: list[float] = []
+    for k in range(degree + 1):
         rest = y - powers[:, :k] @ np.array(fixed) if k else y
         weights = np.ones_like(x)
         for _ in range(60):
-            root = np.sqrt(weights) / scale
+            root = np.sqrt(weights)
             c, *_ = np.linalg.lstsq(powers[:, k:] * root[:, None], rest * root, rcond=None)
-            error = ((powers[:, :k] @ np.array(fixed)) if k else 0) + powers[:, k:] @ c
-            error = (error - y) / scale
+            error = ((powers[:, :k] @ np.array(fixed)) if k else 0) + powers[:, k:] @ c - y
             weights = weights * np.abs(error)
             weights /= weights.sum()
         fixed.append(float(np.float32(c[0])))
     grid = np.linspace(lo, hi, 400001)
     values = np.vander(variable(grid), degree + 1, increasing=True) @ np.array(fixed)
-    exact = f(grid)
-    return np.array(fixed), float(np.max(np.abs((values - exact) / (exact if relative else 1))))
+    return np.array(fixed), float(np.max(np.abs(values - f(grid))))
 
 
 def float32_fits() -> tuple[np.ndarray, list[np.ndarray], float, list[float]]:
@@ -122,12 +110,7 @@ def float32_fits() -> tuple[np.ndarray, list[np.ndarray], float, list[float]]:
     # erf(x) = x + x P32(x^2): P32 ~ 2/sqrt(pi) - 1 = 0.128 at 0, -0.16 at 1, so its
     # roundings weigh a quarter of x c0's (erf = x c0 + ..., 1.5 ulp near 1)
     p, p_error = float32_fit(
-        lambda x: _erf_ratio(x * x) - 1,
-        0.0,
-        1.0,
-        FLOAT_P_DEGREE,
-        lambda x: x * x,
-        relative=False,
+        lambda x: _erf_ratio(x * x) - 1, 0.0, 1.0, FLOAT_P_DEGREE, lambda x: x * x
     )
     pieces, errors = [], []
     for lo, hi, degree in TAIL32_PIECES:
@@ -137,7 +120,6 @@ def float32_fits() -> tuple[np.ndarray, list[np.ndarray], float, list[float]]:
             hi,
             degree,
             lambda x, lo=lo, hi=hi: (2 * x - (lo + hi)) / (hi - lo),
-            relative=False,
         )
         pieces.append(coefficients)
         errors.append(error)

@@ -133,10 +133,4 @@ def compiles_for_host(fgraph: FunctionGraph) -> bool:
     """Whether ``fgraph`` compiles for the host (rewrites whose ops only host backends
     have kernels for): the default device is the host and no input lives on a device
     (placement would move the nodes reading it there)."""
-    from tensorjit.core.devices import HOST
-    from tensorjit.core.kernel_selection import BackendChoice
-
-    choice = fgraph.get_feature(BackendChoice)
-    if choice is not None and choice.default_device != HOST:
-        return False
-    return all(getattr(v.type, "device", HOST) == HOST for v in fgraph.inputs)
+    return not _placement_devices(fgraph)[1]

@@ -181,8 +181,7 @@ static void tj_batch_part(void *ctx, int64_t lo, int64_t hi, int part)
 /* The stack, its products split over the pool (adjacent ones in a part, each on one
    BLAS thread) when `threads` > 1 and every thread gets two or more: products of a
    stack are often small (attention's 64 x 64 per head), where the BLAS's own threading
-   of each wins little; with fewer, each product is the BLAS's to thread. A skinny
-   float64 product (skinny.py) stays on its single-threaded kernel either way. */
+   of each wins little; with fewer, each product is the BLAS's to thread. */
 static int tj_batch_run(tj_batch *j, long long count, int threads)
 {
     if (!tj_parallel || threads < 2 || count < 2 * (long long)threads)
