@@ -473,8 +473,9 @@ def test_gemm_with_alpha_zero_reads_no_operand_on_every_backend(backend, y_ndim)
     assert (f(np.full_like(zv, np.nan), 0.0, xv, yv, 0.0) == 0).all()
 
 
-def test_few_column_products_on_two_threads_are_blas_s_and_agree():
-    """With two threads the products go back to BLAS (its threads share the work)."""
+def test_few_column_products_on_two_threads_agree_with_one_thread_s():
+    """With two threads the products are split over the pool, each part in skinny.py's
+    kernels, and agree with one thread's."""
     x, w = T.matrix("x"), T.matrix("w")
     xv, wv = RNG.standard_normal((600, 784)), RNG.standard_normal((784, 10))
     one = compile_c([x, w], [T.dot(x, w), T.dot(x.T, T.dot(x, w))])(xv, wv)
@@ -482,3 +483,80 @@ def test_few_column_products_on_two_threads_are_blas_s_and_agree():
         two = compile_c([x, w], [T.dot(x, w), T.dot(x.T, T.dot(x, w))])(xv, wv)
     for a, b in zip(one, two):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-9)
+
+
+def _split_so_far() -> int:
+    return blas.library()[1].tj_products_split()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    "m,k,n", [(200, 300, 40), (40, 300, 200), (2000, 300, 8)], ids=["rows", "columns", "few"]
+)
+def test_large_products_on_two_threads_are_split_over_the_pool_and_agree(dtype, m, k, n):
+    """With config threads 2 a product of enough multiply-adds is split over the pool
+    along C's longer side (rows, or columns), each part on one BLAS thread (or
+    skinny.py's kernels): every layout, Gemm's alpha and beta, in place and not; an
+    operand BLAS cannot address is copied before the split, never retried after part of
+    C was written."""
+    with tensorjit.config.change_flags(threads=2):
+        f = gemm_function(dtype, True, inplace=True)
+        zs, xs, ys = operands((m, n), dtype), operands((m, k), dtype), operands((k, n), dtype)
+        # float32: k products of magnitude <= 4 summed in some order, against float64
+        tol = (
+            {"rtol": 0, "atol": 4 * k * 4 * np.finfo(dtype).eps}
+            if dtype == "float32"
+            else TOL[dtype]
+        )
+        before = _split_so_far()
+        calls = 0
+        for lx, ly, lz in [(lx, "contiguous", "contiguous") for lx in xs] + [
+            ("contiguous", ly, lz) for ly in ys for lz in ("fortran", "negative")
+        ]:
+            for alpha, beta in [(0.5, -1.5), (1.0, 0.0)]:
+                zv, xv, yv = lay_out(zs[lz], lz), xs[lx], ys[ly]
+                want = beta * zs[lz].astype(float) + alpha * (xv.astype(float) @ yv.astype(float))
+                f(zv, np.float64(alpha), xv, yv, np.float64(beta))
+                calls += 1
+                np.testing.assert_allclose(zv, want, **tol, err_msg=f"{lx} {ly} {lz}")
+        assert _split_so_far() - before == calls
+
+
+def test_small_products_and_one_thread_are_not_split():
+    x, y = T.matrix("x"), T.matrix("y")
+    small = RNG.standard_normal((40, 40))
+    large = RNG.standard_normal((200, 200))
+    with tensorjit.config.change_flags(threads=2):
+        f = compile_c([x, y], T.dot(x, y))
+        before = _split_so_far()
+        np.testing.assert_allclose(f(small, small), small @ small, **TOL["float64"])
+        assert _split_so_far() == before
+    with tensorjit.config.change_flags(threads=1):
+        f = compile_c([x, y], T.dot(x, y))
+        np.testing.assert_allclose(f(large, large), large @ large, **TOL["float64"])
+        assert _split_so_far() == before
+
+
+def test_a_split_product_without_a_per_thread_blas_count_restores_the_library_count():
+    """Where OpenBLAS has no per-thread count (NumPy 2.5's scipy-openblas64), a split
+    product sets the library's count to one for the call and restores it after; run
+    here by initialising the kernels without the per-thread setter."""
+    from tensorjit.plugins.c_backend.build import threads
+
+    chosen = blas.provider()
+    local, setter, getter = threads.blas_thread_controls(chosen.where)
+    if not (setter and getter):
+        pytest.skip(f"the BLAS at {chosen.where} has no thread-count setter and getter")
+    x, y = T.matrix("x"), T.matrix("y")
+    xv, yv = RNG.standard_normal((300, 200)), RNG.standard_normal((200, 100))
+    ffi, lib = blas.library()
+    lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (0, setter, getter)))
+    try:
+        with tensorjit.config.change_flags(threads=2):
+            before, split = threads.blas_threads(), _split_so_far()
+            got = compile_c([x, y], T.dot(x, y))(xv, yv)
+            assert threads.blas_threads() == before == 2
+            assert _split_so_far() == split + 1
+    finally:
+        lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (local, setter, getter)))
+    np.testing.assert_allclose(got, xv @ yv, **TOL["float64"])

@@ -65,13 +65,20 @@ typedef {I} tj_int;
 
 static void *tj_fn[8];
 
-/* 1 while one thread runs the products (skinny.py's kernels are single-threaded; with
-   more, BLAS's own threads share the work). */
-static int tj_skinny_on = 1;
+/* config threads. At 1, skinny.py's single-threaded kernels take few-column products;
+   above, a product large enough is split over the pool (tj_gemm_split_run). */
+static int tj_threads = 1;
+static long long tj_split_count = 0; /* products split in parts so far (atomic) */
 
-void tj_skinny_enable(int on)
+void tj_products_threads(int threads)
 {
-    tj_skinny_on = on;
+    tj_threads = threads;
+}
+
+/* How many products were split over the pool in parts, so far (tests, reports). */
+long long tj_products_split(void)
+{
+    return __atomic_load_n(&tj_split_count, __ATOMIC_RELAXED);
 }
 
 int tj_blas_init(void **fns)
@@ -141,7 +148,7 @@ typedef int (*tj_gemm_call)(char *, long long, long long, long long, long long, 
                             long long, long long, long long, char *, long long, long long,
                             double, double);
 typedef struct {
-    tj_gemm_call gemm;
+    tj_gemm_call gemm, one; /* a product as the caller's; on the calling thread alone */
     char *a, *b, *c;
     long long m, k, n, as0, as1, bs0, bs1, cs0, cs1;
     int nd;
@@ -149,8 +156,8 @@ typedef struct {
     int status[TJ_MAX_PARTS];
 } tj_batch;
 
-/* Products [lo, hi) of the stack; the first nonzero tj_gemm status. */
-static int tj_batch_range(const tj_batch *j, long long lo, long long hi)
+/* Products [lo, hi) of the stack, each by `gemm`; the first nonzero tj_gemm status. */
+static int tj_batch_range(const tj_batch *j, tj_gemm_call gemm, long long lo, long long hi)
 {
     for (long long i = lo; i < hi; i++) {
         long long r = i;
@@ -162,8 +169,8 @@ static int tj_batch_range(const tj_batch *j, long long lo, long long hi)
             b += q * j->sb[d];
             c += q * j->sc[d];
         }
-        const int status = j->gemm(a, j->m, j->k, j->as0, j->as1, b, j->n, j->bs0, j->bs1, c,
-                                   j->cs0, j->cs1, 1.0, 0.0);
+        const int status = gemm(a, j->m, j->k, j->as0, j->as1, b, j->n, j->bs0, j->bs1, c,
+                                j->cs0, j->cs1, 1.0, 0.0);
         if (status)
             return status;
     }
@@ -174,7 +181,7 @@ static void tj_batch_part(void *ctx, int64_t lo, int64_t hi, int part)
 {
     tj_batch *j = (tj_batch *)ctx;
     tj_blas_part_threads(1);
-    j->status[part] = tj_batch_range(j, lo, hi);
+    j->status[part] = tj_batch_range(j, j->one, lo, hi);
     tj_blas_part_threads(0);
 }
 
@@ -185,7 +192,7 @@ static void tj_batch_part(void *ctx, int64_t lo, int64_t hi, int part)
 static int tj_batch_run(tj_batch *j, long long count, int threads)
 {
     if (!tj_parallel || threads < 2 || count < 2 * (long long)threads)
-        return tj_batch_range(j, 0, count);
+        return tj_batch_range(j, j->gemm, 0, count);
     memset(j->status, 0, sizeof j->status);
     const int restore = tj_blas_single();
     const int used = tj_parallel(tj_batch_part, j, count, 1, 1);
@@ -193,6 +200,74 @@ static int tj_batch_run(tj_batch *j, long long count, int threads)
     for (int part = 0; part < used; part++)
         if (j->status[part])
             return j->status[part];
+    return 0;
+}
+
+/* One product split over the pool: C's rows (or columns) in parts of at least `grain`,
+   each part's block of C = its rows of A . B (or A . its columns of B) on one BLAS
+   thread. One set of workers then owns the cores: a product threaded by the BLAS wakes
+   its own workers, which spin after it (OpenBLAS's: ~19% of a two-thread transformer
+   step) on the cores the pool's elementwise parts run on. */
+typedef struct {
+    tj_gemm_call one;
+    char *a, *b, *c;
+    long long m, k, n, as0, as1, bs0, bs1, cs0, cs1;
+    double alpha, beta;
+    int rows; /* 1: parts of C's rows, 0: of its columns */
+    int status[TJ_MAX_PARTS];
+} tj_split;
+
+static void tj_split_part(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    const tj_split *j = (const tj_split *)ctx;
+    int *status = ((tj_split *)ctx)->status;
+    tj_blas_part_threads(1);
+    if (j->rows)
+        status[part] = j->one(j->a + lo * j->as0, hi - lo, j->k, j->as0, j->as1, j->b, j->n,
+                              j->bs0, j->bs1, j->c + lo * j->cs0, j->cs0, j->cs1, j->alpha,
+                              j->beta);
+    else
+        status[part] = j->one(j->a, j->m, j->k, j->as0, j->as1, j->b + lo * j->bs1, hi - lo,
+                              j->bs0, j->bs1, j->c + lo * j->cs1, j->cs0, j->cs1, j->alpha,
+                              j->beta);
+    tj_blas_part_threads(0);
+}
+
+/* Multiply-adds a part gets at least, in units of the pool's grain: a part costs the
+   pool ~1-3 us (a sleeping worker ~10-50 us, and it only wakes for 8 grains: thread_pool.c),
+   2^17 multiply-adds ~3-5 us on one core. Products under two grains stay whole, as
+   OpenBLAS keeps products under 2^18 on one thread. */
+#define TJ_SPLIT_GRAIN_MACS (1LL << 17)
+/* Part boundaries: multiples of 16 rows or columns (whole micro-kernel tiles, whole
+   cache lines of a row-major C's columns). */
+#define TJ_SPLIT_ALIGN 16
+
+/* -1: not split (one thread, too little work or too few rows and columns); otherwise
+   the split's status (the parts' first nonzero, which the caller's copy-and-retry cannot
+   meet: the operands were checked whole before). The longer of C's two sides is split,
+   so each part repacks the smaller operand. */
+static int tj_gemm_split_run(tj_gemm_call one, char *a, long long m, long long k,
+                             long long as0, long long as1, char *b, long long n,
+                             long long bs0, long long bs1, char *c, long long cs0,
+                             long long cs1, double alpha, double beta)
+{
+    if (!tj_parallel || tj_threads < 2 || k == 0 || alpha == 0)
+        return -1;
+    const int rows = m >= n;
+    const long long side = rows ? m : n, across = (rows ? n : m) * k;
+    if (side < 2 * TJ_SPLIT_ALIGN || across == 0 || side * across < 2 * TJ_SPLIT_GRAIN_MACS)
+        return -1;
+    tj_split j = {one, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, alpha, beta, rows};
+    memset(j.status, 0, sizeof j.status);
+    const long long grain = (TJ_SPLIT_GRAIN_MACS + across - 1) / across;
+    const int restore = tj_blas_single();
+    const int used = tj_parallel(tj_split_part, &j, side, grain, TJ_SPLIT_ALIGN);
+    tj_blas_restore(restore);
+    if (used > 1)
+        __atomic_add_fetch(&tj_split_count, 1, __ATOMIC_RELAXED);
+    for (int part = 0; part < used; part++)
+        if (j.status[part])
+            return j.status[part];
     return 0;
 }
 
@@ -248,10 +323,13 @@ static void tj_scale_contig_{p}({T} *c, long long count, {T} b)
         c[i] *= b;
 }
 
-/* C (m x n) = alpha * A (m x k) . B (k x n) + beta * C; C is not read when beta is 0. */
-int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
-               char *b, long long n, long long bs0, long long bs1,
-               char *c, long long cs0, long long cs1, double alpha, double beta)
+/* C (m x n) = alpha * A (m x k) . B (k x n) + beta * C, on the calling thread (and the
+   BLAS's own threads); C is not read when beta is 0. `skinny`: few-column products may
+   take skinny.py's single-threaded kernels. */
+static int tj_gemm_by_{p}(char *a, long long m, long long k, long long as0, long long as1,
+                          char *b, long long n, long long bs0, long long bs1,
+                          char *c, long long cs0, long long cs1, double alpha, double beta,
+                          int skinny)
 {
     const long long z = sizeof({T});
     char ta, tb;
@@ -268,7 +346,7 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
         return 0;
     }
     /* few columns: one pass over A (skinny.py; float64 only) */
-    if ({SKINNY} && tj_skinny_on &&
+    if ({SKINNY} && skinny &&
         tj_skinny_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta) == 0)
         return 0;
     need = tj_gemm_operands(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, z, &ta, &tb,
@@ -296,6 +374,37 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
     return 0;
 }
 
+/* A product on one thread: a pool's part, where skinny.py's kernels serve. */
+static int tj_gemm_one_{p}(char *a, long long m, long long k, long long as0, long long as1,
+                           char *b, long long n, long long bs0, long long bs1, char *c,
+                           long long cs0, long long cs1, double alpha, double beta)
+{
+    return tj_gemm_by_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta, 1);
+}
+
+/* C (m x n) = alpha * A (m x k) . B (k x n) + beta * C; C is not read when beta is 0.
+   With config threads above 1, a large enough product is split over the pool. */
+int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
+               char *b, long long n, long long bs0, long long bs1,
+               char *c, long long cs0, long long cs1, double alpha, double beta)
+{
+    if (tj_threads > 1 && m && n && k && alpha != 0 && !tj_too_big(m, n, k)) {
+        char ta, tb;
+        tj_int lda, ldb, ldc;
+        int flip;
+        const int need = tj_gemm_operands(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1,
+                                          sizeof({T}), &ta, &tb, &lda, &ldb, &ldc, &flip);
+        if (need)
+            return need;
+        const int split = tj_gemm_split_run(tj_gemm_one_{p}, a, m, k, as0, as1, b, n, bs0,
+                                            bs1, c, cs0, cs1, alpha, beta);
+        if (split >= 0)
+            return split;
+    }
+    return tj_gemm_by_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta,
+                          tj_threads == 1);
+}
+
 /* The stack of products of tj_batch (nd axes of batch shape, the operands' byte strides
    along them); 0 done, -1 a batch of more than TJ_BATCH_DIMS axes, else the first
    product's tj_gemm status (the caller copies and runs its own loop). */
@@ -305,7 +414,8 @@ int tj_gemm_batched_{p}(char *a, char *b, char *c, long long m, long long k, lon
                         const long long *sa, const long long *sb, const long long *sc,
                         int threads)
 {
-    tj_batch j = {tj_gemm_{p}, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, nd};
+    tj_batch j = {tj_gemm_{p}, tj_gemm_one_{p}, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0,
+                  cs1, nd};
     long long count = 1;
     if (nd > TJ_BATCH_DIMS)
         return -1;
@@ -428,7 +538,8 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         parallel.CDEF,
         "int tj_blas_init(void **);",
         "void tj_blas_threads(void *, void *, void *);",
-        "void tj_skinny_enable(int);",
+        "void tj_products_threads(int);",
+        "long long tj_products_split(void);",
     ]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
@@ -540,18 +651,19 @@ def library():
             lib.tj_blas_threads(*(ffi.cast("void *", c) for c in controls))
             threads.attach(ffi, lib)
             _libraries[chosen.name] = (ffi, lib)
-            _use_skinny_kernels()
+            _tell_thread_count()
     return ffi, lib
 
 
-def _use_skinny_kernels(_value: object = None) -> None:
-    """Few-column products in our own kernels on one thread only (see skinny.py)."""
-    one = threads.thread_count() == 1
+def _tell_thread_count(_value: object = None) -> None:
+    """The kernels' view of config threads: at 1, few-column products take skinny.py's
+    kernels; above, large products split over the pool (tj_gemm_split_run)."""
+    count = threads.thread_count()
     for _, lib in list(_libraries.values()):
-        lib.tj_skinny_enable(int(one))
+        lib.tj_products_threads(count)
 
 
-config.watch("threads", _use_skinny_kernels)
+config.watch("threads", _tell_thread_count)
 
 
 # ---------------------------------------------------------------- selection
