@@ -16,6 +16,10 @@ misaligned data) is reported back and copied to a C-contiguous array, once; an i
 target BLAS cannot address is computed in a contiguous copy and written back. Empty
 dimensions never reach BLAS: the C code returns (m or n is 0) or scales the output by
 beta (k is 0).
+
+With config ``threads`` above 1 a product of 2^18 multiply-adds or more is split over the
+thread pool (``tj_gemm_split_run``: C's longer side in parts, each on one BLAS thread),
+so the BLAS's own workers never wake to spin beside the pool's.
 """
 
 from __future__ import annotations
