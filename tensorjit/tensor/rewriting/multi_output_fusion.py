@@ -11,8 +11,9 @@ It runs after fusion.py and the MomentsMap rewrite (whose patterns it must not h
 where every device the function may place nodes on has kernels for MultiOutputElemwise
 (the host's C backend and the shared device families of OpenCL and CUDA do; a device
 without them keeps its single-output nodes), and joins a group only where those devices
-would run the joined node (an op their kernels can not render keeps the group apart,
-so the members they do run stay there).
+would run the joined node. Where they would not (a member's op or dtype their kernels
+can not render), the group is grown again without the members they would not run alone:
+those stay apart (on the host), the rest is joined on the device.
 Groups grow along producer -> consumer edges whose value has the loop's broadcast
 pattern, so every member has the same run-time shape; a merge is refused when a path
 leaves the group and comes back (the fused node would depend on itself).
@@ -43,6 +44,7 @@ class MultiOutputFusion(GraphRewriter):
         # One group at a time, fused before the next grows: the convexity test then
         # runs on the graph as it is (earlier groups are single nodes in it), where a
         # topological order bounds the search.
+        runs = partial(devices_run, fgraph)
         tried: set[Apply] = set()
         changed = True
         while changed:  # (a new order after each fused group)
@@ -51,25 +53,54 @@ class MultiOutputFusion(GraphRewriter):
             for seed in list(order):
                 if seed in tried or not fusable(seed) or seed not in fgraph.apply_nodes:
                     continue
-                group = _grow(fgraph, seed, order)
+                group, replacements = _joined(fgraph, seed, order, runs)
                 tried.update(group)
-                if len(group) > 1:
-                    members = sorted(group, key=order.__getitem__)
-                    replacements = _fused(fgraph, members, partial(devices_run, fgraph))
-                    if replacements and apply_replacements(replacements, reason=self.name):
-                        changed = True
-                        break
+                if replacements and apply_replacements(replacements, reason=self.name):
+                    changed = True
+                    break
 
 
-def _grow(fgraph: FunctionGraph, seed: Apply, order: dict[Apply, int]) -> frozenset[Apply]:
+def _joined(
+    fgraph: FunctionGraph, seed: Apply, order: dict[Apply, int], runs: Callable[[Apply], bool]
+) -> tuple[frozenset[Apply], list[tuple[Variable, Variable]]]:
+    """The group grown from ``seed`` and the replacements joining it (none if it stays
+    apart). Where a device would not run the joined node, the group is grown again
+    without the members it would not run alone; those count as tried, the rest of the
+    first group stays free to seed another."""
+    group = _grow(fgraph, seed, order)
+    if len(group) < 2:
+        return group, []
+    replacements = _fused(fgraph, sorted(group, key=order.__getitem__), runs)
+    if replacements:
+        return group, replacements
+    apart = frozenset(node for node in group if not runs(node))
+    if not apart:
+        return group, []
+    if seed in apart:
+        return apart, []
+    smaller = _grow(fgraph, seed, order, excluded=apart)
+    if len(smaller) < 2:
+        return smaller | apart, []
+    return smaller | apart, _fused(fgraph, sorted(smaller, key=order.__getitem__), runs)
+
+
+def _grow(
+    fgraph: FunctionGraph,
+    seed: Apply,
+    order: dict[Apply, int],
+    excluded: frozenset[Apply] = frozenset(),
+) -> frozenset[Apply]:
     """The largest group found from ``seed`` by adding, while any can be, a member's
-    producer or consumer of the same broadcast pattern that keeps the group convex."""
+    producer or consumer of the same broadcast pattern, not in ``excluded``, that keeps
+    the group convex."""
     pattern = seed.outputs[0].type.broadcastable
     group = frozenset((seed,))
     grown = True
     while grown:
         grown = False
         for node in _neighbours(fgraph, group, pattern):
+            if node in excluded:
+                continue
             bigger = group | {node}
             if _fits(fgraph, bigger) and _convex(fgraph, bigger, order):
                 group, grown = bigger, True

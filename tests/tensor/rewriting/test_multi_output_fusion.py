@@ -235,6 +235,28 @@ def test_a_group_the_device_would_not_run_joined_stays_apart():
     np.testing.assert_allclose(got_b, scipy.special.erfinv(np.tanh(av) * 0.5), rtol=1e-5)
 
 
+@NEEDS_DEVICE
+def test_beside_a_member_the_device_would_not_run_the_rest_is_joined_on_the_device():
+    """The erfinv node runs on the host, whatever happens; the two values the device
+    does run, both read outside (a and a * x + 1), are joined into one node there."""
+    from tensorjit.tensor.type import TensorType
+
+    x = TensorType("float32", (None,), device=DEVICE)("x")
+    a = T.tanh(x) * 3 + T.exp(x)
+    c = a * x + 1
+    b = T.erfinv(T.tanh(a) * 0.5)
+    f = on_device([x], [a, c, b], mode=FAST_RUN)
+    joined = multi_nodes(f)
+    assert len(joined) == 1 and joined[0].outputs[0].type.device == DEVICE
+    assert len(joined[0].outputs) == 2
+    arg = RNG.standard_normal(10).astype("float32")
+    av = np.tanh(arg) * 3 + np.exp(arg)
+    got_a, got_c, got_b = (np.asarray(v) for v in f(arg))
+    np.testing.assert_allclose(got_a, av, rtol=1e-5)
+    np.testing.assert_allclose(got_c, av * arg + 1, rtol=1e-5)
+    np.testing.assert_allclose(got_b, scipy.special.erfinv(np.tanh(av) * 0.5), rtol=1e-5)
+
+
 def test_not_on_a_device_whose_backends_lack_kernels_for_it():
     """The test plugin's second device runs Elemwise but not MultiOutputElemwise: its
     graphs keep their single-output nodes, all on the device (joined, the node would
