@@ -473,7 +473,7 @@ def test_gemm_with_alpha_zero_reads_no_operand_on_every_backend(backend, y_ndim)
     assert (f(np.full_like(zv, np.nan), 0.0, xv, yv, 0.0) == 0).all()
 
 
-def test_few_column_products_on_two_threads_agree_with_one_thread_s():
+def test_few_column_products_on_two_threads_agree_with_one_thread():
     """With two threads the products are split over the pool, each part in skinny.py's
     kernels, and agree with one thread's."""
     x, w = T.matrix("x"), T.matrix("w")
@@ -537,26 +537,102 @@ def test_small_products_and_one_thread_are_not_split():
         assert _split_so_far() == before
 
 
-def test_a_split_product_without_a_per_thread_blas_count_restores_the_library_count():
-    """Where OpenBLAS has no per-thread count (NumPy 2.5's scipy-openblas64), a split
-    product sets the library's count to one for the call and restores it after; run
-    here by initialising the kernels without the per-thread setter."""
+@pytest.fixture
+def library_count_only():
+    """The BLAS kernels initialised without OpenBLAS's per-thread count (as with NumPy
+    2.5's scipy-openblas64): split products set the library's count for their call."""
     from tensorjit.plugins.c_backend.build import threads
 
     chosen = blas.provider()
     local, setter, getter = threads.blas_thread_controls(chosen.where)
     if not (setter and getter):
         pytest.skip(f"the BLAS at {chosen.where} has no thread-count setter and getter")
-    x, y = T.matrix("x"), T.matrix("y")
-    xv, yv = RNG.standard_normal((300, 200)), RNG.standard_normal((200, 100))
     ffi, lib = blas.library()
     lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (0, setter, getter)))
     try:
-        with tensorjit.config.change_flags(threads=2):
-            before, split = threads.blas_threads(), _split_so_far()
-            got = compile_c([x, y], T.dot(x, y))(xv, yv)
-            assert threads.blas_threads() == before == 2
-            assert _split_so_far() == split + 1
+        yield threads
     finally:
         lib.tj_blas_threads(*(ffi.cast("void *", p) for p in (local, setter, getter)))
+
+
+def test_a_split_product_without_a_per_thread_blas_count_restores_the_library_count(
+    library_count_only,
+):
+    threads = library_count_only
+    x, y = T.matrix("x"), T.matrix("y")
+    xv, yv = RNG.standard_normal((300, 200)), RNG.standard_normal((200, 100))
+    with tensorjit.config.change_flags(threads=2):
+        before, split = threads.blas_threads(), _split_so_far()
+        got = compile_c([x, y], T.dot(x, y))(xv, yv)
+        assert threads.blas_threads() == before == 2
+        assert _split_so_far() == split + 1
     np.testing.assert_allclose(got, xv @ yv, **TOL["float64"])
+
+
+def _products_on_a_thread(f, args, stop):
+    import threading
+
+    def loop():
+        while not stop.is_set():
+            f(*args)
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    return worker
+
+
+def test_a_fork_while_another_thread_runs_split_products_keeps_the_blas_count(
+    library_count_only,
+):
+    """The library's count is one only while products are in flight; a fork waits for
+    them (thread_pool.c's guard), so no child starts with the BLAS on one thread."""
+    import os
+    import threading
+
+    threads = library_count_only
+    x, y = T.matrix("x"), T.matrix("y")
+    args = (RNG.standard_normal((400, 400)), RNG.standard_normal((400, 400)))
+    with tensorjit.config.change_flags(threads=2):
+        f = compile_c([x, y], T.dot(x, y), mode=C_ONLY)
+        stop = threading.Event()
+        worker = _products_on_a_thread(f, args, stop)
+        counts = []
+        try:
+            for _ in range(100):
+                read, write = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child: its BLAS count, then out without cleanup
+                    os.write(write, bytes([threads.blas_threads() or 0]))
+                    os._exit(0)
+                os.close(write)
+                counts.append(os.read(read, 1)[0])
+                os.close(read)
+                os.waitpid(pid, 0)
+        finally:
+            stop.set()
+            worker.join()
+        assert threads.blas_threads() == 2
+    assert set(counts) == {2}, counts
+
+
+def test_config_threads_set_while_split_products_run_is_the_count_left(library_count_only):
+    """A count config sets while another thread's products have the library's count at
+    one is the one they put back (not the count they found)."""
+    import threading
+
+    threads = library_count_only
+    x, y = T.matrix("x"), T.matrix("y")
+    args = (RNG.standard_normal((600, 600)), RNG.standard_normal((600, 600)))
+    with tensorjit.config.change_flags(threads=2):
+        f = compile_c([x, y], T.dot(x, y), mode=C_ONLY)
+        for _ in range(5):
+            stop = threading.Event()
+            worker = _products_on_a_thread(f, args, stop)
+            try:
+                tensorjit.config.threads = 1
+            finally:
+                stop.set()
+                worker.join()
+            assert threads.blas_threads() == 1
+            tensorjit.config.threads = 2
+            assert threads.blas_threads() == 2

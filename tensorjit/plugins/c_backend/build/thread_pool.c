@@ -95,9 +95,33 @@ static void *tj_worker_main(void *arg)
     return NULL;
 }
 
-/* fork: the child has none of the parent's workers; it starts new ones when needed. */
-static void tj_before_fork(void) { pthread_mutex_lock(&busy); }
-static void tj_after_fork_parent(void) { pthread_mutex_unlock(&busy); }
+/* The BLAS's library-wide thread count while pool parts make products, where the BLAS
+   has no per-thread count (linalg/blas_threads.py): the first call in flight sets it to
+   1, the last puts back the count it found, or the one config set meanwhile
+   (tj_pool_blas_count); a fork waits until no call is in flight, so a child never
+   inherits the 1. One state for every kernel library: the count is the process's. */
+typedef void (*tj_blas_set_fn)(int);
+typedef int (*tj_blas_get_fn)(void);
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t blas_idle = PTHREAD_COND_INITIALIZER;
+static int blas_in_flight = 0;
+static int blas_saved = 0; /* the count to put back when the last call ends */
+
+/* fork: the child has none of the parent's workers; it starts new ones when needed.
+   Locks in this order (a call in flight takes `busy` only by trylock, never while
+   holding blas_lock). */
+static void tj_before_fork(void)
+{
+    pthread_mutex_lock(&busy);
+    pthread_mutex_lock(&blas_lock);
+    while (blas_in_flight)
+        pthread_cond_wait(&blas_idle, &blas_lock);
+}
+static void tj_after_fork_parent(void)
+{
+    pthread_mutex_unlock(&blas_lock);
+    pthread_mutex_unlock(&busy);
+}
 static void tj_after_fork_child(void)
 {
     n_started = 0;
@@ -107,16 +131,56 @@ static void tj_after_fork_child(void)
     pthread_mutex_init(&sleep_lock, NULL);
     pthread_cond_init(&wake, NULL);
     pthread_cond_init(&done, NULL);
+    blas_in_flight = 0;
+    pthread_mutex_init(&blas_lock, NULL);
+    pthread_cond_init(&blas_idle, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void tj_install_atfork(void)
+{
+    atfork_installed =
+        pthread_atfork(tj_before_fork, tj_after_fork_parent, tj_after_fork_child) == 0;
+}
+
+/* enter 1: a call whose parts make products begins; 0: it ends. `set` and `get` are the
+   BLAS's library-wide count setter and getter. */
+int tj_pool_blas_guard(void *set, void *get, int enter)
+{
+    pthread_once(&atfork_once, tj_install_atfork); /* a fork must wait for the call */
+    pthread_mutex_lock(&blas_lock);
+    if (enter) {
+        if (blas_in_flight++ == 0) {
+            blas_saved = ((tj_blas_get_fn)get)();
+            if (blas_saved > 1)
+                ((tj_blas_set_fn)set)(1);
+        }
+    } else if (--blas_in_flight == 0) {
+        if (blas_saved > 1)
+            ((tj_blas_set_fn)set)(blas_saved);
+        pthread_cond_broadcast(&blas_idle);
+    }
+    pthread_mutex_unlock(&blas_lock);
+    return enter;
+}
+
+/* config's BLAS count: set now, or, while calls are in flight, when the last ends. */
+void tj_pool_blas_count(void *set, int count)
+{
+    pthread_mutex_lock(&blas_lock);
+    if (blas_in_flight)
+        blas_saved = count > 1 ? count : 1;
+    else
+        ((tj_blas_set_fn)set)(count);
+    pthread_mutex_unlock(&blas_lock);
 }
 
 /* Start workers up to `count` (the caller holds `busy`); returns how many run. */
 static int tj_start_workers(int count)
 {
-    if (!atfork_installed) {
-        if (pthread_atfork(tj_before_fork, tj_after_fork_parent, tj_after_fork_child) != 0)
-            return n_started;
-        atfork_installed = 1;
-    }
+    pthread_once(&atfork_once, tj_install_atfork);
+    if (!atfork_installed)
+        return n_started;
     while (n_started < count && !create_failed) {
         tj_worker *w = &workers[n_started + 1];
         pthread_attr_t attr;

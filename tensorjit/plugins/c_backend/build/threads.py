@@ -26,13 +26,16 @@ from tensorjit.plugins.c_backend.build import compiler
 _POOL_CDEF = (
     "int tj_pool_parallel(void *, void *, int64_t, int64_t, int64_t);\n"
     "int tj_pool_set_threads(int);\n"
+    "int tj_pool_blas_guard(void *, void *, int);\n"
+    "void tj_pool_blas_count(void *, int);\n"
 )
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
 _pool_failed = False
-# what to call with the pool's address, per library attached (by id)
-_libraries: dict[int, Callable[[int], None]] = {}
-_pointed: set[int] = set()  # ids of those given the pool's address
+# what to call with the address of one of the pool's symbols, per library attached (by
+# id) and symbol
+_libraries: dict[tuple[int, str], Callable[[int], None]] = {}
+_pointed: set[tuple[int, str]] = set()  # keys of those given their address
 
 
 def available_cores() -> int:
@@ -70,21 +73,32 @@ def _load_pool() -> tuple[Any, Any] | None:
 
 
 def attach(ffi: Any, lib: Any) -> None:
-    """Point a kernel library's ``tj_parallel`` at the pool; while one thread is wanted
-    and no pool is built, the library runs serially (and no pool is built) until config
-    ``threads`` asks for more."""
+    """Point a kernel library's ``tj_parallel`` at the pool (and its ``tj_blas_guard``,
+    where it has one: linalg/blas_threads.py); while one thread is wanted and no pool is
+    built, the library runs serially (and no pool is built) until config ``threads``
+    asks for more."""
     signature = "int (*)(void *, void *, int64_t, int64_t, int64_t)"
     attach_setter(lib, lambda address: setattr(lib, "tj_parallel", ffi.cast(signature, address)))
+    if hasattr(lib, "tj_blas_guard"):
+        attach_setter(
+            lib,
+            lambda address: setattr(
+                lib, "tj_blas_guard", ffi.cast("int (*)(void *, void *, int)", address)
+            ),
+            "tj_pool_blas_guard",
+        )
 
 
-def attach_setter(owner: Any, setter: Callable[[int], None]) -> None:
-    """``setter(address)`` is called with the pool's ``tj_pool_parallel`` once there is
-    a pool (now, or when config ``threads`` first asks for more than one), once per
-    ``owner``."""
+def attach_setter(
+    owner: Any, setter: Callable[[int], None], symbol: str = "tj_pool_parallel"
+) -> None:
+    """``setter(address)`` is called with the address of the pool's ``symbol`` once
+    there is a pool (now, or when config ``threads`` first asks for more than one), once
+    per ``owner`` and symbol."""
     with _lock:
-        if id(owner) in _libraries:
+        if (id(owner), symbol) in _libraries:
             return
-        _libraries[id(owner)] = setter
+        _libraries[(id(owner), symbol)] = setter
     if _pool is not None or thread_count() > 1:
         _point_all()
 
@@ -95,12 +109,11 @@ def _point_all() -> None:
     if pool is None:
         return
     pool_ffi, pool_lib = pool
-    address = int(pool_ffi.cast("uintptr_t", pool_ffi.addressof(pool_lib, "tj_pool_parallel")))
     with _lock:
-        waiting = [_libraries[k] for k in _libraries.keys() - _pointed]
+        waiting = [(k[1], _libraries[k]) for k in _libraries.keys() - _pointed]
         _pointed.update(_libraries)
-    for setter in waiting:
-        setter(address)
+    for symbol, setter in waiting:
+        setter(int(pool_ffi.cast("uintptr_t", pool_ffi.addressof(pool_lib, symbol))))
 
 
 def _apply(_value: object = None) -> None:
@@ -139,7 +152,12 @@ def set_blas_threads(count: int) -> bool:
     setter = _blas_function(blas.provider().where, "set")
     if setter is None:
         return False
-    setter(count)
+    if _pool is None:
+        setter(count)
+    else:  # after the products in flight, whose parts have the count at one
+        pool_ffi, pool_lib = _pool
+        address = ctypes.cast(setter, ctypes.c_void_p).value
+        pool_lib.tj_pool_blas_count(pool_ffi.cast("void *", address), count)
     return True
 
 

@@ -280,7 +280,7 @@ def source_of(dtype: str, ilp64: bool | None = None) -> tuple[str, str]:
     subs = {"I": "int64_t" if ilp64 else "int", "T": t, "G": GEOMETRY}
     subs["PARALLEL"] = parallel.DECLARATIONS
     subs["BLAS_THREADS"] = blas_threads.SOURCE
-    return SOURCE % subs, parallel.CDEF + CDEF.format(T=t, G=GEOMETRY)
+    return SOURCE % subs, parallel.CDEF + blas_threads.CDEF + CDEF.format(T=t, G=GEOMETRY)
 
 
 def library(dtype: str) -> tuple[Any, Any, bool]:

@@ -69,17 +69,19 @@ typedef {I} tj_int;
 
 static void *tj_fn[8];
 
-/* config threads. At 1, skinny.py's single-threaded kernels take few-column products;
-   above, a product large enough is split over the pool (tj_gemm_split_run). */
+/* config threads. Above 1, a product large enough is split over the pool
+   (tj_gemm_split_run); skinny.py's single-threaded kernels take few-column products at
+   1, and in the parts. */
 static int tj_threads = 1;
-static long long tj_split_count = 0; /* products split in parts so far (atomic) */
+static long long tj_split_count = 0; /* products cut into parts so far (atomic) */
 
 void tj_products_threads(int threads)
 {
     tj_threads = threads;
 }
 
-/* How many products were split over the pool in parts, so far (tests, reports). */
+/* How many products were cut into parts for the pool so far (its workers ran them, or
+   the caller did where they were busy), for tests. */
 long long tj_products_split(void)
 {
     return __atomic_load_n(&tj_split_count, __ATOMIC_RELAXED);
@@ -210,8 +212,8 @@ static int tj_batch_run(tj_batch *j, long long count, int threads)
 /* One product split over the pool: C's rows (or columns) in parts of at least `grain`,
    each part's block of C = its rows of A . B (or A . its columns of B) on one BLAS
    thread. One set of workers then owns the cores: a product threaded by the BLAS wakes
-   its own workers, which spin after it (OpenBLAS's: ~19% of a two-thread transformer
-   step) on the cores the pool's elementwise parts run on. */
+   its own workers, which spin after it (OpenBLAS's: a fifth of a two-thread transformer
+   step's CPU time) on the cores the pool's elementwise parts run on. */
 typedef struct {
     tj_gemm_call one;
     char *a, *b, *c;
@@ -246,33 +248,31 @@ static void tj_split_part(void *ctx, int64_t lo, int64_t hi, int part)
    cache lines of a row-major C's columns). */
 #define TJ_SPLIT_ALIGN 16
 
-/* -1: not split (one thread, too little work or too few rows and columns); otherwise
-   the split's status (the parts' first nonzero, which the caller's copy-and-retry cannot
-   meet: the operands were checked whole before). The longer of C's two sides is split,
-   so each part repacks the smaller operand. */
+/* 1 when the product (m, n, k > 0, alpha nonzero, operands checked whole: a part's
+   nonzero status can not be the caller's copy-and-retry case) was split, its status in
+   *status (the parts' first nonzero); 0 when it was not (no pool, one thread, fewer than
+   two grains or too few rows and columns), nothing done. The longer of C's two sides is
+   split, so each part repacks the smaller operand. */
 static int tj_gemm_split_run(tj_gemm_call one, char *a, long long m, long long k,
                              long long as0, long long as1, char *b, long long n,
                              long long bs0, long long bs1, char *c, long long cs0,
-                             long long cs1, double alpha, double beta)
+                             long long cs1, double alpha, double beta, int *status)
 {
-    if (!tj_parallel || tj_threads < 2 || k == 0 || alpha == 0)
-        return -1;
     const int rows = m >= n;
     const long long side = rows ? m : n, across = (rows ? n : m) * k;
-    if (side < 2 * TJ_SPLIT_ALIGN || across == 0 || side * across < 2 * TJ_SPLIT_GRAIN_MACS)
-        return -1;
-    tj_split j = {one, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, alpha, beta, rows};
-    memset(j.status, 0, sizeof j.status);
     const long long grain = (TJ_SPLIT_GRAIN_MACS + across - 1) / across;
+    if (!tj_parallel || tj_threads < 2 || side < 2 * TJ_SPLIT_ALIGN || side / grain < 2)
+        return 0; /* (under two grains the pool would run one part on one BLAS thread) */
+    tj_split j = {one, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, alpha, beta, rows};
     const int restore = tj_blas_single();
     const int used = tj_parallel(tj_split_part, &j, side, grain, TJ_SPLIT_ALIGN);
     tj_blas_restore(restore);
     if (used > 1)
         __atomic_add_fetch(&tj_split_count, 1, __ATOMIC_RELAXED);
-    for (int part = 0; part < used; part++)
-        if (j.status[part])
-            return j.status[part];
-    return 0;
+    *status = 0;
+    for (int part = 0; part < used && !*status; part++)
+        *status = j.status[part];
+    return 1;
 }
 
 /* GEMM's operands C (m x n) = A (m x k) . B (k x n), elements of z bytes, as BLAS
@@ -400,10 +400,10 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
                                           sizeof({T}), &ta, &tb, &lda, &ldb, &ldc, &flip);
         if (need)
             return need;
-        const int split = tj_gemm_split_run(tj_gemm_one_{p}, a, m, k, as0, as1, b, n, bs0,
-                                            bs1, c, cs0, cs1, alpha, beta);
-        if (split >= 0)
-            return split;
+        int status;
+        if (tj_gemm_split_run(tj_gemm_one_{p}, a, m, k, as0, as1, b, n, bs0, bs1, c, cs0,
+                              cs1, alpha, beta, &status))
+            return status;
     }
     return tj_gemm_by_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta,
                           tj_threads == 1);
@@ -540,6 +540,7 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
     parts = [header.replace("{IMAX}", "INT64_MAX" if ilp64 else "INT_MAX")]
     cdefs = [
         parallel.CDEF,
+        blas_threads.CDEF,
         "int tj_blas_init(void **);",
         "void tj_blas_threads(void *, void *, void *);",
         "void tj_products_threads(int);",
