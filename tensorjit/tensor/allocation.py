@@ -211,6 +211,8 @@ class _MatrixMaker(Op):
     __props__ = ("dtype",)
     constant_folding = False  # folding would embed a possibly huge matrix in the graph
     fn: Any = None
+    # NumPy's rule for a negative size: np.eye raises, np.tri gives no rows (columns)
+    negative_is_empty = False
 
     def __init__(self, dtype: Any = None):
         self.dtype = normalize_dtype(dtype)
@@ -226,18 +228,27 @@ class _MatrixMaker(Op):
         n = _int_scalar(n, f"{name}: the number of rows")
         m = _int_scalar(m, f"{name}: the number of columns")
         k = _int_scalar(k, f"{name}: the diagonal offset k")
-        shape = (
-            _check_length(n, f"{name}: the number of rows"),
-            _check_length(m, f"{name}: the number of columns"),
-        )
+        if self.negative_is_empty:
+            shape = tuple(
+                None if (size := _constant_int(v)) is None else max(size, 0) for v in (n, m)
+            )
+        else:
+            shape = (
+                _check_length(n, f"{name}: the number of rows"),
+                _check_length(m, f"{name}: the number of columns"),
+            )
         return Apply(self, [n, m, k], [TensorType(self.dtype, shape).make_variable()])
 
     def infer_shape(self, fgraph, node, input_shapes):
-        return [(node.inputs[0], node.inputs[1])]
+        rows, cols = node.inputs[:2]
+        if self.negative_is_empty:
+            zero = constant(np.int64(0))
+            return [(maximum(rows, zero), maximum(cols, zero))]
+        return [(rows, cols)]
 
     def perform(self, node, inputs, output_storage):
         n, m, k = (int(v) for v in inputs)
-        if n < 0 or m < 0:
+        if (n < 0 or m < 0) and not self.negative_is_empty:
             raise ValueError(
                 f"{self}: negative dimensions are not allowed: {n} rows, {m} columns "
                 f"(from {node.inputs[0].describe()}, {node.inputs[1].describe()})"
@@ -255,9 +266,11 @@ class Eye(_MatrixMaker):
 
 
 class Tri(_MatrixMaker):
-    """``numpy.tri(n, m, k, dtype)``: ones at and below the k-th diagonal."""
+    """``numpy.tri(n, m, k, dtype)``: ones at and below the k-th diagonal; a negative
+    size gives none of those rows (columns), as NumPy's."""
 
     fn = staticmethod(np.tri)
+    negative_is_empty = True
 
 
 def eye(n: Any, m: Any = None, k: Any = 0, dtype: Any = None) -> Variable:

@@ -221,6 +221,23 @@ def test_eye_defaults_static_shape_infer_shape_and_errors():
         tri(3, 3, 0.5)
 
 
+@pytest.mark.parametrize("n, m, k", [(-1, 3, 0), (3, -2, 1), (-2, -2, -1), (-4, 2, 5)])
+def test_tri_of_a_negative_size_has_none_of_those_rows_as_numpys(n, m, k):
+    """np.tri(-1, 3) is a (0, 3) matrix (np.eye raises): constant and symbolic sizes,
+    the static shape and the inferred one."""
+    want = np.tri(n, m, k, dtype="int32")
+    constant_sizes = tri(n, m, k, dtype="int32")
+    assert constant_sizes.type.shape == want.shape
+    check_same(run([], constant_sizes), want)
+    sn, sm = T.lscalar("n"), T.lscalar("m")
+    made = tri(sn, sm, k, dtype="int32")
+    f = tensorjit.function([sn, sm], [made, made.shape], mode=DEBUG)
+    got, shape = f(n, m)
+    check_same(got, want)
+    assert tuple(shape) == want.shape
+    check_shape_without([sn, sm], made, Tri, [n, m], list(want.shape))
+
+
 @pytest.mark.parametrize("shape", [(3, 3), (2, 5), (4, 1), (0, 3)])
 def test_identity_like(shape):
     x = T.tensor("float32", shape=(None, None), name="x")
