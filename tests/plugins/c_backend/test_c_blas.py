@@ -587,7 +587,28 @@ def test_a_fork_while_another_thread_runs_split_products_keeps_the_blas_count(
     """The library's count is one only while products are in flight; a fork waits for
     them (thread_pool.c's guard), so no child starts with the BLAS on one thread."""
     import os
+    import select
+    import signal
     import threading
+
+    def child_count() -> int:
+        """A forked child's BLAS count (the child writes it and leaves at once); -1 if it
+        says nothing within 30 s (a hang, killed)."""
+        read, write = os.pipe()
+        with warnings.catch_warnings():  # (3.12+: fork of a process with threads)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            os.write(write, bytes([threads.blas_threads() or 0]))
+            os._exit(0)
+        os.close(write)
+        ready = select.select([read], [], [], 30)[0]
+        count = os.read(read, 1)[0] if ready else -1
+        os.close(read)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return count
 
     threads = library_count_only
     x, y = T.matrix("x"), T.matrix("y")
@@ -596,18 +617,8 @@ def test_a_fork_while_another_thread_runs_split_products_keeps_the_blas_count(
         f = compile_c([x, y], T.dot(x, y), mode=C_ONLY)
         stop = threading.Event()
         worker = _products_on_a_thread(f, args, stop)
-        counts = []
         try:
-            for _ in range(100):
-                read, write = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # the child: its BLAS count, then out without cleanup
-                    os.write(write, bytes([threads.blas_threads() or 0]))
-                    os._exit(0)
-                os.close(write)
-                counts.append(os.read(read, 1)[0])
-                os.close(read)
-                os.waitpid(pid, 0)
+            counts = [child_count() for _ in range(100)]
         finally:
             stop.set()
             worker.join()
