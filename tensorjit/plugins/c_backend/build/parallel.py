@@ -25,10 +25,10 @@ int (*tj_parallel)(tj_task_fn, void *, int64_t, int64_t, int64_t) = 0;
 CDEF = "extern int (*tj_parallel)(void *, void *, int64_t, int64_t, int64_t);\n"
 
 # Elements a part gets at least: a part costs the pool ~1-3 us to hand out (a worker
-# that sleeps: ~10-50 us to wake), an element of a memory-bound loop ~0.3-1 ns. (With
-# grains 4x smaller, when the products still ran on OpenBLAS's own threads, the tutorial
-# MLP's 20x500 tanh/softmax steps split and its float32 step took 0.57 ms instead of 0.46
-# on 2 cores.)
+# that sleeps: ~10-50 us to wake), an element of a memory-bound loop ~0.3-1 ns; and a
+# worker that took a part spins ~20 us after it, on a core the BLAS's own workers may
+# want for the product that follows. With grains 4x smaller, the tutorial MLP's 20x500
+# tanh/softmax steps split and its float32 step took 0.57 ms instead of 0.46 (2 cores).
 CHEAP_GRAIN = 32768
 # Loops with exp/log/tanh/erf... per element: ~5-20 ns an element.
 COSTLY_GRAIN = 8192

@@ -13,43 +13,20 @@
  * Why not OpenMP: libgomp's workers spin for a long time after a region and fight
  * OpenBLAS's spinning workers for the cores (an elementwise kernel between two GEMMs ran
  * 14x slower on two cores), and a process that forks after using libgomp hangs in the
- * child. Here each worker spins on its own mailbox for about a millisecond, then
- * sleeps; a fork child starts with no workers and makes new ones when it first needs
- * them.
+ * child. Here each worker spins briefly on its own mailbox, then sleeps; a fork child
+ * starts with no workers and makes new ones when it first needs them.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #define TJ_MAX_THREADS 256 /* parts never exceed it: parallel.py's TJ_MAX_PARTS */
-/* How long a worker polls its mailbox (and the caller the parts left) before sleeping.
-   With config threads above 1 the products run on the pool too (linalg/blas.py), so no
-   BLAS workers want the cores between a program's kernels, and a worker woken from
-   sleep comes late (futex wake, 10-100 us on a VM): with 20 us, a tutorial MLP step of
-   five products and small elementwise kernels took 0.56 ms on two threads, against
-   0.41 with OpenBLAS's own long-spinning workers; with 1 ms, 0.37-0.40. */
-#define TJ_SPIN_NS 1000000LL
-#define TJ_SPIN_CHECK 64 /* polls between clock reads */
-
-static inline long long tj_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-/* 1 while a poll loop begun at *start (0: not yet read) has not run TJ_SPIN_NS. */
-static inline int tj_keep_spinning(int spins, long long *start)
-{
-    if (spins % TJ_SPIN_CHECK)
-        return 1;
-    const long long now = tj_now_ns();
-    if (*start == 0)
-        *start = now;
-    return now - *start < TJ_SPIN_NS;
-}
+/* Polls of a mailbox (or of the parts left) before sleeping, about 20 us (a pause is
+   ~30 ns here, AMD EPYC): long enough for back-to-back kernels of one program, short
+   enough not to hold a core that BLAS's own workers need for the product that follows
+   (with ~110 us, a softmax before a GEMM slowed the GEMM). */
+#define TJ_SPIN 700
 
 typedef void (*tj_task_fn)(void *ctx, int64_t lo, int64_t hi, int part);
 
@@ -67,9 +44,9 @@ static tj_worker workers[TJ_MAX_THREADS];
 static int n_started = 0;      /* workers running: workers[1 .. n_started] */
 static int n_wanted = 1;       /* threads per kernel, the caller included */
 static int remaining = 0;      /* posted parts not finished (atomic) */
-/* A sleeping worker costs ~10-50 us to wake (and its spinning afterwards holds a core
-   other threads may want): it is only woken for parts of at least this many grains.
-   Work that small runs on the caller instead; spinning workers take any part. */
+/* A sleeping worker costs ~10-50 us to wake (and its 20 us of spinning afterwards can
+   hold a core BLAS's workers want): it is only woken for parts of at least this many
+   grains. Work that small runs on the caller instead; spinning workers take any part. */
 #define TJ_WAKE_GRAINS 8
 
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;  /* held while a job runs */
@@ -95,9 +72,8 @@ static void *tj_worker_main(void *arg)
                           before this thread first runs) */
     for (;;) {
         int spins = 0;
-        long long start = 0;
         while (__atomic_load_n(&w->ticket, __ATOMIC_ACQUIRE) == seen) {
-            if (tj_keep_spinning(spins++, &start)) {
+            if (++spins < TJ_SPIN) {
                 tj_relax();
                 continue;
             }
@@ -279,9 +255,8 @@ int tj_pool_parallel(tj_task_fn fn, void *ctx, int64_t n, int64_t grain, int64_t
     fn(ctx, 0, per, 0);
     for (int k = helpers + 1; k < parts; k++) /* parts no worker could take */
         fn(ctx, k * per, tj_part_end(k, per, n), k);
-    long long start = 0;
     for (int spins = 0; __atomic_load_n(&remaining, __ATOMIC_ACQUIRE) != 0; spins++) {
-        if (tj_keep_spinning(spins, &start)) {
+        if (spins < TJ_SPIN) {
             tj_relax();
             continue;
         }
