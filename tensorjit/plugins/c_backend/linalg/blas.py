@@ -16,10 +16,6 @@ misaligned data) is reported back and copied to a C-contiguous array, once; an i
 target BLAS cannot address is computed in a contiguous copy and written back. Empty
 dimensions never reach BLAS: the C code returns (m or n is 0) or scales the output by
 beta (k is 0).
-
-With config ``threads`` above 1 a product of 2^18 multiply-adds or more is split over the
-thread pool (``tj_gemm_split_run``: C's longer side in parts, each on one BLAS thread),
-so the BLAS's own workers never wake to spin beside the pool's.
 """
 
 from __future__ import annotations
@@ -69,22 +65,14 @@ typedef {I} tj_int;
 
 static void *tj_fn[8];
 
-/* config threads. Above 1, a product large enough is split over the pool
-   (tj_gemm_split_run); skinny.py's single-threaded kernels take few-column products at
-   1, and in the parts. */
+/* config threads. skinny.py's single-threaded kernels take few-column products at 1,
+   and in the pool's parts (a stack's products); above 1, BLAS's own threads share a
+   product's work. */
 static int tj_threads = 1;
-static long long tj_split_count = 0; /* products cut into parts so far (atomic) */
 
 void tj_products_threads(int threads)
 {
     tj_threads = threads;
-}
-
-/* How many products were cut into parts for the pool so far (its workers ran them, or
-   the caller did where they were busy), for tests. */
-long long tj_products_split(void)
-{
-    return __atomic_load_n(&tj_split_count, __ATOMIC_RELAXED);
 }
 
 int tj_blas_init(void **fns)
@@ -209,72 +197,6 @@ static int tj_batch_run(tj_batch *j, long long count, int threads)
     return 0;
 }
 
-/* One product split over the pool: C's rows (or columns) in parts of at least `grain`,
-   each part's block of C = its rows of A . B (or A . its columns of B) on one BLAS
-   thread. One set of workers then owns the cores: a product threaded by the BLAS wakes
-   its own workers, which spin after it (OpenBLAS's: a fifth of a two-thread transformer
-   step's CPU time) on the cores the pool's elementwise parts run on. */
-typedef struct {
-    tj_gemm_call one;
-    char *a, *b, *c;
-    long long m, k, n, as0, as1, bs0, bs1, cs0, cs1;
-    double alpha, beta;
-    int rows; /* 1: parts of C's rows, 0: of its columns */
-    int status[TJ_MAX_PARTS];
-} tj_split;
-
-static void tj_split_part(void *ctx, int64_t lo, int64_t hi, int part)
-{
-    const tj_split *j = (const tj_split *)ctx;
-    int *status = ((tj_split *)ctx)->status;
-    tj_blas_part_threads(1);
-    if (j->rows)
-        status[part] = j->one(j->a + lo * j->as0, hi - lo, j->k, j->as0, j->as1, j->b, j->n,
-                              j->bs0, j->bs1, j->c + lo * j->cs0, j->cs0, j->cs1, j->alpha,
-                              j->beta);
-    else
-        status[part] = j->one(j->a, j->m, j->k, j->as0, j->as1, j->b + lo * j->bs1, hi - lo,
-                              j->bs0, j->bs1, j->c + lo * j->cs1, j->cs0, j->cs1, j->alpha,
-                              j->beta);
-    tj_blas_part_threads(0);
-}
-
-/* Multiply-adds a part gets at least, in units of the pool's grain: a part costs the
-   pool ~1-3 us (a sleeping worker ~10-50 us, and it only wakes for 8 grains: thread_pool.c),
-   2^17 multiply-adds ~3-5 us on one core. Products under two grains stay whole, as
-   OpenBLAS keeps products under 2^18 on one thread. */
-#define TJ_SPLIT_GRAIN_MACS (1LL << 17)
-/* Part boundaries: multiples of 16 rows or columns (whole micro-kernel tiles, whole
-   cache lines of a row-major C's columns). */
-#define TJ_SPLIT_ALIGN 16
-
-/* 1 when the product (m, n, k > 0, alpha nonzero, operands checked whole: a part's
-   nonzero status can not be the caller's copy-and-retry case) was split, its status in
-   *status (the parts' first nonzero); 0 when it was not (no pool, one thread, fewer than
-   two grains or too few rows and columns), nothing done. The longer of C's two sides is
-   split, so each part repacks the smaller operand. */
-static int tj_gemm_split_run(tj_gemm_call one, char *a, long long m, long long k,
-                             long long as0, long long as1, char *b, long long n,
-                             long long bs0, long long bs1, char *c, long long cs0,
-                             long long cs1, double alpha, double beta, int *status)
-{
-    const int rows = m >= n;
-    const long long side = rows ? m : n, across = (rows ? n : m) * k;
-    const long long grain = (TJ_SPLIT_GRAIN_MACS + across - 1) / across;
-    if (!tj_parallel || tj_threads < 2 || side < 2 * TJ_SPLIT_ALIGN || side / grain < 2)
-        return 0; /* (under two grains the pool would run one part on one BLAS thread) */
-    tj_split j = {one, a, b, c, m, k, n, as0, as1, bs0, bs1, cs0, cs1, alpha, beta, rows};
-    const int restore = tj_blas_single();
-    const int used = tj_parallel(tj_split_part, &j, side, grain, TJ_SPLIT_ALIGN);
-    tj_blas_restore(restore);
-    if (used > 1)
-        __atomic_add_fetch(&tj_split_count, 1, __ATOMIC_RELAXED);
-    *status = 0;
-    for (int part = 0; part < used && !*status; part++)
-        *status = j.status[part];
-    return 1;
-}
-
 /* GEMM's operands C (m x n) = A (m x k) . B (k x n), elements of z bytes, as BLAS
    operands: a row-major C is computed as C.T = B.T . A.T (*flip). Returns tj_gemm's
    status bits of the operands BLAS can not address (4: C), 0 when all can. */
@@ -387,24 +309,11 @@ static int tj_gemm_one_{p}(char *a, long long m, long long k, long long as0, lon
 }
 
 /* C (m x n) = alpha * A (m x k) . B (k x n) + beta * C; C is not read when beta is 0.
-   With config threads above 1, a large enough product is split over the pool. */
+   With config threads above 1 the BLAS threads it (its own workers). */
 int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
                char *b, long long n, long long bs0, long long bs1,
                char *c, long long cs0, long long cs1, double alpha, double beta)
 {
-    if (tj_threads > 1 && m && n && k && alpha != 0 && !tj_too_big(m, n, k)) {
-        char ta, tb;
-        tj_int lda, ldb, ldc;
-        int flip;
-        const int need = tj_gemm_operands(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1,
-                                          sizeof({T}), &ta, &tb, &lda, &ldb, &ldc, &flip);
-        if (need)
-            return need;
-        int status;
-        if (tj_gemm_split_run(tj_gemm_one_{p}, a, m, k, as0, as1, b, n, bs0, bs1, c, cs0,
-                              cs1, alpha, beta, &status))
-            return status;
-    }
     return tj_gemm_by_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta,
                           tj_threads == 1);
 }
@@ -544,7 +453,6 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         "int tj_blas_init(void **);",
         "void tj_blas_threads(void *, void *, void *);",
         "void tj_products_threads(int);",
-        "long long tj_products_split(void);",
     ]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
@@ -662,7 +570,7 @@ def library():
 
 def _tell_thread_count(_value: object = None) -> None:
     """The kernels' view of config threads: at 1, few-column products take skinny.py's
-    kernels; above, large products split over the pool (tj_gemm_split_run)."""
+    kernels; above, the BLAS's own threads share a product."""
     count = threads.thread_count()
     for _, lib in list(_libraries.values()):
         lib.tj_products_threads(count)
