@@ -67,11 +67,14 @@ def _joined(
     apart). Where a device would not run the joined node, the group is grown again
     without the members it would not run alone; those count as tried, the rest of the
     first group stays free to seed another."""
+
+    def joined(group: frozenset[Apply]) -> list[tuple[Variable, Variable]]:
+        members = sorted(group, key=order.__getitem__)
+        return _fused(fgraph, members, runs) if len(members) > 1 else []
+
     group = _grow(fgraph, seed, order)
-    if len(group) < 2:
-        return group, []
-    replacements = _fused(fgraph, sorted(group, key=order.__getitem__), runs)
-    if replacements:
+    replacements = joined(group)
+    if replacements or len(group) < 2:
         return group, replacements
     apart = frozenset(node for node in group if not runs(node))
     if not apart:
@@ -79,9 +82,7 @@ def _joined(
     if seed in apart:
         return apart, []
     smaller = _grow(fgraph, seed, order, excluded=apart)
-    if len(smaller) < 2:
-        return smaller | apart, []
-    return smaller | apart, _fused(fgraph, sorted(smaller, key=order.__getitem__), runs)
+    return smaller | apart, joined(smaller)
 
 
 def _grow(

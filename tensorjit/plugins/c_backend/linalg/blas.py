@@ -65,14 +65,13 @@ typedef {I} tj_int;
 
 static void *tj_fn[8];
 
-/* config threads. skinny.py's single-threaded kernels take few-column products at 1,
-   and in the pool's parts (a stack's products); above 1, BLAS's own threads share a
-   product's work. */
-static int tj_threads = 1;
+/* 1 while one thread runs the products (skinny.py's kernels are single-threaded; with
+   more, BLAS's own threads share the work; a pool's part is on one thread either way). */
+static int tj_skinny_on = 1;
 
-void tj_products_threads(int threads)
+void tj_skinny_enable(int on)
 {
-    tj_threads = threads;
+    tj_skinny_on = on;
 }
 
 int tj_blas_init(void **fns)
@@ -315,7 +314,7 @@ int tj_gemm_{p}(char *a, long long m, long long k, long long as0, long long as1,
                char *c, long long cs0, long long cs1, double alpha, double beta)
 {
     return tj_gemm_by_{p}(a, m, k, as0, as1, b, n, bs0, bs1, c, cs0, cs1, alpha, beta,
-                          tj_threads == 1);
+                          tj_skinny_on);
 }
 
 /* The stack of products of tj_batch (nd axes of batch shape, the operands' byte strides
@@ -452,7 +451,7 @@ def blas_source(ilp64: bool | None = None) -> tuple[str, str]:
         blas_threads.CDEF,
         "int tj_blas_init(void **);",
         "void tj_blas_threads(void *, void *, void *);",
-        "void tj_products_threads(int);",
+        "void tj_skinny_enable(int);",
     ]
     for p, ctype in DTYPES.values():
         index = {name: ROUTINES.index(p + name) for name in ("gemm", "gemv", "ger", "dot")}
@@ -564,19 +563,18 @@ def library():
             lib.tj_blas_threads(*(ffi.cast("void *", c) for c in controls))
             threads.attach(ffi, lib)
             _libraries[chosen.name] = (ffi, lib)
-            _tell_thread_count()
+            _use_skinny_kernels()
     return ffi, lib
 
 
-def _tell_thread_count(_value: object = None) -> None:
-    """The kernels' view of config threads: at 1, few-column products take skinny.py's
-    kernels; above, the BLAS's own threads share a product."""
-    count = threads.thread_count()
+def _use_skinny_kernels(_value: object = None) -> None:
+    """Few-column products in our own kernels on one thread only (see skinny.py)."""
+    one = threads.thread_count() == 1
     for _, lib in list(_libraries.values()):
-        lib.tj_products_threads(count)
+        lib.tj_skinny_enable(int(one))
 
 
-config.watch("threads", _tell_thread_count)
+config.watch("threads", _use_skinny_kernels)
 
 
 # ---------------------------------------------------------------- selection
