@@ -9,11 +9,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from tensorjit.core.graph.basic import Apply, Constant, Variable
+from tensorjit.core.graph.fgraph import FunctionGraph
 from tensorjit.core.graph.op import Op
 
 
 def _roots(obj: Any) -> tuple[list[Variable], dict]:
     """Output variables to print, and node -> kernel name for compiled functions."""
+    if isinstance(obj, FunctionGraph):  # Theano programs print fgraphs they rewrote
+        return list(obj.outputs), {}
     fgraph = getattr(obj, "fgraph", None)
     if fgraph is not None:
         kernels = {node: k.name for node, k in getattr(obj, "kernels", {}).items()}
@@ -24,7 +27,10 @@ def _roots(obj: Any) -> tuple[list[Variable], dict]:
         items = list(obj)
         if all(isinstance(v, Variable) for v in items):
             return items, {}
-    raise TypeError(f"debugprint/pprint take a Variable, a list of them or a function, got {obj!r}")
+    raise TypeError(
+        "debugprint/pprint take a Variable, a list of them, a FunctionGraph or a function, "
+        f"got {obj!r}"
+    )
 
 
 def _id_name(n: int) -> str:

@@ -88,6 +88,23 @@ def test_debugprint_compiled_function():
     assert len(ids_of(text, "y")) == 1
 
 
+def test_debugprint_function_graph_after_a_rewrite():
+    """Theano programs rewrite a FunctionGraph by hand and print it (merge, then
+    debugprint(g)): the merged node is printed once, with one id for both uses."""
+    from tensorjit.core.graph.fgraph import FunctionGraph
+    from tensorjit.core.rewrites.merge import MergeRewriter
+
+    x1, x2 = T.dmatrix("x1"), T.dmatrix("x2")
+    g = FunctionGraph([x1, x2], [T.dot(x1, x2) + T.dot(x1, x2)])
+    assert len(set(ids_of(tensorjit.debugprint(g, file="str"), "Dot"))) == 2
+    MergeRewriter().apply(g, lambda pairs, reason=None: g.replace_all_validate(pairs, reason))
+    text = tensorjit.debugprint(g, file="str")
+    assert text.splitlines()[0].startswith("add [id A]")
+    dot_ids = ids_of(text, "Dot")
+    assert len(dot_ids) == 2 and len(set(dot_ids)) == 1
+    assert len(ids_of(text, "x1")) == 1  # the second use does not repeat its inputs
+
+
 def test_debugprint_constant_and_unnamed_input():
     v = T.dscalar()
     text = tensorjit.debugprint(v * 3.0, file="str")
@@ -148,7 +165,7 @@ def test_debugprint_deep_graph_does_not_hit_the_recursion_limit():
 
 
 def test_debugprint_rejects_other_objects():
-    with pytest.raises(TypeError, match=r"debugprint/pprint take a Variable, a list of them or"):
+    with pytest.raises(TypeError, match=r"a list of them, a FunctionGraph or a function"):
         tensorjit.debugprint(42, file="str")
     with pytest.raises(TypeError, match=r"debugprint/pprint take a Variable"):
         tensorjit.pprint("x + y")
