@@ -15,12 +15,14 @@ Nothing here runs at import or registration.
 from __future__ import annotations
 
 import atexit
+import math
 import threading
 from typing import Any
 
 import numpy as np
 
 from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
+from tensorjit.plugins.device_kernels.arrays import allocation_error
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
 
 BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
@@ -192,8 +194,12 @@ class Runtime:
 
         dtype = np.dtype(dtype)
         shape = tuple(int(n) for n in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        base = self.allocate(nbytes) if nbytes else None
+        nbytes = math.prod(shape) * dtype.itemsize
+        try:
+            base = self.allocate(nbytes) if nbytes else None
+        except (MemoryError, self.driver.Error) as exc:  # pycuda's MemoryError is an Error
+            where = f"the CUDA device cuda{self.ordinal} {self.name!r}"
+            raise allocation_error(where, shape, dtype, nbytes, str(exc)) from exc
         value = CudaArray(shape, dtype, base)
         note_allocation(value)
         return value

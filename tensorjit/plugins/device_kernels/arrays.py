@@ -21,6 +21,24 @@ def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def allocation_error(
+    device: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, why: str
+) -> MemoryError:
+    """The error for an array a device could not allocate: its size, shape and dtype, the
+    device, and ``why`` (the device's limit or its driver's words), as NumPy's own
+    MemoryError names the size rather than a driver status."""
+    size, unit = float(nbytes), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    size_text = f"{nbytes} bytes" if unit == "bytes" else f"{size:.2f} {unit}"
+    return MemoryError(
+        f"cannot allocate {size_text} on {device} for an array of shape {shape} and "
+        f"dtype {dtype}: {why}"
+    )
+
+
 def byte_offset(value: Any) -> int:
     """Where ``value`` starts in the buffer ``runtime.buffer_args`` passes for it: a
     device array's offset; zero for a host ``ndarray`` (the host target passes its data

@@ -12,6 +12,7 @@ registration.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.plugins.device_kernels.arrays import c_strides
+from tensorjit.plugins.device_kernels.arrays import allocation_error, c_strides
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
 from tensorjit.plugins.opencl_backend.arrays import new_array
 
@@ -241,7 +242,16 @@ class Runtime:
         if any(n < 0 for n in shape):
             raise ValueError(f"negative dimensions are not allowed: {shape}")
         strides = c_strides(shape, dtype.itemsize)
-        value = new_array(self.queue, shape, dtype, strides, self.allocator)
+        nbytes = math.prod(shape) * dtype.itemsize
+        where = f"the OpenCL device {self.name!r}"
+        limit = int(self.device.max_mem_alloc_size)
+        if nbytes > limit:  # pyopencl would say only INVALID_BUFFER_SIZE
+            why = f"its buffers hold at most {limit} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)"
+            raise allocation_error(where, shape, dtype, nbytes, why)
+        try:
+            value = new_array(self.queue, shape, dtype, strides, self.allocator)
+        except (MemoryError, _pyopencl().Error) as exc:
+            raise allocation_error(where, shape, dtype, nbytes, str(exc)) from exc
         note_allocation(value)
         return value
 

@@ -40,3 +40,35 @@ def test_negative_sizes_are_refused():
 
     with pytest.raises(ValueError, match="negative dimensions"):
         runtime().empty((2, -1), "float32")
+
+
+def test_an_array_over_the_devices_buffer_limit_is_a_memory_error_naming_it():
+    from tensorjit.plugins.opencl_backend.runtime import runtime
+
+    rt = runtime()
+    limit = int(rt.device.max_mem_alloc_size)
+    side = int((limit // 4) ** 0.5) + 2  # float32 side x side: just over the limit
+    with pytest.raises(MemoryError) as caught:
+        rt.empty((side, side), "float32")
+    message = str(caught.value)
+    assert f"shape ({side}, {side}) and dtype float32" in message
+    assert f"the OpenCL device {rt.name!r}" in message
+    assert f"at most {limit} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)" in message
+
+
+def test_a_function_allocating_too_much_says_which_node_and_how_much():
+    """A user's graph whose shape comes from an input: the error is a MemoryError with
+    the size and the node's origin, not pyopencl's INVALID_BUFFER_SIZE."""
+    import tensorjit.tensor as T
+    from tensorjit.plugins.opencl_backend.runtime import runtime
+    from tensorjit.testing.device_under_test import FAST_DEVICE, on_device
+
+    n = T.lscalar("n")
+    f = on_device([n], (T.zeros((n, n), dtype="float32") + 1).sum(), mode=FAST_DEVICE)
+    assert f(3) == 9
+    side = int((runtime().device.max_mem_alloc_size // 4) ** 0.5) + 2
+    with pytest.raises(MemoryError) as caught:
+        f(side)
+    message = str(caught.value)
+    assert f"for an array of shape ({side}, {side}) and dtype float32" in message
+    assert "test_opencl_array_headers.py" in message  # where the node was created
