@@ -590,3 +590,34 @@ def test_config_threads_set_while_split_products_run_is_the_count_left(library_c
             assert threads.blas_threads() == 1
             tensorjit.config.threads = 2
             assert threads.blas_threads() == 2
+
+
+def test_config_threads_set_from_auto_while_split_products_run_remembers_the_blas_count(
+    library_count_only,
+):
+    """config ``threads`` going from "auto" to a number remembers the BLAS's count, to
+    put back when it returns to "auto": the count products in flight will restore, not
+    the 1 they set for their call."""
+    import threading
+
+    threads = library_count_only
+    if threads.available_cores() < 2:
+        pytest.skip("one core: 'auto' is one thread, and no products are split")
+    found = threads.blas_threads()
+    try:
+        with tensorjit.config.change_flags(threads="auto"):
+            threads.set_blas_threads(3)  # the BLAS's own count, before config sets one
+            f, args = _split_stack()
+            f(*args)
+            for _ in range(5):
+                stop = threading.Event()
+                worker = _products_on_a_thread(f, args, stop)
+                try:
+                    tensorjit.config.threads = 2
+                finally:
+                    stop.set()
+                    worker.join()
+                tensorjit.config.threads = "auto"
+                assert threads.blas_threads() == 3
+    finally:
+        threads.set_blas_threads(found)

@@ -175,6 +175,16 @@ void tj_pool_blas_count(void *set, int count)
     pthread_mutex_unlock(&blas_lock);
 }
 
+/* The BLAS's count as config sees it: while calls are in flight (the count at 1), the
+   one the last of them will put back. */
+int tj_pool_blas_threads(void *get)
+{
+    pthread_mutex_lock(&blas_lock);
+    const int count = blas_in_flight ? blas_saved : ((tj_blas_get_fn)get)();
+    pthread_mutex_unlock(&blas_lock);
+    return count;
+}
+
 /* Start workers up to `count` (the caller holds `busy`); returns how many run. */
 static int tj_start_workers(int count)
 {

@@ -28,6 +28,7 @@ _POOL_CDEF = (
     "int tj_pool_set_threads(int);\n"
     "int tj_pool_blas_guard(void *, void *, int);\n"
     "void tj_pool_blas_count(void *, int);\n"
+    "int tj_pool_blas_threads(void *);\n"
 )
 _lock = threading.Lock()
 _pool: tuple[Any, Any] | None = None
@@ -142,7 +143,14 @@ def blas_threads() -> int | None:
     from tensorjit.plugins.c_backend.linalg import blas
 
     getter = _blas_function(blas.provider().where, "get")
-    return None if getter is None else int(getter())
+    if getter is None:
+        return None
+    if _pool is None:
+        return int(getter())
+    # not the 1 that split products in flight set for their call (pool's guard)
+    pool_ffi, pool_lib = _pool
+    address = ctypes.cast(getter, ctypes.c_void_p).value
+    return int(pool_lib.tj_pool_blas_threads(pool_ffi.cast("void *", address)))
 
 
 def set_blas_threads(count: int) -> bool:
