@@ -142,6 +142,15 @@ static void tj_install_atfork(void)
     atfork_installed =
         pthread_atfork(tj_before_fork, tj_after_fork_parent, tj_after_fork_child) == 0;
 }
+/* Installed when the library loads, before any kernel can reach the guard: glibc (2.36
+   on) runs at a fork only the handlers registered when it began, and lets
+   pthread_atfork return while it runs them, so a first guard call installing the
+   handler then setting the count to 1 could reach a fork already begun (a child with
+   1). The pthread_once calls below then find it done. */
+__attribute__((constructor)) static void tj_pool_loaded(void)
+{
+    pthread_once(&atfork_once, tj_install_atfork);
+}
 
 /* enter 1: a call whose parts make products begins; 0: it ends. `set` and `get` are the
    BLAS's library-wide count setter and getter. */
