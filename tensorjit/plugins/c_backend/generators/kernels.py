@@ -289,23 +289,28 @@ def reduce_plan(node: Apply) -> ReducePlan:
 
 
 def moments_plan(node: Apply) -> ReducePlan:
-    """The C kernel of a Moments node (tensor/moments.py), as a reduction's plan: x and
-    the divisor (broadcast everywhere) are its pointer operands, the reduced axis last."""
+    """The C kernel of a Moments node (tensor/moments.py): x and the divisor (broadcast
+    everywhere) are its pointer operands."""
     x = node.inputs[0]
-    ndim = x.type.ndim
-    kept = [a for a in range(ndim) if a not in node.op.axis]
-    source, cdef = moments.moments_source(x.type.dtype, len(kept), node.op.mean_by)
-    return ReducePlan(kept, [(False,) * ndim, (True,) * ndim], [0, 1], source, cdef)
+    source = moments.moments_source(x.type.dtype, x.type.ndim - len(node.op.axis), node.op.mean_by)
+    return _axis_last_plan(node, source, operands=2)
 
 
 def max_exp_sum_plan(node: Apply) -> ReducePlan:
-    """The C kernel of a MaxExpSum node (tensor/max_exp_sum.py), as a reduction's plan:
-    x its one pointer operand, the reduced axis last."""
+    """The C kernel of a MaxExpSum node (tensor/max_exp_sum.py): x its one pointer
+    operand."""
     x = node.inputs[0]
-    ndim = x.type.ndim
+    source = max_exp_sum.max_exp_sum_source(x.type.dtype, x.type.ndim - len(node.op.axis))
+    return _axis_last_plan(node, source, operands=1)
+
+
+def _axis_last_plan(node: Apply, source: tuple[str, str], operands: int) -> ReducePlan:
+    """A reduction's plan for a two-statistics kernel (the reduced axis last): x, then
+    ``operands - 1`` inputs of one element each (broadcast everywhere)."""
+    ndim = node.inputs[0].type.ndim
     kept = [a for a in range(ndim) if a not in node.op.axis]
-    source, cdef = max_exp_sum.max_exp_sum_source(x.type.dtype, len(kept))
-    return ReducePlan(kept, [(False,) * ndim], [0], source, cdef)
+    bcast = [(False,) * ndim] + [(True,) * ndim] * (operands - 1)
+    return ReducePlan(kept, bcast, list(range(operands)), *source)
 
 
 def moments_factory(node: Apply, plan: ReducePlan | None = None) -> Run:
