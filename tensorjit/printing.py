@@ -46,8 +46,9 @@ def _id_name(n: int) -> str:
 def debugprint(
     obj: Any, file: TextIO | str | None = None, print_type: bool = False, depth: int = -1
 ) -> str | None:
-    """Print the graph of ``obj`` as an indented tree; each node gets an id, and a node
-    seen before is printed once (later only its id). ``file="str"`` returns the text."""
+    """Print the graph of ``obj`` (variables, a FunctionGraph or a compiled function) as an
+    indented tree; each node gets an id, and a node seen before is printed once (later
+    only its id). ``file="str"`` returns the text."""
     roots, kernels = _roots(obj)
     ids: dict[Any, str] = {}
     lines: list[str] = []

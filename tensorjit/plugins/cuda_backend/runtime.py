@@ -15,14 +15,13 @@ Nothing here runs at import or registration.
 from __future__ import annotations
 
 import atexit
-import math
 import threading
 from typing import Any
 
 import numpy as np
 
 from tensorjit.plugins.cuda_backend.compiler import compile_ptx, entry_names
-from tensorjit.plugins.device_kernels.arrays import allocation_error
+from tensorjit.plugins.device_kernels.arrays import allocation_error, array_nbytes
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
 
 BLOCK = 256  # threads per block of a flat launch (a multiple of the warp size)
@@ -194,10 +193,10 @@ class Runtime:
 
         dtype = np.dtype(dtype)
         shape = tuple(int(n) for n in shape)
-        nbytes = math.prod(shape) * dtype.itemsize
+        nbytes = array_nbytes(shape, dtype)
         try:
             base = self.allocate(nbytes) if nbytes else None
-        except (MemoryError, self.driver.Error) as exc:  # pycuda's MemoryError is an Error
+        except (MemoryError, self.driver.MemoryError) as exc:  # (not a sticky launch error)
             where = f"the CUDA device cuda{self.ordinal} {self.name!r}"
             raise allocation_error(where, shape, dtype, nbytes, str(exc)) from exc
         value = CudaArray(shape, dtype, base)

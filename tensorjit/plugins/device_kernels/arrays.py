@@ -3,6 +3,7 @@ buffer, with a byte offset: pyopencl's arrays, tensorjit's CUDA arrays)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,22 +22,43 @@ def c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def array_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The bytes of a new C-contiguous array of ``shape``; a negative length is refused,
+    as NumPy refuses it."""
+    if any(n < 0 for n in shape):
+        raise ValueError(f"negative dimensions are not allowed: {shape}")
+    return math.prod(shape) * dtype.itemsize
+
+
+def _bytes_text(nbytes: int) -> str:
+    """``nbytes`` for a reader: exact, and in the largest binary unit below it."""
+    size, unit = float(nbytes), ""
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{nbytes} bytes" if not unit else f"{size:.2f} {unit} ({nbytes} bytes)"
+
+
 def allocation_error(
     device: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, why: str
 ) -> MemoryError:
     """The error for an array a device could not allocate: its size, shape and dtype, the
     device, and ``why`` (the device's limit or its driver's words), as NumPy's own
     MemoryError names the size rather than a driver status."""
-    size, unit = float(nbytes), "bytes"
-    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
-    size_text = f"{nbytes} bytes" if unit == "bytes" else f"{size:.2f} {unit}"
     return MemoryError(
-        f"cannot allocate {size_text} on {device} for an array of shape {shape} and "
-        f"dtype {dtype}: {why}"
+        f"cannot allocate {_bytes_text(nbytes)} on {device} for an array of shape {shape} "
+        f"and dtype {dtype}: {why}"
     )
+
+
+def buffer_limit_error(
+    device: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, limit: int, name: str
+) -> MemoryError:
+    """``allocation_error`` for an array over the device's largest buffer (``name``: the
+    driver's name for that limit)."""
+    why = f"its buffers hold at most {_bytes_text(limit)} ({name})"
+    return allocation_error(device, shape, dtype, nbytes, why)
 
 
 def byte_offset(value: Any) -> int:

@@ -12,7 +12,6 @@ registration.
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Callable
@@ -22,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from tensorjit.plugins.device_kernels.arrays import allocation_error, c_strides
+from tensorjit.plugins.device_kernels.arrays import (
+    allocation_error,
+    array_nbytes,
+    buffer_limit_error,
+    c_strides,
+)
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
 from tensorjit.plugins.opencl_backend.arrays import new_array
 
@@ -144,6 +148,21 @@ def select_device(selector: str) -> Any:
     return choose_device(list_devices(), selector)
 
 
+def _pyopencl_tools() -> Any:
+    _pyopencl()  # (its error where pyopencl is missing)
+    import pyopencl.tools
+
+    return pyopencl.tools
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether an allocation's error is the device's memory (not a bug of the call)."""
+    cl = _pyopencl()
+    if isinstance(exc, (MemoryError, cl.MemoryError)):
+        return True
+    return getattr(exc, "code", None) == cl.status_code.INVALID_BUFFER_SIZE
+
+
 @dataclass
 class Runtime:
     """The chosen device with its context, in-order queue, memory pool and programs."""
@@ -237,21 +256,35 @@ class Runtime:
             self.group_limits[id(kernel)] = limit
         return limit
 
+    @cached_property
+    def max_buffer_bytes(self) -> int:
+        """The largest buffer the device allocates (CL_DEVICE_MAX_MEM_ALLOC_SIZE)."""
+        return int(self.device.max_mem_alloc_size)
+
+    @cached_property
+    def unpooled(self) -> Any:
+        """Exact allocations, straight from the device: for buffers the pool would round
+        up (its bins grow in steps of up to an eighth) past the largest one."""
+        return _pyopencl_tools().ImmediateAllocator(self.queue)
+
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
-        if any(n < 0 for n in shape):
-            raise ValueError(f"negative dimensions are not allowed: {shape}")
-        strides = c_strides(shape, dtype.itemsize)
-        nbytes = math.prod(shape) * dtype.itemsize
-        where = f"the OpenCL device {self.name!r}"
-        limit = int(self.device.max_mem_alloc_size)
+        nbytes = array_nbytes(shape, dtype)
+        limit = self.max_buffer_bytes
+        where = "the OpenCL device {!r}"
         if nbytes > limit:  # pyopencl would say only INVALID_BUFFER_SIZE
-            why = f"its buffers hold at most {limit} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)"
-            raise allocation_error(where, shape, dtype, nbytes, why)
+            name = "CL_DEVICE_MAX_MEM_ALLOC_SIZE"
+            raise buffer_limit_error(where.format(self.name), shape, dtype, nbytes, limit, name)
+        allocator = self.allocator
+        if nbytes and allocator.alloc_size(allocator.bin_number(nbytes)) > limit:
+            allocator = self.unpooled
+        strides = c_strides(shape, dtype.itemsize)
         try:
-            value = new_array(self.queue, shape, dtype, strides, self.allocator)
+            value = new_array(self.queue, shape, dtype, strides, allocator)
         except (MemoryError, _pyopencl().Error) as exc:
-            raise allocation_error(where, shape, dtype, nbytes, str(exc)) from exc
+            if not _out_of_memory(exc):
+                raise
+            raise allocation_error(where.format(self.name), shape, dtype, nbytes, str(exc)) from exc
         note_allocation(value)
         return value
 

@@ -3,6 +3,8 @@ one (arrays.new_array): they must be what the public constructor makes."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -46,14 +48,14 @@ def test_an_array_over_the_devices_buffer_limit_is_a_memory_error_naming_it():
     from tensorjit.plugins.opencl_backend.runtime import runtime
 
     rt = runtime()
-    limit = int(rt.device.max_mem_alloc_size)
-    side = int((limit // 4) ** 0.5) + 2  # float32 side x side: just over the limit
+    limit = rt.max_buffer_bytes
+    side = math.isqrt(limit // 4) + 2  # float32 side x side: just over the limit
     with pytest.raises(MemoryError) as caught:
         rt.empty((side, side), "float32")
     message = str(caught.value)
     assert f"shape ({side}, {side}) and dtype float32" in message
     assert f"the OpenCL device {rt.name!r}" in message
-    assert f"at most {limit} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)" in message
+    assert f"({limit} bytes) (CL_DEVICE_MAX_MEM_ALLOC_SIZE)" in message
 
 
 def test_a_function_allocating_too_much_says_which_node_and_how_much():
@@ -66,9 +68,30 @@ def test_a_function_allocating_too_much_says_which_node_and_how_much():
     n = T.lscalar("n")
     f = on_device([n], (T.zeros((n, n), dtype="float32") + 1).sum(), mode=FAST_DEVICE)
     assert f(3) == 9
-    side = int((runtime().device.max_mem_alloc_size // 4) ** 0.5) + 2
+    side = math.isqrt(runtime().max_buffer_bytes // 4) + 2
     with pytest.raises(MemoryError) as caught:
         f(side)
     message = str(caught.value)
     assert f"for an array of shape ({side}, {side}) and dtype float32" in message
     assert "test_opencl_array_headers.py" in message  # where the node was created
+
+
+def test_a_buffer_the_pool_would_round_past_the_limit_is_allocated_exactly():
+    """The pool rounds a request up to its bin (up to an eighth more): a buffer under the
+    device's largest whose bin is over it comes straight from the device, exact."""
+    from tensorjit.plugins.opencl_backend.runtime import runtime
+
+    rt = runtime()
+    pool = rt.allocator
+    nbytes = 4 * 1000_000  # a bin of 4,194,303 bytes
+    assert pool.alloc_size(pool.bin_number(nbytes)) > nbytes
+    rt.__dict__["max_buffer_bytes"] = nbytes  # as if this were the device's largest
+    try:
+        value = rt.empty((1000_000,), "float32")
+        assert value.base_data.size == nbytes
+        value.fill(2.0)
+        assert float(value.get().sum()) == 2.0 * 1000_000
+        with pytest.raises(MemoryError, match=r"3\.81 MiB \(4000000 bytes\)"):
+            rt.empty((1000_001,), "float32")
+    finally:
+        del rt.__dict__["max_buffer_bytes"]

@@ -128,7 +128,7 @@ def _apply(_value: object = None) -> None:
         _point_all()
     if config.threads != "auto":
         if _blas_before[0] is None:
-            _blas_before[0] = blas_threads() or available_cores()
+            _blas_before[0] = _blas_threads_settled() or available_cores()
         set_blas_threads(count)
     elif _blas_before[0] is not None:  # back to auto: the BLAS's own count again
         set_blas_threads(_blas_before[0])
@@ -143,11 +143,17 @@ def blas_threads() -> int | None:
     from tensorjit.plugins.c_backend.linalg import blas
 
     getter = _blas_function(blas.provider().where, "get")
-    if getter is None:
-        return None
-    if _pool is None:
-        return int(getter())
-    # not the 1 that split products in flight set for their call (pool's guard)
+    return None if getter is None else int(getter())
+
+
+def _blas_threads_settled() -> int | None:
+    """The BLAS's threads once the split products in flight (which set them to one for
+    their call, thread_pool.c's guard) have put back the count they found."""
+    from tensorjit.plugins.c_backend.linalg import blas
+
+    getter = _blas_function(blas.provider().where, "get")
+    if getter is None or _pool is None:
+        return blas_threads()
     pool_ffi, pool_lib = _pool
     address = ctypes.cast(getter, ctypes.c_void_p).value
     return int(pool_lib.tj_pool_blas_threads(pool_ffi.cast("void *", address)))
