@@ -78,8 +78,8 @@ def attach(ffi: Any, lib: Any) -> None:
     where it has one: linalg/blas_threads.py); while one thread is wanted and no pool is
     built, the library runs serially (and no pool is built) until config ``threads``
     asks for more."""
-    signature = "int (*)(void *, void *, int64_t, int64_t, int64_t)"
-    attach_setter(lib, lambda address: setattr(lib, "tj_parallel", ffi.cast(signature, address)))
+    # the guard first: a library with the pool but not yet its guard would set the BLAS
+    # count for split products by itself, unguarded
     if hasattr(lib, "tj_blas_guard"):
         attach_setter(
             lib,
@@ -88,6 +88,8 @@ def attach(ffi: Any, lib: Any) -> None:
             ),
             "tj_pool_blas_guard",
         )
+    signature = "int (*)(void *, void *, int64_t, int64_t, int64_t)"
+    attach_setter(lib, lambda address: setattr(lib, "tj_parallel", ffi.cast(signature, address)))
 
 
 def attach_setter(
@@ -112,6 +114,7 @@ def _point_all() -> None:
     pool_ffi, pool_lib = pool
     with _lock:
         waiting = [(k[1], _libraries[k]) for k in _libraries.keys() - _pointed]
+        waiting.sort(key=lambda item: item[0] != "tj_pool_blas_guard")  # (see attach)
         _pointed.update(_libraries)
     for symbol, setter in waiting:
         setter(int(pool_ffi.cast("uintptr_t", pool_ffi.addressof(pool_lib, symbol))))
