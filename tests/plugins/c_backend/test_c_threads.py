@@ -614,6 +614,68 @@ def test_two_python_threads_calling_one_function(path):
     assert errors == []
 
 
+COUNTING_SOURCE = (
+    "#include <stdint.h>\n"
+    + parallel.DECLARATIONS
+    + """
+static void count_part(void *ctx, int64_t lo, int64_t hi, int part)
+{
+    int64_t *runs = (int64_t *)ctx;
+    __atomic_add_fetch(&runs[part], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&runs[64], hi - lo, __ATOMIC_RELAXED);
+    volatile double spin = 0; /* work enough that a part outlasts a late worker's wake */
+    for (int64_t i = lo; i < hi; i++)
+        spin += (double)i;
+}
+
+/* calls pool calls over [0, n); runs[part]: times each part ran; runs[64]: items run */
+int count_parts(int64_t *runs, int64_t n, int64_t grain, int calls)
+{
+    int parts = 0;
+    for (int c = 0; c < calls; c++)
+        parts = tj_parallel ? tj_parallel(count_part, runs, n, grain, 1) : 0;
+    return parts;
+}
+"""
+)
+
+
+def test_each_part_of_a_pool_call_runs_once_with_the_worker_awake_or_asleep():
+    """Each part of a pool call runs exactly once, never twice and never not at all,
+    whether the worker was spinning or asleep when it was posted (pauses between calls
+    let it fall asleep), and a call never hangs."""
+    import time
+
+    ffi, lib = compiler.load(
+        COUNTING_SOURCE,
+        parallel.CDEF + "int count_parts(int64_t *, int64_t, int64_t, int);",
+        ("count_parts",),
+        "part counting",
+    )
+    runs = np.zeros(65, dtype=np.int64)
+    n, grain = 400_000, 10_000
+    seen = {"calls": 0, "parts": 0}
+
+    def calls() -> None:
+        for round_ in range(60):
+            batch = 1 + round_ % 7
+            seen["parts"] = lib.count_parts(ffi.from_buffer("int64_t[]", runs), n, grain, batch)
+            seen["calls"] += batch
+            if round_ % 3 == 0:
+                time.sleep(0.002)  # the worker stops spinning (~20 us) and sleeps
+
+    with tensorjit.config.change_flags(threads=2):
+        caller = threading.Thread(target=calls, daemon=True)  # (a miscount can hang it)
+        caller.start()
+        caller.join(timeout=60)
+    assert not caller.is_alive(), f"a pool call hangs after {seen['calls']} calls"
+    calls = seen["calls"]
+    assert seen["parts"] == 2
+    assert runs[:2].tolist() == [calls, calls]
+    assert runs[2:64].sum() == 0
+    assert runs[64] == n * calls
+
+
 # ---------------------------------------------------------------- processes
 FORK_SCRIPT = """
 import json, os, signal, sys, threading, time
