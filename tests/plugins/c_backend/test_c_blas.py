@@ -515,6 +515,19 @@ def _products_on_a_thread(f, args, stop):
     return worker
 
 
+def _set_threads_while_products_run(f, args, count) -> None:
+    """config ``threads`` set to ``count`` while another thread calls ``f`` in a loop."""
+    import threading
+
+    stop = threading.Event()
+    worker = _products_on_a_thread(f, args, stop)
+    try:
+        tensorjit.config.threads = count
+    finally:
+        stop.set()
+        worker.join()
+
+
 def _split_stack():
     """A compiled matmul of 8 products a call, split over the pool at two threads."""
     from tensorjit.tensor import linalg
@@ -575,19 +588,11 @@ def test_a_fork_while_another_thread_runs_split_products_keeps_the_blas_count(
 def test_config_threads_set_while_split_products_run_is_the_count_left(library_count_only):
     """A count config sets while another thread's products have the library's count at
     one is the one they put back (not the count they found)."""
-    import threading
-
     threads = library_count_only
     with tensorjit.config.change_flags(threads=2):
         f, args = _split_stack()
         for _ in range(5):
-            stop = threading.Event()
-            worker = _products_on_a_thread(f, args, stop)
-            try:
-                tensorjit.config.threads = 1
-            finally:
-                stop.set()
-                worker.join()
+            _set_threads_while_products_run(f, args, 1)
             assert threads.blas_threads() == 1
             tensorjit.config.threads = 2
             assert threads.blas_threads() == 2
@@ -599,8 +604,6 @@ def test_config_threads_set_from_auto_while_split_products_run_remembers_the_bla
     """config ``threads`` going from "auto" to a number remembers the BLAS's count, to
     put back when it returns to "auto": the count products in flight will restore, not
     the 1 they set for their call."""
-    import threading
-
     threads = library_count_only
     if threads.available_cores() < 2:
         pytest.skip("one core: 'auto' is one thread, and no products are split")
@@ -614,13 +617,7 @@ def test_config_threads_set_from_auto_while_split_products_run_remembers_the_bla
             f, args = _split_stack()
             f(*args)
             for _ in range(5):
-                stop = threading.Event()
-                worker = _products_on_a_thread(f, args, stop)
-                try:
-                    tensorjit.config.threads = 2
-                finally:
-                    stop.set()
-                    worker.join()
+                _set_threads_while_products_run(f, args, 2)
                 tensorjit.config.threads = "auto"
                 assert threads.blas_threads() == own
         finally:  # before the flags go back (a number would remember this count)
