@@ -30,7 +30,7 @@ def array_nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
     return math.prod(shape) * dtype.itemsize
 
 
-def _bytes_text(nbytes: int) -> str:
+def bytes_text(nbytes: int) -> str:
     """``nbytes`` for a reader: exact, and in the largest binary unit below it."""
     size, unit = float(nbytes), ""
     for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
@@ -47,18 +47,9 @@ def allocation_error(
     device, and ``why`` (the device's limit or its driver's words), as NumPy's own
     MemoryError names the size rather than a driver status."""
     return MemoryError(
-        f"cannot allocate {_bytes_text(nbytes)} on {device} for an array of shape {shape} "
+        f"cannot allocate {bytes_text(nbytes)} on {device} for an array of shape {shape} "
         f"and dtype {dtype}: {why}"
     )
-
-
-def buffer_limit_error(
-    device: str, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, limit: int, name: str
-) -> MemoryError:
-    """``allocation_error`` for an array over the device's largest buffer (``name``: the
-    driver's name for that limit)."""
-    why = f"its buffers hold at most {_bytes_text(limit)} ({name})"
-    return allocation_error(device, shape, dtype, nbytes, why)
 
 
 def byte_offset(value: Any) -> int:

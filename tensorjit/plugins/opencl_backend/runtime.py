@@ -24,7 +24,7 @@ import numpy as np
 from tensorjit.plugins.device_kernels.arrays import (
     allocation_error,
     array_nbytes,
-    buffer_limit_error,
+    bytes_text,
     c_strides,
 )
 from tensorjit.plugins.device_kernels.recording import note_allocation, note_launch
@@ -184,6 +184,11 @@ class Runtime:
         return self.device.name.strip()
 
     @property
+    def label(self) -> str:
+        """The device as errors name it."""
+        return f"the OpenCL device {self.name!r}"
+
+    @property
     def fp64(self) -> bool:
         return bool(self.device.double_fp_config)
 
@@ -271,12 +276,12 @@ class Runtime:
         shape, dtype = tuple(int(n) for n in shape), np.dtype(dtype)
         nbytes = array_nbytes(shape, dtype)
         limit = self.max_buffer_bytes
-        where = "the OpenCL device {!r}"
         if nbytes > limit:  # pyopencl would say only INVALID_BUFFER_SIZE
-            name = "CL_DEVICE_MAX_MEM_ALLOC_SIZE"
-            raise buffer_limit_error(where.format(self.name), shape, dtype, nbytes, limit, name)
+            why = f"its buffers hold at most {bytes_text(limit)} (CL_DEVICE_MAX_MEM_ALLOC_SIZE)"
+            raise allocation_error(self.label, shape, dtype, nbytes, why)
         allocator = self.allocator
-        if nbytes and allocator.alloc_size(allocator.bin_number(nbytes)) > limit:
+        # (a bin is under twice its request: only large buffers need the pool asked)
+        if 2 * nbytes > limit and allocator.alloc_size(allocator.bin_number(nbytes)) > limit:
             allocator = self.unpooled
         strides = c_strides(shape, dtype.itemsize)
         try:
@@ -284,7 +289,7 @@ class Runtime:
         except (MemoryError, _pyopencl().Error) as exc:
             if not _out_of_memory(exc):
                 raise
-            raise allocation_error(where.format(self.name), shape, dtype, nbytes, str(exc)) from exc
+            raise allocation_error(self.label, shape, dtype, nbytes, str(exc)) from exc
         note_allocation(value)
         return value
 
